@@ -1,0 +1,78 @@
+# ranker-retrain — the two commands: `make demo` (the main job) and `make test` (the suite).
+# Two environments, as production has two images:
+#   .venv          project + trainer + features (torch, fbgemm, torchrec, feast), the `ranker` CLI
+#   .venv-airflow  Airflow 3 (+ providers) running dags/, whose tasks call .venv/bin/ranker
+# Both are installed from full lock files with --no-deps (no resolver). `make setup` is idempotent:
+# a stamp keyed on the lock's content makes a re-run on a complete env a no-op.
+
+SHELL := /bin/bash
+PYTHON ?= python3
+DEVICE ?= cpu# cpu | cuda (GPU machines: fbgemm-gpu instead of fbgemm-gpu-cpu, PyPI's CUDA torch)
+VENV := .venv
+AFVENV := .venv-airflow
+TRAINER_LOCK := requirements/trainer.lock
+AIRFLOW_LOCK := requirements/airflow.lock
+TRAINER_STAMP := $(VENV)/.installed-$(DEVICE)-$(shell cat $(TRAINER_LOCK) pyproject.toml | sha256sum | cut -c1-12)
+AIRFLOW_STAMP := $(AFVENV)/.installed-$(shell sha256sum < $(AIRFLOW_LOCK) | cut -c1-12)
+PYTEST_ARGS ?=
+
+.PHONY: setup test lint typecheck test-py test-airflow demo bench study lock clean-venvs help
+
+help:
+	@echo "make demo   - set up, build a synthetic workspace, run ranker_retrain through Airflow for two days"
+	@echo "make test   - set up, lint (ruff), type check (mypy), pytest in both environments"
+	@echo "make setup [DEVICE=cuda] | make bench | make study | make lock"
+
+setup: $(TRAINER_STAMP) $(AIRFLOW_STAMP)
+
+$(TRAINER_STAMP):
+	@echo ">> installing $(VENV) from $(TRAINER_LOCK) (DEVICE=$(DEVICE))"
+	rm -f $(VENV)/.installed-*
+	test -x $(VENV)/bin/python || $(PYTHON) -m venv $(VENV)
+ifeq ($(DEVICE),cuda)
+	sed 's/^fbgemm-gpu-cpu==/fbgemm-gpu==/' $(TRAINER_LOCK) | grep -v '^torch==' > $(VENV)/cuda.lock
+	$(VENV)/bin/pip install -q --no-deps -r $(VENV)/cuda.lock
+	# PyPI's torch==2.13.0 is the CUDA build; its nvidia-* runtime wheels come through the resolver
+	$(VENV)/bin/pip install -q torch==2.13.0
+else
+	$(VENV)/bin/pip install -q --no-deps -r $(TRAINER_LOCK)
+endif
+	$(VENV)/bin/pip install -q --no-deps --no-build-isolation -e .
+	touch $@
+
+$(AIRFLOW_STAMP):
+	@echo ">> installing $(AFVENV) from $(AIRFLOW_LOCK)"
+	rm -f $(AFVENV)/.installed-*
+	test -x $(AFVENV)/bin/python || $(PYTHON) -m venv $(AFVENV)
+	$(AFVENV)/bin/pip install -q --no-deps -r $(AIRFLOW_LOCK)
+	touch $@
+
+lint: setup
+	$(VENV)/bin/ruff check .
+	$(VENV)/bin/ruff format --check .
+
+typecheck: setup
+	$(VENV)/bin/mypy
+
+test-py: setup
+	$(VENV)/bin/python -m pytest tests --ignore=tests/dags $(PYTEST_ARGS)
+
+test-airflow: setup
+	$(AFVENV)/bin/python -m pytest tests/dags $(PYTEST_ARGS)
+
+test: lint typecheck test-py test-airflow
+
+demo: setup
+	bash infra/demo.sh
+
+bench: setup
+	$(VENV)/bin/python -m benchmarks
+
+study: setup
+	$(VENV)/bin/ranker study --json
+
+lock:
+	requirements/compile.sh all
+
+clean-venvs:
+	rm -rf $(VENV) $(AFVENV)

@@ -1,0 +1,1 @@
+"""ranker-retrain data side: synthetic/imported events, the Feast repository, window builder."""

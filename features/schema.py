@@ -1,0 +1,56 @@
+"""The example schema: the contract between the window builder (features/) and the trainer.
+
+One row per impression, joined point-in-time with user and pin features. Feature columns are
+named ``<feature_view>__<feature>`` (Feast ``full_feature_names=True``).
+"""
+
+from __future__ import annotations
+
+import pyarrow as pa
+
+FEATURE_SERVICE = "ranker_v1"
+USER_VIEW = "user_stats"
+PIN_VIEW = "pin_stats"
+
+# impression log (source) and the key/label columns every example keeps
+IMPRESSION_SCHEMA = pa.schema(
+    [
+        ("request_id", pa.string()),
+        ("user_id", pa.int64()),
+        ("pin_id", pa.int64()),
+        ("event_timestamp", pa.timestamp("us", tz="UTC")),
+        ("position", pa.int32()),
+        ("saved", pa.int8()),
+    ]
+)
+LABEL = "saved"
+REQUEST_KEY = "request_id"
+
+# categorical features -> embedding tables (hashed into the table size; unseen values work)
+SPARSE_FEATURES: tuple[str, ...] = (
+    "user_id",
+    "pin_id",
+    f"{USER_VIEW}__country",
+    f"{PIN_VIEW}__category",
+)
+
+# numeric features -> dense tower (nulls: 0 plus the model's own normalisation)
+USER_NUMERIC = (
+    "impressions_7d",
+    "saves_7d",
+    "save_rate_7d",
+    "impressions_28d",
+    "saves_28d",
+    "save_rate_28d",
+)
+PIN_NUMERIC = (*USER_NUMERIC, "age_days")
+DENSE_FEATURES: tuple[str, ...] = tuple(f"{USER_VIEW}__{f}" for f in USER_NUMERIC) + tuple(
+    f"{PIN_VIEW}__{f}" for f in PIN_NUMERIC
+)
+
+EXAMPLE_COLUMNS: tuple[str, ...] = (
+    *IMPRESSION_SCHEMA.names,
+    f"{USER_VIEW}__country",
+    f"{PIN_VIEW}__category",
+    *DENSE_FEATURES,
+)
