@@ -1,8 +1,10 @@
 """Offline quality metrics on one eval day: save HIT@k (primary), AUC, normalized entropy.
 
 Pure functions over flat arrays (one entry per impression). Requests are grouped by
-``request_ids``; ties in score are broken by a stable order (original row order) so that a
-constant model gets a deterministic, not a lucky, HIT@k.
+``request_ids``. Pins whose scores tie share the top-k places they straddle: each gets the
+expected hit of a random order among the tied pins. Breaking ties by row order instead would be
+lucky, not neutral: rows usually arrive in display order, and position bias makes the first
+rows the most saved, so a constant model would score far above a random ranking.
 """
 
 from __future__ import annotations
@@ -43,13 +45,23 @@ def hits_per_request(
     y = np.asarray(labels, dtype=np.float64)
     s = np.asarray(scores, dtype=np.float64)
     n = len(codes)
-    # sort by request, then score descending, then original order (stable tie-break)
-    order = np.lexsort((np.arange(n), -s, codes))
-    sorted_codes = codes[order]
-    starts = np.r_[0, np.flatnonzero(np.diff(sorted_codes)) + 1]
-    rank = np.arange(n) - np.repeat(starts, np.diff(np.r_[starts, n]))
-    in_top = (rank < k).astype(np.float64)
     n_groups = int(codes.max()) + 1 if n else 0
+    order = np.lexsort((-s, codes))  # by request, then score descending
+    sorted_codes = codes[order]
+    sorted_s = s[order]
+    req_starts = np.r_[0, np.flatnonzero(np.diff(sorted_codes)) + 1]
+    rank = np.arange(n) - np.repeat(req_starts, np.diff(np.r_[req_starts, n]))
+    # tie groups: runs of equal score within a request, covering ranks [a, b)
+    new_group = (
+        np.r_[True, (np.diff(sorted_codes) != 0) | (sorted_s[1:] != sorted_s[:-1])]
+        if n
+        else np.array([], bool)
+    )
+    tie_starts = np.flatnonzero(new_group)
+    tie_sizes = np.diff(np.r_[tie_starts, n])
+    a = np.repeat(rank[tie_starts], tie_sizes).astype(np.float64)
+    size = np.repeat(tie_sizes, tie_sizes).astype(np.float64)
+    in_top = np.clip(k - a, 0.0, size) / size if n else np.zeros(0)
     hits = np.bincount(sorted_codes, weights=y[order] * in_top, minlength=n_groups)
     saves = np.bincount(codes, weights=y, minlength=n_groups)
     return hits, saves
