@@ -1,0 +1,52 @@
+#!/usr/bin/env bash
+# Install the servers the monitoring integration tests start themselves (Debian packages):
+#   prometheus (+ promtool), prometheus-pushgateway, docker-compose (parses/validates the compose file).
+# Idempotent: installs only what is missing; never starts or enables a service (the tests run
+# their own servers on free ports with temporary data folders).
+set -euo pipefail
+
+need=()
+command -v prometheus >/dev/null 2>&1 && command -v promtool >/dev/null 2>&1 || need+=(prometheus)
+command -v prometheus-pushgateway >/dev/null 2>&1 || need+=(prometheus-pushgateway)
+command -v docker-compose >/dev/null 2>&1 || need+=(docker-compose)
+
+if [ ${#need[@]} -eq 0 ]; then
+  echo "install-servers: prometheus, promtool, prometheus-pushgateway, docker-compose already present"
+  exit 0
+fi
+
+if ! command -v apt-get >/dev/null 2>&1; then
+  echo "install-servers: apt-get not found; install ${need[*]} yourself (integration tests skip without them)" >&2
+  exit 0
+fi
+
+sudo=()
+if [ "$(id -u)" -ne 0 ]; then
+  if command -v sudo >/dev/null 2>&1; then
+    sudo=(sudo -n)
+  else
+    echo "install-servers: not root and no sudo; cannot install ${need[*]}" >&2
+    exit 1
+  fi
+fi
+
+echo "install-servers: installing ${need[*]}"
+# policy-rc.d exit 101 = "do not start services" for the maintainer scripts of these packages
+policy=/usr/sbin/policy-rc.d
+created_policy=0
+if [ ! -e "$policy" ]; then
+  printf '#!/bin/sh\nexit 101\n' | "${sudo[@]}" tee "$policy" >/dev/null
+  "${sudo[@]}" chmod +x "$policy"
+  created_policy=1
+fi
+cleanup() { if [ "$created_policy" = 1 ]; then "${sudo[@]}" rm -f "$policy"; fi; }
+trap cleanup EXIT
+
+export DEBIAN_FRONTEND=noninteractive
+"${sudo[@]}" apt-get update -qq
+"${sudo[@]}" apt-get install -y -qq --no-install-recommends "${need[@]}"
+
+for bin in prometheus promtool prometheus-pushgateway docker-compose; do
+  command -v "$bin" >/dev/null 2>&1 || { echo "install-servers: $bin still missing after install" >&2; exit 1; }
+done
+echo "install-servers: done ($(prometheus --version 2>&1 | head -1))"
