@@ -1,0 +1,289 @@
+"""``ranker run`` — the whole retrain without Airflow: window → train → gate → promote | reject →
+metrics publish. Each step is the same ``ranker`` subcommand the DAG calls, run in-process through
+its own parser and handler under one pipeline run id, so every step's summary lands in
+``<home>/pipeline/<run id>/<step>.json`` exactly as it would from the DAG.
+"""
+
+from __future__ import annotations
+
+import argparse
+import contextlib
+import datetime as dt
+import logging
+import secrets
+import sys
+import time
+from dataclasses import dataclass, field
+from typing import Any
+
+from ranking.cli_common import CommandResult, add_common, parse_date, positive_int, workspace
+from ranking.errors import RankerError
+
+log = logging.getLogger(__name__)
+
+
+@dataclass
+class StepOutcome:
+    step: str
+    exit_code: int
+    summary: dict[str, Any]
+    duration_seconds: float
+    error: str | None = None
+
+    def brief(self) -> dict[str, Any]:
+        out: dict[str, Any] = {
+            "step": self.step,
+            "exit_code": self.exit_code,
+            "duration_seconds": round(self.duration_seconds, 3),
+        }
+        if self.error:
+            out["error"] = self.error
+        return out
+
+
+@dataclass
+class RunPlan:
+    """What ``ranker run`` was asked to do (validated before any step runs)."""
+
+    end: dt.date
+    days: int | None = None
+    epochs: int | None = None
+    schedule: str | None = None
+    pipeline: str | None = None
+    dry_run: bool = False
+    force_promote: bool = False
+    reason: str | None = None
+    registry: str | None = None
+    gate_args: list[str] = field(default_factory=list)
+
+    def __post_init__(self) -> None:
+        if self.force_promote and not (self.reason and self.reason.strip()):
+            raise RankerError(
+                "--force-promote needs --reason TEXT (it is recorded in the champion's history)"
+            )
+        if self.force_promote and self.dry_run:
+            raise RankerError("--force-promote and --dry-run contradict each other")
+
+
+def new_run_id(end: dt.date) -> str:
+    stamp = dt.datetime.now(dt.UTC).strftime("%Y%m%dT%H%M%SZ")
+    return f"manual__{end.isoformat()}__{stamp}-{secrets.token_hex(2)}"
+
+
+class StepRunner:
+    """Runs ``ranker`` subcommands in-process with shared --home/--run-id, recording summaries."""
+
+    def __init__(self, home: str, run_id: str) -> None:
+        from ranking.cli import build_parser
+
+        self.parser = build_parser()
+        self.home = home
+        self.run_id = run_id
+        self.outcomes: list[StepOutcome] = []
+
+    def has_command(self, *words: str) -> bool:
+        """Whether ``ranker <words...>`` exists (parts of the pipeline land independently)."""
+        parser: argparse.ArgumentParser | None = self.parser
+        for word in words:
+            choices: dict[str, argparse.ArgumentParser] = {}
+            for action in parser._actions if parser else []:
+                if isinstance(action, argparse._SubParsersAction):
+                    choices = dict(action.choices)
+            parser = choices.get(word)
+            if parser is None:
+                return False
+        return parser is not None and parser.get_default("handler") is not None
+
+    def run(self, argv: list[str]) -> StepOutcome:
+        from ranking.atomic import atomic_write_json
+        from ranking.cli_common import emit
+
+        full = [*argv, "--home", self.home, "--run-id", self.run_id, "--json"]
+        log.info("ranker run: step: ranker %s", " ".join(full))
+        started = time.perf_counter()
+        try:
+            args = self.parser.parse_args(full)
+        except SystemExit as exc:  # argparse already printed why to stderr
+            raise RankerError(
+                f"step `ranker {' '.join(argv)}` has invalid arguments (exit {exc.code})"
+            ) from None
+        step = str(args.step)
+        try:
+            result = args.handler(args)
+        except RankerError as exc:
+            outcome = StepOutcome(step, exc.exit_code, {}, time.perf_counter() - started, error=str(exc))
+            summary = {"step": step, "exit_code": exc.exit_code, "error": str(exc), "run_id": self.run_id}
+            atomic_write_json(workspace(args).step_summary_path(self.run_id, step), summary)
+            self.outcomes.append(outcome)
+            return outcome
+        # the same recording as the CLI's; the step's JSON line goes to stderr, as a log line
+        with contextlib.redirect_stdout(sys.stderr):
+            emit(args, step, result)
+        outcome = StepOutcome(step, result.exit_code, dict(result.summary), time.perf_counter() - started)
+        self.outcomes.append(outcome)
+        return outcome
+
+
+def execute(plan: RunPlan, home: str, run_id: str) -> CommandResult:
+    """Run the pipeline; the returned summary is the `run` step's."""
+    started = time.perf_counter()
+    runner = StepRunner(home, run_id)
+    end = plan.end.isoformat()
+    registry = ["--registry", plan.registry] if plan.registry else []
+    summary: dict[str, Any] = {
+        "run_id": run_id,
+        "end": end,
+        "days": plan.days,
+        "dry_run": plan.dry_run,
+        "decision": None,
+        "version": None,
+        "promoted": False,
+        "forced": False,
+    }
+    exit_code = 0
+    try:
+        window = ["features", "window", "--end", end] + (["--days", str(plan.days)] if plan.days else [])
+        outcome = runner.run(window)
+        if outcome.exit_code != 0:
+            raise _StepFailed(outcome)
+
+        train = ["train", "--end", end]
+        for flag, value in (
+            ("--days", plan.days),
+            ("--epochs", plan.epochs),
+            ("--schedule", plan.schedule),
+            ("--pipeline", plan.pipeline),
+        ):
+            if value is not None:
+                train += [flag, str(value)]
+        outcome = runner.run(train)
+        if outcome.exit_code != 0:
+            raise _StepFailed(outcome)
+        version = _registered_version(outcome.summary, home, run_id, plan.registry)
+        summary["version"] = version
+
+        gate = runner.run(["gate", "--candidate", version, "--end", end, *plan.gate_args, *registry])
+        if gate.exit_code not in (0, 1):
+            raise _StepFailed(gate)
+        summary["decision"] = gate.summary.get("decision")
+        summary["failed_checks"] = gate.summary.get("failed_checks", [])
+
+        if plan.dry_run:
+            log.info("ranker run: dry run — the champion is left as it is")
+            exit_code = gate.exit_code
+        elif gate.exit_code == 0 or plan.force_promote:
+            reason = plan.reason or f"gate passed on {end} (run {run_id})"
+            promote = ["promote", version, "--reason", reason, *registry]
+            if gate.exit_code != 0:
+                promote.append("--force")
+            outcome = runner.run(promote)
+            if outcome.exit_code != 0:
+                raise _StepFailed(outcome)
+            summary["promoted"] = not outcome.summary.get("noop", False)
+            summary["forced"] = bool(outcome.summary.get("forced"))
+        else:
+            outcome = runner.run(["reject", version, *registry])
+            if outcome.exit_code != 0:
+                raise _StepFailed(outcome)
+            exit_code = 1
+    except _StepFailed as failed:
+        summary["error"] = (
+            f"step {failed.outcome.step} failed: {failed.outcome.error or 'exit ' + str(failed.outcome.exit_code)}"
+        )
+        exit_code = 2
+    finally:
+        # publish whatever happened, like the DAG's final task; a failed publish never fails the run
+        if runner.has_command("metrics", "publish"):
+            try:
+                published = runner.run(["metrics", "publish"])
+                if published.exit_code != 0:
+                    log.warning("ranker run: metrics publish failed: %s", published.error)
+            except Exception as exc:  # monitoring must never turn a retrain into a failure
+                log.warning("ranker run: metrics publish crashed: %s", exc)
+        else:
+            log.info("ranker run: `ranker metrics publish` is not available; skipped")
+
+    summary["steps"] = [o.brief() for o in runner.outcomes]
+    summary["champion"] = _champion(home, plan.registry)
+    summary["duration_seconds"] = round(time.perf_counter() - started, 3)
+    text = (
+        f"run {run_id}: version {summary['version'] or '-'}, gate {summary['decision'] or '-'}, "
+        f"{'promoted' if summary['promoted'] else 'not promoted'}; champion {summary['champion'] or '(none)'}"
+        + (f"; {summary['error']}" if "error" in summary else "")
+    )
+    return CommandResult(summary, exit_code=exit_code, text=text)
+
+
+class _StepFailed(Exception):
+    def __init__(self, outcome: StepOutcome) -> None:
+        super().__init__(outcome.step)
+        self.outcome = outcome
+
+
+def _registered_version(train_summary: dict[str, Any], home: str, run_id: str, registry: str | None) -> str:
+    """The version `ranker train` registered; registers its run folder if it did not."""
+    version = train_summary.get("version")
+    if version:
+        return str(version)
+    run_dir = train_summary.get("run_dir")
+    if not run_dir:
+        raise RankerError("`ranker train` reported neither a registered version nor a run_dir")
+    from pathlib import Path
+
+    from ranking.registry import register_run
+    from ranking.workspace import Workspace
+
+    return register_run(Workspace.resolve(home), Path(run_dir), run_id, registry)
+
+
+def _champion(home: str, registry: str | None) -> str | None:
+    from ranking.registry import Registry
+    from ranking.workspace import Workspace
+
+    return Registry.for_workspace(Workspace.resolve(home), registry).champion()
+
+
+def handle_run(args: argparse.Namespace) -> CommandResult:
+    from ranking.registry_cli import gate_passthrough
+
+    plan = RunPlan(
+        end=args.end,
+        days=args.days,
+        epochs=args.epochs,
+        schedule=args.schedule,
+        pipeline=args.pipeline,
+        dry_run=args.dry_run,
+        force_promote=args.force_promote,
+        reason=args.reason,
+        registry=args.registry,
+        gate_args=gate_passthrough(args),
+    )
+    ws = workspace(args)
+    if not args.run_id:
+        args.run_id = new_run_id(args.end)  # the CLI then records this summary as <run id>/run.json
+    return execute(plan, str(ws.root), args.run_id)
+
+
+def register_run_command(sub: argparse._SubParsersAction) -> None:  # type: ignore[type-arg]
+    from ranking.registry_cli import add_gate_options, add_registry_option, reason_arg
+
+    p = sub.add_parser(
+        "run",
+        help="the whole retrain without Airflow: window, train, gate, promote or reject, metrics",
+    )
+    p.add_argument("--end", type=parse_date, required=True, help="window end = eval day (YYYY-MM-DD)")
+    p.add_argument(
+        "--days", type=positive_int, default=None, help="window length (default: the window builder's)"
+    )
+    p.add_argument("--epochs", type=positive_int, default=None)
+    p.add_argument("--schedule", default=None, help="embedding schedule, e.g. delayed or F,J,J")
+    p.add_argument("--pipeline", choices=("sync", "semisync"), default=None)
+    p.add_argument("--dry-run", action="store_true", help="train and gate, never move the champion")
+    p.add_argument(
+        "--force-promote", action="store_true", help="promote even if the gate rejects (needs --reason)"
+    )
+    p.add_argument("--reason", type=reason_arg, default=None, help="why (recorded with a forced promotion)")
+    add_gate_options(p)
+    add_registry_option(p)
+    add_common(p)
+    p.set_defaults(handler=handle_run, step="run")
