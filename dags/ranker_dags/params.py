@@ -1,0 +1,232 @@
+"""Run parameters of ``ranker_retrain``: the Params (JSON schema, checked when a run is created) and
+the run plan (cross-field rules and the window end, checked by the first task).
+
+Window end rule (one rule for every run type; the eval day is ``window_end``, training days are
+``[window_end - window_days, window_end)``):
+
+- manual runs with ``window_end``: that date;
+- scheduled and backfill runs: the last complete UTC day before the data interval end;
+- manual runs without ``window_end``: the last complete UTC day before the run's logical date, or
+  before the trigger time when the run has no logical date. A manual run's data interval is never
+  read: in Airflow 3 it is inferred from the timetable and means nothing for a manual trigger.
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+import re
+from collections.abc import Mapping
+from dataclasses import asdict, dataclass
+from typing import Any
+
+SCHEDULE_NAMES = ("delayed", "joint", "frozen", "joint_then_frozen")
+SCHEDULE_LIST_PATTERN = r"^[FJ](,[FJ]){0,9}$"
+PIPELINES = ("sync", "semisync")
+REASON_MAX = 500
+_UNSAFE_RUN_ID = re.compile(r"[^A-Za-z0-9_.:+-]")
+
+
+class PlanError(ValueError):
+    """The run's parameters contradict each other or cannot be resolved; the run fails at once."""
+
+
+def retrain_param_schemas() -> dict[str, dict[str, Any]]:
+    """``{name: (default, JSON schema)}`` of the retrain DAG's Params, as plain data.
+
+    Kept free of Airflow types so the rules are testable on their own; ``retrain_params`` wraps them.
+    """
+    return {
+        "window_end": {
+            "default": None,
+            "type": ["null", "string"],
+            "format": "date",
+            "pattern": r"^\d{4}-\d{2}-\d{2}$",
+            "title": "Window end (eval day)",
+            "description": "YYYY-MM-DD. Training days are [end - window_days, end). Empty: the last "
+            "complete day before the run's date.",
+        },
+        "window_days": {
+            "default": 20,
+            "type": "integer",
+            "minimum": 1,
+            "maximum": 60,
+            "title": "Window length in days",
+        },
+        "epochs": {"default": 3, "type": "integer", "minimum": 1, "maximum": 10, "title": "Epochs"},
+        "schedule": {
+            "default": "delayed",
+            "type": "string",
+            "anyOf": [{"enum": list(SCHEDULE_NAMES)}, {"pattern": SCHEDULE_LIST_PATTERN}],
+            "title": "Embedding schedule",
+            "description": "delayed (F,J,J...), joint, frozen, joint_then_frozen, or one letter per "
+            "epoch such as F,J,J (F: tables frozen, J: joint).",
+        },
+        "pipeline": {
+            "default": "semisync",
+            "type": "string",
+            "enum": list(PIPELINES),
+            "title": "Training pipeline",
+        },
+        "tolerance": {
+            "default": None,
+            "type": ["null", "number"],
+            "minimum": 0,
+            "exclusiveMaximum": 1,
+            "title": "Gate tolerance",
+            "description": "Allowed relative drop of save HIT@3 vs the champion (0.01 = 1%). "
+            "Empty: the gate's default.",
+        },
+        "min_hit": {
+            "default": None,
+            "type": ["null", "number"],
+            "minimum": 0,
+            "maximum": 1,
+            "title": "Gate floor on save HIT@3",
+            "description": "Absolute floor on the candidate's save HIT@3. Empty: the gate's default.",
+        },
+        "dry_run": {
+            "default": False,
+            "type": "boolean",
+            "title": "Dry run",
+            "description": "Train and gate, never promote.",
+        },
+        "force_promote": {
+            "default": False,
+            "type": "boolean",
+            "title": "Force promotion",
+            "description": "Promote even if the gate rejects. Requires a reason.",
+        },
+        "reason": {
+            "default": "",
+            "type": "string",
+            "maxLength": REASON_MAX,
+            "title": "Reason",
+            "description": "Why (recorded in the registry history). Required with force_promote.",
+        },
+    }
+
+
+def retrain_params() -> dict[str, Any]:
+    from airflow.sdk import Param
+
+    params = {}
+    for name, spec in retrain_param_schemas().items():
+        schema = dict(spec)
+        default = schema.pop("default")
+        params[name] = Param(default, **schema)
+    return params
+
+
+@dataclass(frozen=True)
+class RunPlan:
+    """Everything a retrain run's steps need, resolved once by the first task (plain types: XCom)."""
+
+    run_id: str
+    window_end: str
+    window_days: int
+    epochs: int
+    schedule: str
+    pipeline: str
+    tolerance: float | None
+    min_hit: float | None
+    dry_run: bool
+    force_promote: bool
+    reason: str
+    actor: str  # who triggered the run: recorded by the registry as "who"
+
+    def to_dict(self) -> dict[str, Any]:
+        return asdict(self)
+
+
+def ranker_run_id(airflow_run_id: str) -> str:
+    """The ``--run-id`` of the ranker steps: the Airflow run id in the CLI's safe alphabet."""
+    safe = _UNSAFE_RUN_ID.sub("_", airflow_run_id).strip("_.:+-")[:128]
+    if not safe:
+        raise PlanError(f"cannot derive a ranker run id from {airflow_run_id!r}")
+    return safe
+
+
+def resolve_window_end(
+    *,
+    requested: str | None,
+    run_type: str,
+    data_interval_end: dt.datetime | None,
+    logical_date: dt.datetime | None,
+    run_after: dt.datetime,
+) -> dt.date:
+    """The eval day of the run (see the module docstring for the rule)."""
+    if run_type in ("scheduled", "backfill"):
+        if data_interval_end is None:
+            raise PlanError(f"a {run_type} run has no data interval end")
+        return _utc_date(data_interval_end) - dt.timedelta(days=1)
+    if requested:
+        return parse_date(requested, "window_end")
+    anchor = logical_date if logical_date is not None else run_after
+    return _utc_date(anchor) - dt.timedelta(days=1)
+
+
+def make_plan(
+    params: Mapping[str, Any],
+    *,
+    airflow_run_id: str,
+    run_type: str,
+    data_interval_end: dt.datetime | None,
+    logical_date: dt.datetime | None,
+    run_after: dt.datetime,
+    actor: str | None = None,
+) -> RunPlan:
+    """Check the cross-field rules Params cannot express and resolve the window end."""
+    epochs = int(params["epochs"])
+    schedule = str(params["schedule"])
+    if schedule not in SCHEDULE_NAMES:
+        if not re.match(SCHEDULE_LIST_PATTERN, schedule):
+            raise PlanError(f"unknown schedule {schedule!r}: use {', '.join(SCHEDULE_NAMES)} or e.g. F,J,J")
+        if len(schedule.split(",")) != epochs:
+            raise PlanError(
+                f"schedule {schedule!r} has {len(schedule.split(','))} settings but epochs={epochs}: "
+                "give one setting per epoch"
+            )
+    reason = str(params.get("reason") or "").strip()
+    force = bool(params.get("force_promote"))
+    dry_run = bool(params.get("dry_run"))
+    if force and not reason:
+        raise PlanError("force_promote requires a non-empty reason")
+    if force and dry_run:
+        raise PlanError("force_promote and dry_run contradict each other: a dry run never promotes")
+    tolerance, min_hit = params.get("tolerance"), params.get("min_hit")
+    window_end = resolve_window_end(
+        requested=params.get("window_end"),
+        run_type=run_type,
+        data_interval_end=data_interval_end,
+        logical_date=logical_date,
+        run_after=run_after,
+    )
+    return RunPlan(
+        run_id=ranker_run_id(airflow_run_id),
+        window_end=window_end.isoformat(),
+        window_days=int(params["window_days"]),
+        epochs=epochs,
+        schedule=schedule,
+        pipeline=str(params["pipeline"]),
+        tolerance=None if tolerance is None else float(tolerance),
+        min_hit=None if min_hit is None else float(min_hit),
+        dry_run=dry_run,
+        force_promote=force,
+        reason=reason,
+        actor=actor or f"airflow:{run_type}",
+    )
+
+
+def parse_date(value: str, name: str) -> dt.date:
+    if not re.match(r"^\d{4}-\d{2}-\d{2}$", value or ""):
+        raise PlanError(f"{name} must be a date YYYY-MM-DD, got {value!r}")
+    try:
+        return dt.date.fromisoformat(value)
+    except ValueError:
+        raise PlanError(f"{name} is not a valid date: {value!r}") from None
+
+
+def _utc_date(moment: dt.datetime) -> dt.date:
+    if moment.tzinfo is None:
+        raise PlanError(f"naive datetime {moment!r}: Airflow dates are timezone-aware")
+    return moment.astimezone(dt.UTC).date()

@@ -1,0 +1,126 @@
+"""Deployment settings of the ranker DAGs, read once from the environment at parse time.
+
+Environment variables (all optional):
+
+- ``RANKER_BIN``: the project's ``ranker`` executable (default ``<repo>/.venv/bin/ranker``)
+- ``RANKER_HOME``: the workspace folder passed as ``--home`` (default ``<repo>/var``)
+- ``RANKER_RETRAIN_CRON``: schedule of ``ranker_retrain`` (default ``0 3 * * *``, UTC)
+- ``RANKER_LAUNCHER``: ``local`` (default) | ``kubernetes`` | ``docker`` — how ``train`` runs
+- ``RANKER_TRAIN_NPROC``: processes per training job (``ranker train --nproc``; default 1)
+- ``RANKER_TRAIN_GPUS``: GPUs requested by the kubernetes/docker launchers (default 1)
+- ``RANKER_TRAINER_IMAGE``: trainer image for kubernetes/docker (default ``ranker-trainer:latest``)
+- ``RANKER_K8S_NAMESPACE``, ``RANKER_K8S_WORKSPACE_PVC``: pod namespace and the claim holding the workspace
+- ``RANKER_DOCKER_URL``, ``RANKER_DOCKER_WORKSPACE``: docker daemon URL and the host folder of the workspace
+- ``RANKER_TRAINING_POOL``: Airflow pool of the training task (default ``training``)
+- ``RANKER_TASK_RETRIES``: retries of the transient steps (default 2)
+"""
+
+from __future__ import annotations
+
+import os
+import re
+from collections.abc import Mapping
+from dataclasses import dataclass
+from datetime import timedelta
+from pathlib import Path
+
+REPO_ROOT = Path(__file__).resolve().parents[2]
+LAUNCHERS = ("local", "kubernetes", "docker")
+
+# Kubernetes/docker names: lower-case DNS labels; images: a conservative reference alphabet.
+_DNS_LABEL = re.compile(r"^[a-z0-9]([-a-z0-9]{0,61}[a-z0-9])?$")
+_IMAGE_REF = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._/:@-]{0,254}$")
+_CRON_FIELD = re.compile(r"^[0-9*/,\-A-Za-z?LW#]+$")
+
+
+class SettingsError(ValueError):
+    """A deployment setting (environment variable) is invalid; the DAG file fails to import."""
+
+
+@dataclass(frozen=True)
+class OrchestrationSettings:
+    ranker_bin: str = str(REPO_ROOT / ".venv" / "bin" / "ranker")
+    home: str = str(REPO_ROOT / "var")
+    cron: str = "0 3 * * *"
+    launcher: str = "local"
+    train_nproc: int = 1
+    train_gpus: int = 1
+    trainer_image: str = "ranker-trainer:latest"
+    k8s_namespace: str = "ranker"
+    k8s_workspace_pvc: str = "ranker-workspace"
+    docker_url: str = "unix://var/run/docker.sock"
+    docker_workspace: str = "/srv/ranker"
+    training_pool: str = "training"
+    task_retries: int = 2
+    retry_delay: timedelta = timedelta(minutes=1)
+    max_retry_delay: timedelta = timedelta(minutes=30)
+
+    def __post_init__(self) -> None:
+        problems = list(_problems(self))
+        if problems:
+            raise SettingsError("invalid ranker DAG settings: " + "; ".join(problems))
+
+    @classmethod
+    def from_env(cls, environ: Mapping[str, str] | None = None) -> OrchestrationSettings:
+        env = os.environ if environ is None else environ
+        defaults = cls()
+
+        def text(name: str, default: str) -> str:
+            return env.get(name, "").strip() or default
+
+        def integer(name: str, default: int) -> int:
+            raw = env.get(name, "").strip()
+            if not raw:
+                return default
+            try:
+                return int(raw)
+            except ValueError:
+                raise SettingsError(f"{name} must be an integer, got {raw!r}") from None
+
+        return cls(
+            ranker_bin=text("RANKER_BIN", defaults.ranker_bin),
+            home=text("RANKER_HOME", defaults.home),
+            cron=text("RANKER_RETRAIN_CRON", defaults.cron),
+            launcher=text("RANKER_LAUNCHER", defaults.launcher),
+            train_nproc=integer("RANKER_TRAIN_NPROC", defaults.train_nproc),
+            train_gpus=integer("RANKER_TRAIN_GPUS", defaults.train_gpus),
+            trainer_image=text("RANKER_TRAINER_IMAGE", defaults.trainer_image),
+            k8s_namespace=text("RANKER_K8S_NAMESPACE", defaults.k8s_namespace),
+            k8s_workspace_pvc=text("RANKER_K8S_WORKSPACE_PVC", defaults.k8s_workspace_pvc),
+            docker_url=text("RANKER_DOCKER_URL", defaults.docker_url),
+            docker_workspace=text("RANKER_DOCKER_WORKSPACE", defaults.docker_workspace),
+            training_pool=text("RANKER_TRAINING_POOL", defaults.training_pool),
+            task_retries=integer("RANKER_TASK_RETRIES", defaults.task_retries),
+        )
+
+
+def _problems(s: OrchestrationSettings) -> list[str]:
+    problems = []
+    if s.launcher not in LAUNCHERS:
+        problems.append(f"RANKER_LAUNCHER={s.launcher!r} is not one of {', '.join(LAUNCHERS)}")
+    if not Path(s.ranker_bin).is_absolute():
+        problems.append(f"RANKER_BIN must be an absolute path, got {s.ranker_bin!r}")
+    if not Path(s.home).is_absolute():
+        problems.append(f"RANKER_HOME must be an absolute path, got {s.home!r}")
+    if not Path(s.docker_workspace).is_absolute():
+        problems.append(f"RANKER_DOCKER_WORKSPACE must be an absolute path, got {s.docker_workspace!r}")
+    fields = s.cron.split()
+    if len(fields) != 5 or not all(_CRON_FIELD.match(f) for f in fields):
+        problems.append(f"RANKER_RETRAIN_CRON must be a 5-field cron expression, got {s.cron!r}")
+    if not 1 <= s.train_nproc <= 64:
+        problems.append(f"RANKER_TRAIN_NPROC must be in 1..64, got {s.train_nproc}")
+    if not 0 <= s.train_gpus <= 64:
+        problems.append(f"RANKER_TRAIN_GPUS must be in 0..64, got {s.train_gpus}")
+    if not 0 <= s.task_retries <= 10:
+        problems.append(f"RANKER_TASK_RETRIES must be in 0..10, got {s.task_retries}")
+    if not _IMAGE_REF.match(s.trainer_image):
+        problems.append(f"RANKER_TRAINER_IMAGE is not an image reference: {s.trainer_image!r}")
+    for name, value in (
+        ("RANKER_K8S_NAMESPACE", s.k8s_namespace),
+        ("RANKER_K8S_WORKSPACE_PVC", s.k8s_workspace_pvc),
+    ):
+        if not _DNS_LABEL.match(value):
+            problems.append(f"{name} must be a DNS label (a-z, 0-9, -), got {value!r}")
+    if not re.match(r"^[A-Za-z0-9_.-]{1,256}$", s.training_pool):
+        problems.append(f"RANKER_TRAINING_POOL must be a simple name, got {s.training_pool!r}")
+    return problems
