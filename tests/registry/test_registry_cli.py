@@ -115,9 +115,10 @@ def test_rollback_command_and_checksum_errors(
     assert main(["models", "show", v2, "--verify", "--home", home]) == 2
     assert "checksum mismatch: v0002/model.pt" in capsys.readouterr().err
     assert main(["rollback", "--to", v2, "--reason", "back", "--home", home]) == 2
-    assert (
-        main(["rollback", "--to", "../../etc", "--reason", "x", "--home", home]) == 2
-    )  # argparse rejects it
+    capsys.readouterr()
+    with pytest.raises(SystemExit) as exc:
+        main(["rollback", "--to", "../../etc", "--reason", "x", "--home", home])
+    assert exc.value.code == 2 and "not a version id" in capsys.readouterr().err
     with pytest.raises(SystemExit):
         main(["promote", v1, "--home", home])  # --reason is required
 
