@@ -221,6 +221,20 @@ def _read_folder(folder: Path) -> dict[str, dict[str, Any]]:
     }
 
 
+def step_failed(summary: Mapping[str, Any]) -> bool:
+    """Exit code 0 is success and 1 a negative decision (gate rejected); 2 and above failed."""
+    code = summary.get("exit_code", 0)
+    return (isinstance(code, int) and not isinstance(code, bool) and code >= 2) or bool(summary.get("error"))
+
+
+def promoted(run: RunRecord) -> tuple[bool, bool]:
+    """(the champion moved in this run, it was a forced promotion). A no-op promote is no move."""
+    promote = run.summaries.get("promote")
+    if promote is None or step_failed(promote) or promote.get("noop"):
+        return False, False
+    return True, bool(promote.get("forced", False))
+
+
 def failure_step_label(step: str | None) -> str:
     return step if step in KNOWN_STEPS else "other"
 
@@ -241,6 +255,9 @@ def load_run(
     folder = ws.pipeline / run_id
     summaries = _read_folder(folder)
     failures = _read_folder(folder / "failures")
+    # a step that ended in an error still records a summary with its exit code (`ranker run`)
+    errored = {step: summ for step, summ in summaries.items() if step_failed(summ)}
+    failures = {**errored, **failures}
     if status is None:
         status = "failed" if (failures or failed_step) else "success"
     if status == "success" and not any(step not in _NOT_A_STAGE for step in summaries):
@@ -250,7 +267,9 @@ def load_run(
         )
     if status == "failed" and failed_step is None and failures:
         # the earliest failure is the cause; later ones are usually its consequences
-        failed_step = min(failures, key=lambda s: _as_float(failures[s], "timestamp", f"failure {s}") or 0.0)
+        failed_step = min(
+            failures, key=lambda s: _as_float(failures[s], "timestamp", f"failure record {s}") or 0.0
+        )
     return RunRecord(
         run_id=run_id,
         summaries=summaries,
@@ -336,6 +355,10 @@ class MetricsState:
     last_success_timestamp: float | None = None
     last_failure_timestamp: float | None = None
     last_promotion_timestamp: float | None = None
+    # data facts kept from the last run that reported them: a run that fails before its freshness
+    # check must not make the stale-features alert lose its series
+    feature_source_end_timestamp: float | None = None
+    materialize_end_timestamp: float | None = None
     # stage -> [[run id, seconds], ...] of the latest runs, oldest first
     duration_history: dict[str, list[list[Any]]] = field(default_factory=dict)
     # run id -> outcomes already counted for it (so a re-publish never counts them twice)
@@ -387,7 +410,10 @@ def state_lock(ws: Workspace) -> Iterator[None]:
 def _gate_decision(run: RunRecord) -> str | None:
     gate = run.summaries.get("gate")
     if gate is None:
-        return "reject" if "reject" in run.summaries else None
+        reject = run.summaries.get("reject")
+        return "reject" if reject is not None and not step_failed(reject) else None
+    if step_failed(gate):
+        return None
     decision = gate.get("decision")
     if decision is None:
         return "reject" if _as_list(gate, "failed_checks", "gate summary") else "pass"
@@ -418,10 +444,9 @@ def advance_state(state: MetricsState, run: RunRecord, now: float) -> MetricsSta
     outcomes: list[str] = [f"status:{run.status}"]
     if run.status == "failed":
         outcomes.append(f"failure:{run.failed_step}")
-    promote = run.summaries.get("promote")
+    moved, forced = promoted(run)
     decision = _gate_decision(run)
-    if promote is not None:
-        forced = bool(promote.get("forced", False))
+    if moved:
         outcomes.append(f"promotion:{'true' if forced else 'false'}")
     if decision == "reject":
         outcomes.append("rejection")
@@ -443,13 +468,26 @@ def advance_state(state: MetricsState, run: RunRecord, now: float) -> MetricsSta
             new.last_promotion_timestamp = now
         if kind == "rejection":
             new.consecutive_rejections += 1
-    if decision == "pass" or promote is not None:
+    if decision == "pass" or moved:
         new.consecutive_rejections = 0.0
 
     if run.status == "success":
         new.last_success_timestamp = now
     else:
         new.last_failure_timestamp = now
+
+    freshness = run.summaries.get("freshness")
+    if freshness is not None:
+        source_end = _date_timestamp(
+            freshness.get("latest_source_date"), "freshness summary latest_source_date", plus_days=1
+        )
+        if source_end is not None:
+            new.feature_source_end_timestamp = source_end
+    materialize = run.summaries.get("materialize")
+    if materialize is not None:
+        end = _date_timestamp(materialize.get("end"), "materialize summary end")
+        if end is not None:
+            new.materialize_end_timestamp = end
 
     if run.status == "success":
         for stage, seconds in stage_durations(run).items():
@@ -619,7 +657,7 @@ def build_samples(run: RunRecord, state: MetricsState, now: float) -> list[Sampl
     out.add("last_failure_timestamp_seconds", state.last_failure_timestamp)
     for status in STATUSES:
         out.add("last_run_status", 1.0 if status == run.status else 0.0, status=status)
-    out.add("last_run_promoted", 1.0 if "promote" in s else 0.0)
+    out.add("last_run_promoted", 1.0 if promoted(run)[0] else 0.0)
     for status in STATUSES:
         out.add("runs_total", state.runs_total.get(status, 0.0), status=status)
     for step in KNOWN_STEPS:
@@ -664,18 +702,9 @@ def build_samples(run: RunRecord, state: MetricsState, now: float) -> list[Sampl
         _add_window(out, window)
     freshness = s.get("freshness")
     if freshness is not None:
-        where = "freshness summary"
-        out.add("feature_freshness_lag_seconds", _as_float(freshness, "lag_seconds", where))
-        out.add(
-            "feature_source_end_timestamp_seconds",
-            _date_timestamp(freshness.get("latest_source_date"), f"{where} latest_source_date", 1),
-        )
-    materialize = s.get("materialize")
-    if materialize is not None:
-        out.add(
-            "materialize_end_timestamp_seconds",
-            _date_timestamp(materialize.get("end"), "materialize summary end"),
-        )
+        out.add("feature_freshness_lag_seconds", _as_float(freshness, "lag_seconds", "freshness summary"))
+    out.add("feature_source_end_timestamp_seconds", state.feature_source_end_timestamp)
+    out.add("materialize_end_timestamp_seconds", state.materialize_end_timestamp)
     out.add("metrics_push_failures_total", state.push_failures_total)
     return out.items
 
