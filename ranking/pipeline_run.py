@@ -104,9 +104,11 @@ class StepRunner:
         try:
             args = self.parser.parse_args(full)
         except SystemExit as exc:  # argparse already printed why to stderr
-            raise RankerError(
-                f"step `ranker {' '.join(argv)}` has invalid arguments (exit {exc.code})"
-            ) from None
+            name = "_".join(w for w in argv[:2] if not w.startswith("-"))
+            error = f"`ranker {' '.join(argv)}` was refused by its parser (exit {exc.code}; see stderr)"
+            outcome = StepOutcome(name, 2, {}, time.perf_counter() - started, error=error)
+            self.outcomes.append(outcome)
+            return outcome
         step = str(args.step)
         try:
             result = args.handler(args)
@@ -141,6 +143,7 @@ def execute(plan: RunPlan, home: str, run_id: str) -> CommandResult:
         "forced": False,
     }
     exit_code = 0
+    finished = False
     try:
         window = ["features", "window", "--end", end] + (["--days", str(plan.days)] if plan.days else [])
         outcome = runner.run(window)
@@ -186,22 +189,20 @@ def execute(plan: RunPlan, home: str, run_id: str) -> CommandResult:
             if outcome.exit_code != 0:
                 raise _StepFailed(outcome)
             exit_code = 1
+        finished = True
     except _StepFailed as failed:
         summary["error"] = (
             f"step {failed.outcome.step} failed: {failed.outcome.error or 'exit ' + str(failed.outcome.exit_code)}"
         )
-        exit_code = 2
+        summary["failed_step"] = failed.outcome.step
+        exit_code, finished = 2, True
+    except RankerError as exc:  # between steps (e.g. the trained run could not be registered)
+        summary["error"] = str(exc)
+        summary["failed_step"] = runner.outcomes[-1].step if runner.outcomes else "run"
+        exit_code, finished = 2, True
     finally:
-        # publish whatever happened, like the DAG's final task; a failed publish never fails the run
-        if runner.has_command("metrics", "publish"):
-            try:
-                published = runner.run(["metrics", "publish"])
-                if published.exit_code != 0:
-                    log.warning("ranker run: metrics publish failed: %s", published.error)
-            except Exception as exc:  # monitoring must never turn a retrain into a failure
-                log.warning("ranker run: metrics publish crashed: %s", exc)
-        else:
-            log.info("ranker run: `ranker metrics publish` is not available; skipped")
+        # a crash (not a RankerError) propagates after this, so it is published as a failure too
+        _publish_metrics(runner, summary.get("failed_step") or (None if finished else "run"))
 
     summary["steps"] = [o.brief() for o in runner.outcomes]
     summary["champion"] = _champion(home, plan.registry)
@@ -212,6 +213,21 @@ def execute(plan: RunPlan, home: str, run_id: str) -> CommandResult:
         + (f"; {summary['error']}" if "error" in summary else "")
     )
     return CommandResult(summary, exit_code=exit_code, text=text)
+
+
+def _publish_metrics(runner: StepRunner, failed_step: str | None) -> None:
+    """Publish whatever happened, like the DAG's final task; a failed publish never fails the run."""
+    if not runner.has_command("metrics", "publish"):
+        log.info("ranker run: `ranker metrics publish` is not available; skipped")
+        return
+    status = ["--status", "failed", "--failed-step", failed_step] if failed_step else ["--status", "success"]
+    try:
+        published = runner.run(["metrics", "publish", *status])
+    except Exception as exc:  # monitoring must never turn a retrain into a failure
+        log.warning("ranker run: metrics publish crashed: %s", exc)
+        return
+    if published.exit_code != 0:
+        log.warning("ranker run: metrics publish failed: %s", published.error)
 
 
 class _StepFailed(Exception):
