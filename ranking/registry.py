@@ -121,6 +121,7 @@ class _Store:
 
     def listdir(self, rel: str) -> list[str]:
         """Base names of the entries of a folder ([] when it does not exist)."""
+        self.fs.invalidate_cache(self.path(rel))  # s3fs/gcsfs cache listings; the alias needs fresh ones
         try:
             entries = self.fs.ls(self.path(rel), detail=False)
         except FileNotFoundError:
@@ -473,9 +474,12 @@ class Registry:
         """(seq of the latest event, version it points to); (0, None) before the first promotion."""
         folder = f"aliases/{alias}"
         seqs = [int(m.group(1)) for name in self.store.listdir(folder) if (m := _EVENT_FILE.match(name))]
-        if not seqs:
+        seq = max(seqs, default=0)
+        # a listing may lag behind a create that another writer just made: probe forward
+        while self.store.exists(f"{folder}/{seq + 1:08d}.json"):
+            seq += 1
+        if seq == 0:
             return 0, None
-        seq = max(seqs)
         return seq, str(self.store.read_json(f"{folder}/{seq:08d}.json")["to"])
 
     def champion(self) -> str | None:
