@@ -310,6 +310,8 @@ def _train_summary(manifest: dict[str, Any]) -> dict[str, Any]:
     """The fields of a training manifest worth showing in `models list` without opening it."""
     keys = ("schedule", "epochs", "seed", "pipeline", "window_id", "feature_version", "code_version")
     out: dict[str, Any] = {k: manifest[k] for k in keys if k in manifest}
+    if isinstance(out.get("epochs"), list):  # per-epoch stats: the count is what a listing needs
+        out["epochs"] = len(out["epochs"])
     window = training_window(manifest)
     if window is not None:
         out["train_start"], out["train_end"] = window[0].isoformat(), window[1].isoformat()

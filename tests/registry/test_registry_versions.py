@@ -13,6 +13,7 @@ import pytest
 from ranking.errors import RegistryError
 from ranking.registry import (
     Registry,
+    _train_summary,
     blessing_problem,
     champion_checkpoint,
     register_run,
@@ -229,6 +230,8 @@ def test_training_window_shapes() -> None:
     assert training_window({"train_dates": ["2026-01-20", "2026-01-01"]}) == (start, end)
     assert training_window({"window": {"id": "x"}}) is None
     assert training_window({"end": "not a date", "days": 3}) is None
+    summary = _train_summary({"window": {"end": "2026-01-21", "days": 20}, "epochs": [{}, {}, {}], "seed": 3})
+    assert summary == {"epochs": 3, "seed": 3, "train_start": "2026-01-01", "train_end": "2026-01-21"}
 
 
 def test_blessing_problem_cases() -> None:
