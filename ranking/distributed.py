@@ -1,0 +1,219 @@
+"""Process group, DistributedModelParallel, and moving unsharded state in and out of shards.
+
+One code path for every world size: a single process runs a gloo group of size 1 (an in-memory
+store, no port), torchrun-launched workers join the group torchrun describes (gloo on CPU, nccl
+on GPU). The tables are always sharded by torchrec's planner onto the fused fbgemm kernel
+(table-, row- or column-wise; data-parallel tables cannot be pipelined by semi-sync).
+"""
+
+from __future__ import annotations
+
+import os
+import sys
+from collections.abc import Sequence
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any
+
+from ranking.errors import RankerError
+
+if TYPE_CHECKING:
+    import torch
+    from torch import nn
+
+SHARDING_TYPES = ("table_wise", "row_wise", "column_wise")
+
+
+@dataclass(frozen=True)
+class DistContext:
+    rank: int
+    world_size: int
+    local_rank: int
+    device: torch.device
+    backend: str
+    owns_group: bool  # we created the process group (and tear it down)
+
+    @property
+    def is_main(self) -> bool:
+        return self.rank == 0
+
+
+def launched_by_torchrun() -> bool:
+    return "TORCHELASTIC_RUN_ID" in os.environ or ("RANK" in os.environ and "WORLD_SIZE" in os.environ)
+
+
+def init_distributed(prefer_cuda: bool = True) -> DistContext:
+    import torch
+    import torch.distributed as dist
+
+    cuda = prefer_cuda and torch.cuda.is_available()
+    backend = "nccl" if cuda else "gloo"
+    if launched_by_torchrun():
+        local_rank = int(os.environ.get("LOCAL_RANK", "0"))
+        device = torch.device("cuda", local_rank) if cuda else torch.device("cpu")
+        if cuda:
+            torch.cuda.set_device(device)
+        if not dist.is_initialized():
+            dist.init_process_group(backend=backend)
+            owns = True
+        else:
+            owns = False
+        return DistContext(dist.get_rank(), dist.get_world_size(), local_rank, device, backend, owns)
+    device = torch.device("cuda", 0) if cuda else torch.device("cpu")
+    owns = False
+    if not dist.is_initialized():
+        dist.init_process_group(backend=backend, store=dist.HashStore(), rank=0, world_size=1)
+        owns = True
+    return DistContext(dist.get_rank(), dist.get_world_size(), 0, device, backend, owns)
+
+
+def shutdown(ctx: DistContext) -> None:
+    import torch.distributed as dist
+
+    if ctx.owns_group and dist.is_initialized():
+        dist.destroy_process_group()
+
+
+def barrier() -> None:
+    import torch.distributed as dist
+
+    if dist.is_initialized() and dist.get_world_size() > 1:
+        dist.barrier()
+
+
+def _allreduce_sum_hook(state: Any, bucket: Any) -> Any:
+    """DDP comm hook that sums gradients instead of averaging: each rank's loss is already
+    normalised by the global batch (row weights), as are the table gradients torchrec sums."""
+    import torch.distributed as dist
+
+    fut = dist.all_reduce(bucket.buffer(), async_op=True).get_future()
+    return fut.then(lambda f: f.value()[0])
+
+
+def shard(task: nn.Module, table_names: Sequence[str], ctx: DistContext) -> Any:
+    """Wrap ``task`` in DistributedModelParallel with fused tables sharded by the planner."""
+    import torch.distributed as dist
+    from torch.nn.parallel import DistributedDataParallel
+    from torchrec.distributed import DistributedModelParallel
+    from torchrec.distributed.embeddingbag import EmbeddingBagCollectionSharder
+    from torchrec.distributed.planner import EmbeddingShardingPlanner, ParameterConstraints, Topology
+
+    topology = Topology(world_size=ctx.world_size, compute_device=ctx.device.type)
+    # tiny tables would be planned data-parallel, which semi-sync cannot pipeline
+    constraints = {
+        name: ParameterConstraints(sharding_types=list(SHARDING_TYPES), compute_kernels=["fused"])
+        for name in table_names
+    }
+    sharders: list[Any] = [EmbeddingBagCollectionSharder()]
+    planner = EmbeddingShardingPlanner(topology=topology, constraints=constraints)
+    plan = planner.collective_plan(task, sharders, dist.GroupMember.WORLD)
+    dmp = DistributedModelParallel(task, device=ctx.device, plan=plan, sharders=sharders)
+    ddp = dmp._dmp_wrapped_module
+    if isinstance(ddp, DistributedDataParallel):
+        import torch
+
+        # DDP checks the hook's annotations as objects (this module's are strings)
+        _allreduce_sum_hook.__annotations__ = {
+            "state": object,
+            "bucket": dist.GradBucket,
+            "return": torch.futures.Future[torch.Tensor],
+        }
+        ddp.register_comm_hook(None, _allreduce_sum_hook)
+    return dmp
+
+
+def sharding_summary(dmp: Any) -> dict[str, str]:
+    """{table: sharding type} from the plan DMP used."""
+    out: dict[str, str] = {}
+    for module_plan in dmp.plan.plan.values():
+        for table, param in module_plan.items():
+            out[table] = f"{param.sharding_type}/{param.compute_kernel}"
+    return out
+
+
+def unwrap(dmp: Any) -> nn.Module:
+    """The user module inside DMP (and DDP)."""
+    return dmp.module if hasattr(dmp, "module") else dmp
+
+
+def _is_sharded(value: Any) -> bool:
+    return hasattr(value, "local_shards") and hasattr(value, "metadata")
+
+
+def gather_full(value: Any, is_main: bool) -> torch.Tensor | None:
+    """A ShardedTensor as one dense tensor on rank 0 (collective: every rank must call it)."""
+    import torch
+
+    if not _is_sharded(value):
+        return value.detach().clone() if is_main else None
+    out = torch.empty(value.size(), dtype=value.dtype) if is_main else None
+    value.gather(dst=0, out=out)
+    return out
+
+
+def copy_full_into(target: Any, full: torch.Tensor) -> None:
+    """Copy a dense tensor into a ShardedTensor's local shards (or a plain tensor) in place."""
+    import torch
+
+    with torch.no_grad():
+        if not _is_sharded(target):
+            target.copy_(full.to(target.device))
+            return
+        if tuple(target.size()) != tuple(full.shape):
+            raise RankerError(f"state shape {tuple(full.shape)} does not match {tuple(target.size())}")
+        for shard_ in target.local_shards():
+            offsets = shard_.metadata.shard_offsets
+            sizes = shard_.metadata.shard_sizes
+            index = tuple(slice(o, o + s) for o, s in zip(offsets, sizes, strict=True))
+            shard_.tensor.copy_(full[index].to(shard_.tensor.device))
+
+
+def gather_state_dict(state: dict[str, Any], is_main: bool, strip_prefix: str = "") -> dict[str, Any]:
+    """Unsharded copy of a (possibly sharded) state dict on rank 0; {} elsewhere."""
+    out: dict[str, Any] = {}
+    for key in sorted(state):
+        full = gather_full(state[key], is_main)
+        if is_main and full is not None:
+            name = key[len(strip_prefix) :] if strip_prefix and key.startswith(strip_prefix) else key
+            out[name] = full.cpu()
+    return out
+
+
+def load_state_dict_into(state: dict[str, Any], full: dict[str, Any], prefix: str = "") -> None:
+    """Copy an unsharded state dict into a live (possibly sharded) one; keys must match exactly."""
+    wanted = {k[len(prefix) :] if prefix and k.startswith(prefix) else k for k in state}
+    missing = sorted(wanted - set(full))
+    unexpected = sorted(set(full) - wanted)
+    if missing or unexpected:
+        raise RankerError(
+            f"checkpoint does not fit the model: missing {missing[:5]}, unexpected {unexpected[:5]}"
+        )
+    for key, target in state.items():
+        name = key[len(prefix) :] if prefix and key.startswith(prefix) else key
+        copy_full_into(target, full[name])
+
+
+def table_optimizer_state(dmp: Any) -> dict[str, Any]:
+    """Flat {param.state_name: (sharded) tensor} of the fused table optimizer."""
+    flat: dict[str, Any] = {}
+    for param_key, states in dmp.fused_optimizer.state_dict()["state"].items():
+        for state_key, value in states.items():
+            if hasattr(value, "size"):
+                flat[f"{param_key}::{state_key}"] = value
+    return flat
+
+
+def torchrun_command(nproc: int, module_argv: Sequence[str]) -> list[str]:
+    """``python -m torch.distributed.run --standalone --nproc-per-node N -m ranking.cli ...``"""
+    if nproc < 1:
+        raise RankerError(f"--nproc must be >= 1, got {nproc}")
+    return [
+        sys.executable,
+        "-m",
+        "torch.distributed.run",
+        "--standalone",
+        "--nnodes=1",
+        f"--nproc-per-node={nproc}",
+        "-m",
+        "ranking.cli",
+        *module_argv,
+    ]

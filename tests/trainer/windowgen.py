@@ -1,0 +1,129 @@
+"""Seeded example windows that follow the window contract (docs/architecture.md), for trainer
+tests and the training benchmark. Test data, not a mock: real parquet partitions + manifest.
+
+Saves come from hidden per-user and per-pin effects plus one dense signal, so a model that learns
+beats chance (AUC > 0.5) and embeddings matter.
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+import hashlib
+import json
+from pathlib import Path
+
+import numpy as np
+import pyarrow as pa
+import pyarrow.parquet as pq
+
+from features.schema import DENSE_FEATURES, EXAMPLE_COLUMNS, IMPRESSION_SCHEMA, PIN_VIEW, USER_VIEW
+
+FEATURE_VERSION = "test-features-v1"
+COUNTRIES = np.array(["US", "DE", "FR", "BR", "JP", "IN"])
+CATEGORIES = np.array(["food", "diy", "travel", "fashion", "art", "cars", "garden"])
+
+
+def _schema() -> pa.Schema:
+    fields = list(IMPRESSION_SCHEMA)
+    fields.append(pa.field(f"{USER_VIEW}__country", pa.string()))
+    fields.append(pa.field(f"{PIN_VIEW}__category", pa.string()))
+    for name in DENSE_FEATURES:
+        kind = pa.float64() if "rate" in name else pa.int64()
+        fields.append(pa.field(name, kind))
+    schema = pa.schema(fields)
+    assert schema.names == list(EXAMPLE_COLUMNS)
+    return schema
+
+
+def day_table(
+    day: dt.date, rows: int, seed: int, users: int = 300, pins: int = 500, slate: int = 10
+) -> pa.Table:
+    world = np.random.default_rng(seed)  # hidden effects: the same every day
+    user_effect = world.normal(0, 1.0, users)
+    pin_effect = world.normal(0, 1.0, pins)
+    rng = np.random.default_rng([seed, day.toordinal()])
+    n_req = max(1, rows // slate)
+    user = np.repeat(rng.integers(0, users, n_req), slate)[:rows]
+    req = np.repeat(np.arange(n_req), slate)[:rows]
+    if len(user) < rows:  # pad the last request
+        extra = rows - len(user)
+        user = np.concatenate([user, np.full(extra, user[-1] if len(user) else 0)])
+        req = np.concatenate([req, np.full(extra, n_req)])
+    pin = rng.zipf(1.3, rows) % pins
+    signal = rng.normal(0, 1, rows)
+    logit = -3.0 + user_effect[user] + pin_effect[pin] + 0.8 * signal
+    saved = (rng.random(rows) < 1 / (1 + np.exp(-logit))).astype(np.int8)
+    ts = np.datetime64(day.isoformat(), "us") + rng.integers(0, 86_400_000_000, rows).astype(
+        "timedelta64[us]"
+    )
+    cols: dict[str, object] = {
+        "request_id": np.array([f"{day.isoformat()}-{r}" for r in req], dtype=object),
+        "user_id": user.astype(np.int64) + 1000,
+        "pin_id": pin.astype(np.int64) + 10_000,
+        "event_timestamp": pa.array(ts, pa.timestamp("us", tz="UTC")),
+        "position": np.tile(np.arange(slate, dtype=np.int32), n_req + 1)[:rows],
+        "saved": saved,
+        f"{USER_VIEW}__country": COUNTRIES[user % len(COUNTRIES)].astype(object),
+        f"{PIN_VIEW}__category": CATEGORIES[pin % len(CATEGORIES)].astype(object),
+    }
+    for j, name in enumerate(DENSE_FEATURES):
+        if "rate" in name:
+            values = np.clip(0.03 + 0.01 * rng.normal(size=rows), 0, 1)
+            if j == 2:
+                values = signal  # the dense signal the labels depend on
+            cols[name] = values.astype(np.float64)
+        else:
+            cols[name] = rng.poisson(20 * (j + 1), rows).astype(np.int64)
+    schema = _schema()
+    arrays = [
+        c if isinstance(c, pa.Array) else pa.array(c, type=schema.field(k).type) for k, c in cols.items()
+    ]
+    return pa.Table.from_arrays(arrays, schema=schema)
+
+
+def write_window(
+    home: Path,
+    end: dt.date,
+    days: int,
+    rows_per_day: int,
+    seed: int = 0,
+    row_group_size: int = 256,
+    eval_rows: int | None = None,
+    feature_version: str = FEATURE_VERSION,
+) -> Path:
+    """Write day partitions + manifest under ``home``/windows; returns the manifest path."""
+    parts = []
+    dates = [end - dt.timedelta(days=d) for d in range(days, 0, -1)] + [end]
+    for i, day in enumerate(dates):
+        n = rows_per_day if i < days else (eval_rows or rows_per_day)
+        path = home / "windows" / "days" / day.isoformat() / f"k{seed}" / "examples.parquet"
+        if not path.exists():
+            path.parent.mkdir(parents=True, exist_ok=True)
+            pq.write_table(day_table(day, n, seed), path, row_group_size=row_group_size)
+        t = pq.read_table(path, columns=["saved"])
+        parts.append(
+            {
+                "date": day.isoformat(),
+                "path": str(path),
+                "rows": t.num_rows,
+                "label_rate": float(np.mean(t.column("saved").to_numpy())) if t.num_rows else 0.0,
+                "partition_key": f"k{seed}",
+            }
+        )
+    manifest = {
+        "window_id": hashlib.sha256(json.dumps([p["path"] for p in parts]).encode()).hexdigest(),
+        "end": end.isoformat(),
+        "days": days,
+        "train": parts[:-1],
+        "eval": parts[-1],
+        "schema": {f.name: str(f.type) for f in _schema()},
+        "feature_version": feature_version,
+        "source_version": {"seed": seed},
+        "rows_train": sum(p["rows"] for p in parts[:-1]),
+        "rows_eval": parts[-1]["rows"],
+        "created_at": dt.datetime.now(dt.UTC).isoformat(),
+    }
+    out = home / "windows" / f"{end.isoformat()}_{days}d" / "manifest.json"
+    out.parent.mkdir(parents=True, exist_ok=True)
+    out.write_text(json.dumps(manifest, indent=2))
+    return out
