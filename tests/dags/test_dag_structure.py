@@ -1,0 +1,154 @@
+"""The DAG files as Airflow's DAG processor sees them: no import errors, the task graph, schedules,
+retries, timeouts, the training pool, callbacks, the champion Asset — and they stay light to parse."""
+
+from __future__ import annotations
+
+import itertools
+import json
+import os
+import statistics
+import subprocess
+import sys
+from datetime import timedelta
+
+import pytest
+from airflow.dag_processing.dagbag import BundleDagBag
+from conftest import DAGS
+
+TRANSIENT = {
+    "check_freshness",
+    "build_window",
+    "promote",
+    "record_rejection",
+    "materialize_online",
+    "publish_metrics",
+}
+NO_RETRY = {"plan", "validate_window", "gate", "decide"}
+
+
+@pytest.fixture(scope="module")
+def dagbag() -> BundleDagBag:
+    return BundleDagBag(dag_folder=str(DAGS), bundle_path=DAGS, bundle_name="dags-folder")
+
+
+def test_dagbag_has_both_dags_and_no_import_errors(dagbag: BundleDagBag) -> None:
+    assert dagbag.import_errors == {}
+    assert set(dagbag.dag_ids) == {"ranker_retrain", "ranker_rollback"}
+
+
+def test_retrain_task_graph(dagbag: BundleDagBag) -> None:
+    dag = dagbag.dags["ranker_retrain"]
+    edges = {(t.task_id, d) for t in dag.tasks for d in t.downstream_task_ids}
+    chain = ["plan", "check_freshness", "build_window", "validate_window", "train", "gate", "decide"]
+    assert {(a, b) for a, b in itertools.pairwise(chain)} <= edges
+    assert {("decide", "promote"), ("decide", "record_rejection"), ("decide", "dry_run_done")} <= edges
+    for outcome in ("promote", "record_rejection", "dry_run_done"):
+        assert (outcome, "materialize_online") in edges
+    assert ("materialize_online", "publish_metrics") in edges
+    assert type(dag.get_task("decide")).__name__ == "_BranchPythonDecoratedOperator"
+    assert dag.get_task("materialize_online").trigger_rule == "none_failed_min_one_success"
+    assert dag.get_task("publish_metrics").trigger_rule == "all_done"
+
+
+def test_retrain_schedule_and_run_limits(dagbag: BundleDagBag) -> None:
+    dag = dagbag.dags["ranker_retrain"]
+    assert type(dag.timetable).__name__ == "CronDataIntervalTimetable"  # scheduled runs have a real interval
+    assert dag.timetable.expression == "0 3 * * *"
+    assert str(dag.timetable.timezone) == "UTC"
+    assert dag.catchup is False
+    assert dag.max_active_runs == 1
+
+
+def test_retries_timeouts_pool_and_callbacks(dagbag: BundleDagBag) -> None:
+    # conftest sets RANKER_TASK_RETRIES=0 for the e2e tests: check the production default on a fresh parse
+    code = (
+        "import json, sys; sys.path.insert(0, sys.argv[1]); import ranker_retrain as m;"
+        "print(json.dumps({t.task_id: [t.retries, t.retry_exponential_backoff, t.pool,"
+        " t.execution_timeout.total_seconds() if t.execution_timeout else None,"
+        " bool(t.on_failure_callback)] for t in m.ranker_retrain.tasks}))"
+    )
+    env = {k: v for k, v in os.environ.items() if k != "RANKER_TASK_RETRIES"}
+    proc = subprocess.run(
+        [sys.executable, "-c", code, str(DAGS)], capture_output=True, text=True, env=env, timeout=120
+    )
+    assert proc.returncode == 0, proc.stderr[-2000:]
+    tasks = json.loads(proc.stdout.strip().splitlines()[-1])
+    for task_id in TRANSIENT:
+        retries, backoff, _, _, _ = tasks[task_id]
+        assert retries == 2 and backoff == 2.0, task_id
+    for task_id in NO_RETRY:
+        assert tasks[task_id][0] == 0, task_id
+    assert tasks["train"][0] == 1
+    assert tasks["train"][2] == "training"
+    for task_id, (_, _, _, timeout, callback) in tasks.items():
+        if task_id != "dry_run_done":
+            assert timeout and timeout <= timedelta(hours=8).total_seconds(), task_id
+            assert callback, task_id
+
+
+def test_champion_asset_is_updated_by_promotion_and_rollback(dagbag: BundleDagBag) -> None:
+    retrain, rollback = dagbag.dags["ranker_retrain"], dagbag.dags["ranker_rollback"]
+    [asset] = retrain.get_task("promote").outlets
+    assert (asset.name, asset.uri) == ("ranker_champion", "ranker://champion/")  # Airflow normalises the URI
+    assert rollback.get_task("rollback").outlets == [asset]
+    assert all(not t.outlets for t in retrain.tasks if t.task_id != "promote")
+
+
+def test_rollback_dag_is_manual_with_validated_params(dagbag: BundleDagBag) -> None:
+    from airflow.sdk.exceptions import ParamValidationError
+    from airflow.serialization.serialized_objects import DagSerialization
+
+    dag = dagbag.dags["ranker_rollback"]
+    assert type(dag.timetable).__name__ == "NullTimetable"  # manual only
+    assert dag.max_active_runs == 1
+    params = DagSerialization.deserialize_dag(DagSerialization.serialize_dag(dag)).params
+    assert params.deep_merge({"reason": "bad model"}).validate() == {
+        "to_version": None,
+        "reason": "bad model",
+    }
+    for conf in (
+        {},
+        {"reason": ""},
+        {"reason": "x", "to_version": "v1/../../etc"},
+        {"reason": "x", "to_version": "3"},
+    ):
+        with pytest.raises(ParamValidationError):
+            params.deep_merge(conf).validate()
+
+
+HEAVY = ("torch", "feast", "ranking", "features", "pandas", "pyarrow", "kubernetes", "docker")
+PARSE_SCRIPT = """
+import importlib.util, json, sys, time
+import airflow.sdk, airflow.providers.standard.operators.empty  # Airflow's own cost, shared by all files
+sys.path.insert(0, sys.argv[1])
+before = set(sys.modules)
+start = time.perf_counter()
+spec = importlib.util.spec_from_file_location("dag_under_test", sys.argv[2])
+module = importlib.util.module_from_spec(spec)
+spec.loader.exec_module(module)
+seconds = time.perf_counter() - start
+new = sorted({m.split(".")[0] for m in set(sys.modules) - before})
+print(json.dumps({"seconds": seconds, "new_top_level_modules": new}))
+"""
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("dag_file", ["ranker_retrain.py", "ranker_rollback.py"])
+def test_dag_file_parses_fast_without_heavy_imports(dag_file: str) -> None:
+    """Each file is parsed in a fresh interpreter (as the DAG processor does), 5 times; the median
+    must stay under 0.5 s and nothing heavy may be imported at parse time."""
+    runs = []
+    for _ in range(5):
+        proc = subprocess.run(
+            [sys.executable, "-c", PARSE_SCRIPT, str(DAGS), str(DAGS / dag_file)],
+            capture_output=True,
+            text=True,
+            timeout=120,
+        )
+        assert proc.returncode == 0, proc.stderr[-2000:]
+        runs.append(json.loads(proc.stdout.strip().splitlines()[-1]))
+    heavy = [m for m in runs[0]["new_top_level_modules"] if m in HEAVY]
+    assert heavy == [], f"{dag_file} imports {heavy} at parse time"
+    median = statistics.median(r["seconds"] for r in runs)
+    print(f"{dag_file}: median parse {median:.3f} s over {len(runs)} runs")
+    assert median < 0.5, f"{dag_file} takes {median:.3f} s to parse"

@@ -1,0 +1,192 @@
+"""The training launchers. The local one runs in the end-to-end tests; the kubernetes and docker
+ones are rendered here the way Airflow renders them at run time (templates over the plan task's
+XCom) and checked: command, image, GPU resources, workspace volume. The container command's shell
+wrapper is executed for real with a stand-in `ranker` to prove arguments pass through verbatim."""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import pytest
+from ranker_dags.launchers import (
+    CONTAINER_HOME,
+    DOCKER_SUMMARY_FILE,
+    K8S_XCOM_FILE,
+    summary_from_xcom,
+    train_step_args,
+)
+from ranker_dags.settings import OrchestrationSettings
+from ranker_retrain import build_retrain_dag
+
+PLAN = {
+    "run_id": "scheduled__2026-01-25T03:00:00+00:00",
+    "window_end": "2026-01-24",
+    "window_days": 20,
+    "epochs": 3,
+    "schedule": "F,J,J",
+    "pipeline": "semisync",
+}
+EXPECTED_ARGS = [
+    "train",
+    "--end",
+    "2026-01-24",
+    "--days",
+    "20",
+    "--epochs",
+    "3",
+    "--schedule",
+    "F,J,J",
+    "--pipeline",
+    "semisync",
+    "--nproc",
+    "2",
+    "--json",
+    "--home",
+    CONTAINER_HOME,
+    "--run-id",
+    "scheduled__2026-01-25T03:00:00+00:00",
+]
+
+
+@dataclass
+class PlanTaskInstance:
+    """The slice of a task instance that rendering reads: ids and the plan task's XCom."""
+
+    plan: dict[str, Any]
+    dag_id: str = "ranker_retrain"
+    task_id: str = "train"
+    map_index: int = -1
+    try_number: int = 1
+
+    def xcom_pull(self, task_ids: str | None = None, key: str = "return_value", **_: Any) -> Any:
+        assert (task_ids, key) == ("plan", "return_value"), (task_ids, key)
+        return self.plan
+
+
+def rendered_train_task(
+    settings: OrchestrationSettings, plan: dict[str, Any] = PLAN
+) -> tuple[Any, dict[str, Any]]:
+    dag = build_retrain_dag(settings)
+    task = dag.get_task("train")
+    context = {"ti": PlanTaskInstance(plan), "run_id": plan["run_id"], "dag": dag}
+    task.render_template_fields(context)
+    return task, context
+
+
+def test_kubernetes_launcher_renders_a_gpu_pod() -> None:
+    settings = OrchestrationSettings(
+        launcher="kubernetes",
+        train_gpus=2,
+        train_nproc=2,
+        trainer_image="registry.example/ranker-trainer:1.4.0",
+        k8s_namespace="ml-training",
+        k8s_workspace_pvc="ranker-ws",
+    )
+    task, context = rendered_train_task(settings)
+    assert type(task).__name__ == "KubernetesPodOperator"
+    assert task.pool == "training"
+    pod = task.build_pod_request_obj(context, dry_run=True)
+    assert pod.metadata.namespace == "ml-training"
+    trainer = pod.spec.containers[0]
+    assert trainer.image == "registry.example/ranker-trainer:1.4.0"
+    assert trainer.command == ["/bin/sh", "-c", f'ranker "$@" > {K8S_XCOM_FILE}', "ranker"]
+    assert trainer.args == EXPECTED_ARGS
+    assert trainer.resources.limits["nvidia.com/gpu"] == "2"
+    env = {e.name: e.value for e in trainer.env}
+    assert env["RANKER_HOME"] == CONTAINER_HOME
+    volumes = {v.name: v for v in pod.spec.volumes}
+    assert volumes["workspace"].persistent_volume_claim.claim_name == "ranker-ws"
+    assert {(m.name, m.mount_path) for m in trainer.volume_mounts} >= {("workspace", CONTAINER_HOME)}
+    # the summary comes back through the XCom sidecar reading /airflow/xcom/return.json
+    assert "airflow-xcom-sidecar" in [c.name for c in pod.spec.containers]
+
+
+def test_kubernetes_launcher_without_gpus_requests_none() -> None:
+    task, context = rendered_train_task(OrchestrationSettings(launcher="kubernetes", train_gpus=0))
+    trainer = task.build_pod_request_obj(context, dry_run=True).spec.containers[0]
+    assert "nvidia.com/gpu" not in (trainer.resources.limits or {})
+
+
+def test_docker_launcher_renders_a_gpu_container() -> None:
+    settings = OrchestrationSettings(
+        launcher="docker",
+        train_gpus=1,
+        train_nproc=2,
+        trainer_image="ranker-trainer:dev",
+        docker_workspace="/data/ranker",
+    )
+    task, _ = rendered_train_task(settings)
+    assert type(task).__name__ == "DockerOperator"
+    assert task.image == "ranker-trainer:dev"
+    assert task.command[:4] == [
+        "/bin/sh",
+        "-c",
+        f'ranker "$@" > {DOCKER_SUMMARY_FILE} && cat {DOCKER_SUMMARY_FILE}',
+        "ranker",
+    ]
+    assert task.command[4:] == EXPECTED_ARGS
+    (request,) = task.device_requests
+    assert request["Count"] == 1
+    assert request["Capabilities"] == [["gpu"]]
+    (mount,) = task.mounts
+    assert (mount["Source"], mount["Target"], mount["Type"]) == ("/data/ranker", CONTAINER_HOME, "bind")
+    assert task.do_xcom_push and not task.xcom_all
+    assert task.pool == "training"
+
+
+def test_local_launcher_is_a_python_task_with_the_same_arguments() -> None:
+    task = build_retrain_dag(OrchestrationSettings(launcher="local", train_nproc=2)).get_task("train")
+    assert type(task).__name__ == "_PythonDecoratedOperator"
+    assert task.pool == "training"
+    assert train_step_args(PLAN, 2) == EXPECTED_ARGS[:13]
+    assert train_step_args(PLAN, 1) == EXPECTED_ARGS[:11]
+
+
+def fake_ranker(folder: Path) -> Path:
+    """A stand-in `ranker` on PATH: logs to stderr, prints its argv as the JSON summary."""
+    folder.mkdir(parents=True, exist_ok=True)
+    script = folder / "ranker"
+    script.write_text(
+        f"#!{sys.executable}\n"
+        "import json, sys\n"
+        "print('a log line', file=sys.stderr)\n"
+        "print(json.dumps({'argv': sys.argv[1:], 'version': 'v0007'}))\n"
+    )
+    script.chmod(0o755)
+    return folder
+
+
+def test_container_command_passes_hostile_values_verbatim(tmp_path: Path) -> None:
+    hostile = {**PLAN, "schedule": "F,J,J; touch PWNED", "run_id": "$(touch PWNED)"}
+    task, _ = rendered_train_task(OrchestrationSettings(launcher="docker", train_nproc=2), hostile)
+    summary_file = tmp_path / "summary.json"
+    command = [part.replace(DOCKER_SUMMARY_FILE, str(summary_file)) for part in task.command]
+    env = {**os.environ, "PATH": f"{fake_ranker(tmp_path / 'bin')}:{os.environ['PATH']}"}
+    proc = subprocess.run(command, capture_output=True, text=True, env=env, cwd=tmp_path, timeout=60)
+    assert proc.returncode == 0, proc.stderr
+    summary = summary_from_xcom(proc.stdout.splitlines()[-1])  # DockerOperator pushes the last line
+    assert summary["argv"] == task.command[4:]
+    assert "F,J,J; touch PWNED" in summary["argv"] and "$(touch PWNED)" in summary["argv"]
+    assert not (tmp_path / "PWNED").exists()
+
+
+@pytest.mark.parametrize(
+    ("value", "expected"),
+    [
+        ({"version": "v1"}, {"version": "v1"}),
+        ('{"version": "v1"}', {"version": "v1"}),
+        (b'log\n{"version": "v1"}\n', {"version": "v1"}),
+    ],
+)
+def test_summary_from_xcom_accepts_every_launchers_shape(value: Any, expected: dict[str, Any]) -> None:
+    assert summary_from_xcom(value) == expected
+
+
+def test_summary_from_xcom_refuses_nothing() -> None:
+    with pytest.raises(ValueError, match="no summary"):
+        summary_from_xcom(None)
