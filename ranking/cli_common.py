@@ -22,6 +22,7 @@ class CommandResult:
     summary: dict[str, Any] = field(default_factory=dict)
     exit_code: int = 0
     text: str | None = None  # human-readable output when --json is not given
+    quiet: bool = False  # print and record nothing (e.g. non-zero ranks of a torchrun job)
 
 
 Handler = Callable[[argparse.Namespace], CommandResult]
@@ -66,6 +67,8 @@ def emit(args: argparse.Namespace, step: str, result: CommandResult) -> None:
     """Print the result and, with --run-id, record it as this pipeline run's step summary."""
     from ranking.atomic import atomic_write_json
 
+    if result.quiet:
+        return
     summary = dict(result.summary)
     summary.setdefault("step", step)
     summary.setdefault("exit_code", result.exit_code)
