@@ -1,7 +1,7 @@
 """Airflow DAG ``ranker_retrain``: the daily retrain of the home-feed save ranker.
 
 plan → check_freshness → build_window → validate_window → train → gate → decide
-  → promote | record_rejection | dry_run_done → materialize_online → publish_metrics
+  → promote | record_rejection | keep_champion → materialize_online → publish_metrics
 
 Every step is a ``ranker`` CLI call in the project environment (``$RANKER_BIN``), so the same
 command runs locally, in a container or in a pod; this file only wires the steps. Deployment
@@ -34,8 +34,11 @@ class SourceNotReady(AirflowException):
 def build_retrain_dag(settings: OrchestrationSettings) -> DAG:
     on_failure = make_failure_callback(settings)
 
-    def ranker(plan: dict[str, Any], args: list[str], allowed: tuple[int, ...] = (EXIT_OK,)) -> Any:
-        argv = ranker_argv(settings.ranker_bin, args, home=settings.home, run_id=plan["run_id"])
+    def ranker(
+        plan: dict[str, Any], args: list[str], allowed: tuple[int, ...] = (EXIT_OK,), record: bool = True
+    ) -> Any:
+        run_id = plan["run_id"] if record else None
+        argv = ranker_argv(settings.ranker_bin, args, home=settings.home, run_id=run_id)
         return run_ranker(argv, allowed_exit_codes=allowed, extra_env={"RANKER_ACTOR": plan["actor"]})
 
     transient = {"retries": settings.task_retries}
@@ -129,7 +132,12 @@ def build_retrain_dag(settings: OrchestrationSettings) -> DAG:
                 if plan[key] is not None:
                     args += [flag, repr(float(plan[key]))]
             result = ranker(plan, args, allowed=(EXIT_OK, EXIT_NEGATIVE))
-            return {**result.summary, "candidate_version": candidate}
+            models = ranker(plan, ["models", "list"], record=False).summary
+            return {
+                **result.summary,
+                "candidate_version": candidate,
+                "champion_trained_for": decisions.champion_trained_for(models),
+            }
 
         @task.branch(execution_timeout=timedelta(minutes=2), **no_retry)
         def decide(plan: dict[str, Any], report: dict[str, Any]) -> str:
@@ -158,7 +166,8 @@ def build_retrain_dag(settings: OrchestrationSettings) -> DAG:
             ).summary
             return result
 
-        dry_run_done = EmptyOperator(task_id=decisions.DRY_RUN_DONE)
+        # a dry run, or a rerun of a date that already promoted its model
+        keep_champion = EmptyOperator(task_id=decisions.KEEP_CHAMPION)
 
         @task(
             execution_timeout=timedelta(hours=1),
@@ -185,7 +194,7 @@ def build_retrain_dag(settings: OrchestrationSettings) -> DAG:
 
         report = gate(plan_out, train_out)
         branch = decide(plan_out, report)
-        outcomes = [promote(plan_out, report), record_rejection(plan_out, report), dry_run_done]
+        outcomes = [promote(plan_out, report), record_rejection(plan_out, report), keep_champion]
         branch >> outcomes
         materialized = materialize_online(plan_out)
         outcomes >> materialized

@@ -7,15 +7,10 @@ from collections.abc import Mapping
 from typing import Any
 
 # task ids the gate branch chooses between
-PROMOTE, RECORD_REJECTION, DRY_RUN_DONE = "promote", "record_rejection", "dry_run_done"
+PROMOTE, RECORD_REJECTION, KEEP_CHAMPION = "promote", "record_rejection", "keep_champion"
 # the retrain's outcome (the publish_metrics task's XCom); `ranker metrics publish --status` knows
-# only success|failed: a rejection or a dry run is a successful run whose gate said no
-OUTCOME_PROMOTED, OUTCOME_REJECTED, OUTCOME_DRY_RUN, OUTCOME_FAILED = (
-    "promoted",
-    "rejected",
-    "dry_run",
-    "failed",
-)
+# only success|failed: a rejection or a kept champion is a successful run that did not promote
+OUTCOME_PROMOTED, OUTCOME_REJECTED, OUTCOME_KEPT, OUTCOME_FAILED = "promoted", "rejected", "kept", "failed"
 # task id -> the step label `ranker metrics publish --failed-step` counts failures by
 STEP_OF_TASK = {
     "plan": "other",
@@ -67,13 +62,29 @@ def window_problems(summary: Mapping[str, Any], plan: Mapping[str, Any]) -> list
     return problems
 
 
+def champion_trained_for(models: Mapping[str, Any]) -> str | None:
+    """The window end (= eval day) the current champion was trained for, from `ranker models list`."""
+    champion = models.get("champion")
+    for row in models.get("versions") or []:
+        if row.get("version") == champion:
+            return (row.get("train") or {}).get("train_end")
+    return None
+
+
 def gate_branch(gate: Mapping[str, Any], plan: Mapping[str, Any]) -> str:
-    """Which task follows the gate: promote, record the rejection, or end a dry run."""
+    """Which task follows the gate: promote, record the rejection, or keep the champion.
+
+    The champion is kept on a dry run, and on a rerun of a date that already promoted a model (the
+    champion was trained for this very window end): one promotion per date, unless forced."""
     if plan["dry_run"]:
-        return DRY_RUN_DONE
-    if gate.get("decision") == "pass" or plan["force_promote"]:
+        return KEEP_CHAMPION
+    if plan["force_promote"]:
         return PROMOTE
-    return RECORD_REJECTION
+    if gate.get("decision") != "pass":
+        return RECORD_REJECTION
+    if gate.get("champion_trained_for") == plan["window_end"]:
+        return KEEP_CHAMPION
+    return PROMOTE
 
 
 def promotion_reason(gate: Mapping[str, Any], plan: Mapping[str, Any]) -> tuple[str, bool]:
@@ -102,8 +113,8 @@ def run_outcome(task_states: Mapping[str, str | None]) -> str:
         return OUTCOME_PROMOTED
     if task_states.get(RECORD_REJECTION) == "success":
         return OUTCOME_REJECTED
-    if task_states.get(DRY_RUN_DONE) == "success":
-        return OUTCOME_DRY_RUN
+    if task_states.get(KEEP_CHAMPION) == "success":
+        return OUTCOME_KEPT
     return OUTCOME_FAILED
 
 

@@ -39,12 +39,15 @@ class StepResult:
     summary: dict[str, Any] = field(default_factory=dict)
 
 
-def ranker_argv(ranker_bin: str, step_args: Sequence[str], *, home: str, run_id: str) -> list[str]:
-    """The full command line of one step (common options go after the subcommand's own)."""
+def ranker_argv(ranker_bin: str, step_args: Sequence[str], *, home: str, run_id: str | None) -> list[str]:
+    """The full command line of one step (common options go after the subcommand's own).
+
+    Without a run id the step leaves no step summary (read-only look-ups such as `models list`)."""
     bad = [a for a in step_args if not isinstance(a, str) or "\x00" in a or "\n" in a]
     if bad:
         raise RankerUserError(f"refusing to run ranker with unsafe arguments: {bad!r}")
-    return [ranker_bin, *step_args, "--json", "--home", home, "--run-id", run_id]
+    argv = [ranker_bin, *step_args, "--json", "--home", home]
+    return [*argv, "--run-id", run_id] if run_id else argv
 
 
 def parse_summary(stdout: str) -> dict[str, Any]:

@@ -41,8 +41,8 @@ def test_retrain_task_graph(dagbag: BundleDagBag) -> None:
     edges = {(t.task_id, d) for t in dag.tasks for d in t.downstream_task_ids}
     chain = ["plan", "check_freshness", "build_window", "validate_window", "train", "gate", "decide"]
     assert {(a, b) for a, b in itertools.pairwise(chain)} <= edges
-    assert {("decide", "promote"), ("decide", "record_rejection"), ("decide", "dry_run_done")} <= edges
-    for outcome in ("promote", "record_rejection", "dry_run_done"):
+    assert {("decide", "promote"), ("decide", "record_rejection"), ("decide", "keep_champion")} <= edges
+    for outcome in ("promote", "record_rejection", "keep_champion"):
         assert (outcome, "materialize_online") in edges
     assert ("materialize_online", "publish_metrics") in edges
     assert type(dag.get_task("decide")).__name__ == "_BranchPythonDecoratedOperator"
@@ -81,7 +81,7 @@ def test_retries_timeouts_pool_and_callbacks(dagbag: BundleDagBag) -> None:
     assert tasks["train"][0] == 1
     assert tasks["train"][2] == "training"
     for task_id, (_, _, _, timeout, callback) in tasks.items():
-        if task_id != "dry_run_done":
+        if task_id != "keep_champion":
             assert timeout and timeout <= timedelta(hours=8).total_seconds(), task_id
             assert callback, task_id
 

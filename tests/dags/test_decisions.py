@@ -60,12 +60,34 @@ def test_window_problems_are_named(change: dict[str, Any], message: str) -> None
         ("pass", {}, d.PROMOTE),
         ("reject", {}, d.RECORD_REJECTION),
         ("reject", {"force_promote": True, "reason": "incident 7"}, d.PROMOTE),
-        ("pass", {"dry_run": True}, d.DRY_RUN_DONE),
-        ("reject", {"dry_run": True}, d.DRY_RUN_DONE),
+        ("pass", {"dry_run": True}, d.KEEP_CHAMPION),
+        ("reject", {"dry_run": True}, d.KEEP_CHAMPION),
     ],
 )
 def test_gate_branch(decision: str, plan_change: dict[str, Any], branch: str) -> None:
     assert d.gate_branch({"decision": decision}, {**PLAN, **plan_change}) == branch
+
+
+def test_a_rerun_of_a_date_that_already_promoted_keeps_the_champion() -> None:
+    rerun = {"decision": "pass", "champion_trained_for": "2026-01-24"}
+    assert d.gate_branch(rerun, PLAN) == d.KEEP_CHAMPION
+    assert (
+        d.gate_branch(rerun, {**PLAN, "force_promote": True, "reason": "retrained on fixed data"})
+        == d.PROMOTE
+    )
+    assert d.gate_branch({**rerun, "champion_trained_for": "2026-01-23"}, PLAN) == d.PROMOTE
+
+
+def test_champion_trained_for_reads_models_list() -> None:
+    models = {
+        "champion": "v0002",
+        "versions": [
+            {"version": "v0001", "train": {"train_end": "2026-01-23"}},
+            {"version": "v0002", "train": {"train_start": "2026-01-04", "train_end": "2026-01-24"}},
+        ],
+    }
+    assert d.champion_trained_for(models) == "2026-01-24"
+    assert d.champion_trained_for({"champion": None, "versions": []}) is None
 
 
 def test_promotion_reason_forces_only_past_a_rejection() -> None:
@@ -93,7 +115,7 @@ ALL_OK = {
     "decide": "success",
     "promote": "success",
     "record_rejection": "skipped",
-    "dry_run_done": "skipped",
+    "keep_champion": "skipped",
     "materialize_online": "success",
 }
 
@@ -104,8 +126,8 @@ def test_outcomes_and_publish_arguments() -> None:
     rejected = {**ALL_OK, "promote": "skipped", "record_rejection": "success"}
     assert d.run_outcome(rejected) == d.OUTCOME_REJECTED
     assert d.publish_args(rejected)[-1] == "success"
-    dry = {**ALL_OK, "promote": "skipped", "dry_run_done": "success"}
-    assert d.run_outcome(dry) == d.OUTCOME_DRY_RUN
+    dry = {**ALL_OK, "promote": "skipped", "keep_champion": "success"}
+    assert d.run_outcome(dry) == d.OUTCOME_KEPT
 
 
 def test_the_root_failure_is_the_first_failed_step_not_its_consequences() -> None:

@@ -40,6 +40,17 @@ def test_common_options_follow_the_subcommand() -> None:
     ]
 
 
+def test_lookups_leave_no_step_summary() -> None:
+    assert ranker_argv("/x/ranker", ["models", "list"], home="/h", run_id=None) == [
+        "/x/ranker",
+        "models",
+        "list",
+        "--json",
+        "--home",
+        "/h",
+    ]
+
+
 def test_unsafe_arguments_are_refused() -> None:
     with pytest.raises(RankerUserError, match="unsafe"):
         ranker_argv("/x/ranker", ["promote", "v1", "--reason", "a\nb"], home="/h", run_id="r1")
