@@ -55,6 +55,7 @@ KNOWN_STEPS = (
     "reject",
     "materialize",
     "metrics",
+    "run",  # `ranker run` failed between steps
     "other",
 )
 # Summaries that are not pipeline stages: this command's own summary and the whole-run summary.

@@ -123,11 +123,21 @@ def write_contract_run(
     )
     if decision == "pass" and promote:
         write_summary(
-            ws, run_id, "promote", {"version": f"v-{run_id}", "previous": "v-prev", "reason": "gate passed",
-                                    "forced": False, "noop": False}
+            ws,
+            run_id,
+            "promote",
+            {
+                "version": f"v-{run_id}",
+                "previous": "v-prev",
+                "reason": "gate passed",
+                "forced": False,
+                "noop": False,
+            },
         )
     elif decision == "reject":
-        write_summary(ws, run_id, "reject", {"version": f"v-{run_id}", "failed_checks": ["save_hit_at_3_change"]})
+        write_summary(
+            ws, run_id, "reject", {"version": f"v-{run_id}", "failed_checks": ["save_hit_at_3_change"]}
+        )
     write_summary(ws, run_id, "materialize", {"start": "2026-11-01", "end": end, "duration_seconds": 4.0})
 
 

@@ -8,6 +8,7 @@ import math
 import threading
 from collections.abc import Iterator
 from pathlib import Path
+from typing import ClassVar
 
 import pytest
 from monitoring_fixtures import free_port, write_contract_run, write_summary
@@ -301,7 +302,7 @@ def test_unreadable_summary_names_the_file(ws: Workspace) -> None:
     path = ws.step_summary_path("d1", "train")
     path.parent.mkdir(parents=True)
     path.write_text("{not json")
-    with pytest.raises(m.MetricsInputError, match="train.json"):
+    with pytest.raises(m.MetricsInputError, match=r"train\.json"):
         m.publish(ws, "d1", now=NOW)
 
 
@@ -333,8 +334,15 @@ def test_malformed_fields_raise_clear_errors(ws: Workspace, step: str, body, mes
 
 @pytest.mark.parametrize(
     "url",
-    ["ftp://pg:9091", "pushgateway:9091", "http://", "http://u:p@pg:9091", "http://pg:9091/?x=1",
-     "http://pg:99999", "http://pg:9091/a b"],
+    [
+        "ftp://pg:9091",
+        "pushgateway:9091",
+        "http://",
+        "http://u:p@pg:9091",
+        "http://pg:9091/?x=1",
+        "http://pg:99999",
+        "http://pg:9091/a b",
+    ],
 )
 def test_bad_pushgateway_urls_are_rejected(url: str) -> None:
     with pytest.raises(m.RankerError, match="invalid Pushgateway URL"):
@@ -372,8 +380,9 @@ def test_custom_textfile_path(ws: Workspace, tmp_path: Path) -> None:
 def test_unreachable_pushgateway_falls_back_to_textfile_and_counts(ws: Workspace) -> None:
     write_contract_run(ws, "d1")
     waits: list[float] = []
-    config = m.PushConfig(url=f"http://127.0.0.1:{free_port()}", attempts=3, backoff_seconds=0.5,
-                          timeout_seconds=2)
+    config = m.PushConfig(
+        url=f"http://127.0.0.1:{free_port()}", attempts=3, backoff_seconds=0.5, timeout_seconds=2
+    )
     result = m.publish(ws, "d1", now=NOW, push=config, sleep=waits.append)
     assert result.delivery == "textfile"
     assert result.push is not None and not result.push.ok and result.push.attempts == 3
@@ -387,7 +396,7 @@ def test_unreachable_pushgateway_falls_back_to_textfile_and_counts(ws: Workspace
 
 
 class _Status500(http.server.BaseHTTPRequestHandler):
-    requests: list[str] = []
+    requests: ClassVar[list[str]] = []
 
     def do_PUT(self) -> None:
         _Status500.requests.append(self.path)
@@ -423,8 +432,9 @@ def test_pushgateway_errors_are_retried_then_fall_back(ws: Workspace, failing_ga
 # --------------------------------------------------------------------------------------------
 
 
-def test_cli_publish_and_show(ws: Workspace, capsys: pytest.CaptureFixture[str],
-                              monkeypatch: pytest.MonkeyPatch) -> None:
+def test_cli_publish_and_show(
+    ws: Workspace, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
+) -> None:
     monkeypatch.delenv(m.PUSHGATEWAY_ENV, raising=False)
     write_contract_run(ws, "d1")
     assert main(["metrics", "publish", "--home", str(ws.root), "--run-id", "d1", "--json"]) == 0
@@ -463,14 +473,18 @@ def test_cli_uses_the_env_pushgateway_and_survives_its_failure(
     ("extra", "message"),
     [
         ([], "needs --run-id"),
-        (["--run-id", "d1", "--status", "success", "--failed-step", "train"], "only goes with --status failed"),
+        (
+            ["--run-id", "d1", "--status", "success", "--failed-step", "train"],
+            "only goes with --status failed",
+        ),
         (["--run-id", "d1", "--pushgateway", "pushgateway:9091"], "invalid Pushgateway URL"),
         (["--run-id", "d1", "--job", "bad job"], "invalid job name"),
         (["--run-id", "d1", "--textfile", "/tmp/x.txt"], "must be a path ending in .prom"),
     ],
 )
-def test_cli_bad_arguments_exit_2(ws: Workspace, capsys: pytest.CaptureFixture[str], extra: list[str],
-                                  message: str) -> None:
+def test_cli_bad_arguments_exit_2(
+    ws: Workspace, capsys: pytest.CaptureFixture[str], extra: list[str], message: str
+) -> None:
     write_contract_run(ws, "d1")
     assert main(["metrics", "publish", "--home", str(ws.root), *extra]) == 2
     assert message in capsys.readouterr().err
