@@ -14,12 +14,14 @@ separate argv entries, never through shell parsing, so no parameter value can in
 from __future__ import annotations
 
 from collections.abc import Callable
+from pathlib import Path
 from typing import Any
 
 from ranker_dags.ranker_cli import parse_summary
-from ranker_dags.settings import OrchestrationSettings
+from ranker_dags.settings import OrchestrationSettings, registry_needs_mount
 
 CONTAINER_HOME = "/workspace"
+CONTAINER_REGISTRY = "/registry"
 K8S_XCOM_FILE = "/airflow/xcom/return.json"
 DOCKER_SUMMARY_FILE = "/tmp/ranker-summary.json"
 PLAN_XCOM = "ti.xcom_pull(task_ids='plan')"
@@ -62,6 +64,20 @@ def templated_train_args(settings: OrchestrationSettings) -> list[str]:
     ]
 
 
+def container_env(settings: OrchestrationSettings) -> dict[str, str]:
+    """Environment of the trainer container: the workspace, and the registry where it lives there."""
+    env = {"RANKER_HOME": CONTAINER_HOME, "RANKER_ACTOR": "airflow"}
+    if registry_needs_mount(settings):
+        env["RANKER_REGISTRY"] = CONTAINER_REGISTRY
+    elif settings.registry and "://" in settings.registry:
+        env["RANKER_REGISTRY"] = settings.registry
+    elif settings.registry:  # a folder inside the workspace: the same place under the container's home
+        env["RANKER_REGISTRY"] = str(
+            Path(CONTAINER_HOME) / Path(settings.registry).relative_to(settings.home)
+        )
+    return env
+
+
 def summary_from_xcom(value: Any) -> dict[str, Any]:
     """The train summary as every launcher returns it: a dict (local, kubernetes) or the JSON line
     (docker)."""
@@ -79,6 +95,9 @@ def kubernetes_train_operator(settings: OrchestrationSettings, **task_kwargs: An
     from kubernetes.client import models as k8s
 
     gpus = str(settings.train_gpus)
+    claims = [("workspace", settings.k8s_workspace_pvc, CONTAINER_HOME)]
+    if registry_needs_mount(settings):
+        claims.append(("registry", settings.k8s_registry_pvc, CONTAINER_REGISTRY))
     resources = k8s.V1ResourceRequirements(
         requests={"cpu": "4", "memory": "32Gi"},
         limits={"memory": "64Gi", **({"nvidia.com/gpu": gpus} if settings.train_gpus else {})},
@@ -89,17 +108,15 @@ def kubernetes_train_operator(settings: OrchestrationSettings, **task_kwargs: An
         image=settings.trainer_image,
         cmds=["/bin/sh", "-c", f'ranker "$@" > {K8S_XCOM_FILE}', "ranker"],
         arguments=templated_train_args(settings),
-        env_vars={"RANKER_HOME": CONTAINER_HOME, "RANKER_ACTOR": "airflow"},
+        env_vars=container_env(settings),
         container_resources=resources,
         volumes=[
             k8s.V1Volume(
-                name="workspace",
-                persistent_volume_claim=k8s.V1PersistentVolumeClaimVolumeSource(
-                    claim_name=settings.k8s_workspace_pvc
-                ),
+                name=name, persistent_volume_claim=k8s.V1PersistentVolumeClaimVolumeSource(claim_name=claim)
             )
+            for name, claim, _ in claims
         ],
-        volume_mounts=[k8s.V1VolumeMount(name="workspace", mount_path=CONTAINER_HOME)],
+        volume_mounts=[k8s.V1VolumeMount(name=name, mount_path=path) for name, _, path in claims],
         do_xcom_push=True,
         get_logs=True,
         on_finish_action="delete_succeeded_pod",
@@ -111,6 +128,9 @@ def docker_train_operator(settings: OrchestrationSettings, **task_kwargs: Any) -
     from airflow.providers.docker.operators.docker import DockerOperator
     from docker.types import DeviceRequest, Mount
 
+    mounts = [_docker_mount(settings.docker_workspace, CONTAINER_HOME, Mount)]
+    if registry_needs_mount(settings):
+        mounts.append(_docker_mount(settings.docker_registry, CONTAINER_REGISTRY, Mount))
     device_requests = (
         [DeviceRequest(count=settings.train_gpus, capabilities=[["gpu"]])] if settings.train_gpus else []
     )
@@ -125,8 +145,8 @@ def docker_train_operator(settings: OrchestrationSettings, **task_kwargs: Any) -
         ],
         docker_url=settings.docker_url,
         device_requests=device_requests,
-        mounts=[Mount(target=CONTAINER_HOME, source=settings.docker_workspace, type="bind")],
-        environment={"RANKER_HOME": CONTAINER_HOME, "RANKER_ACTOR": "airflow"},
+        mounts=mounts,
+        environment=container_env(settings),
         shm_size=8 * 1024**3,  # torch DataLoader / gloo shared memory
         mount_tmp_dir=False,
         auto_remove="success",
@@ -134,6 +154,12 @@ def docker_train_operator(settings: OrchestrationSettings, **task_kwargs: Any) -
         xcom_all=False,
         **task_kwargs,
     )
+
+
+def _docker_mount(source: str, target: str, mount_type: Any) -> Any:
+    """A host folder is bind-mounted; anything else is a named volume (docker compose's)."""
+    kind = "bind" if source.startswith("/") else "volume"
+    return mount_type(target=target, source=source, type=kind)
 
 
 def container_train_operator(settings: OrchestrationSettings, **task_kwargs: Any) -> Any:

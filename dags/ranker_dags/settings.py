@@ -10,7 +10,11 @@ Environment variables (all optional):
 - ``RANKER_TRAIN_GPUS``: GPUs requested by the kubernetes/docker launchers (default 1)
 - ``RANKER_TRAINER_IMAGE``: trainer image for kubernetes/docker (default ``ranker-trainer:latest``)
 - ``RANKER_K8S_NAMESPACE``, ``RANKER_K8S_WORKSPACE_PVC``: pod namespace and the claim holding the workspace
-- ``RANKER_DOCKER_URL``, ``RANKER_DOCKER_WORKSPACE``: docker daemon URL and the host folder of the workspace
+- ``RANKER_DOCKER_URL``: the docker daemon; ``RANKER_DOCKER_WORKSPACE``: the workspace as a host folder
+  (absolute path, bind mount) or a named docker volume
+- ``RANKER_REGISTRY``: the model registry (read by the ``ranker`` CLI too): unset = ``<home>/registry``;
+  an fsspec URL (``s3://...``) is passed to the containers as is; a local folder outside the workspace
+  needs ``RANKER_DOCKER_REGISTRY`` (host folder or volume) / ``RANKER_K8S_REGISTRY_PVC`` for them
 - ``RANKER_TRAINING_POOL``: Airflow pool of the training task (default ``training``)
 - ``RANKER_TASK_RETRIES``: retries of the transient steps (default 2)
 """
@@ -31,6 +35,7 @@ LAUNCHERS = ("local", "kubernetes", "docker")
 _DNS_LABEL = re.compile(r"^[a-z0-9]([-a-z0-9]{0,61}[a-z0-9])?$")
 _IMAGE_REF = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._/:@-]{0,254}$")
 _CRON_FIELD = re.compile(r"^[0-9*/,\-A-Za-z?LW#]+$")
+_VOLUME_NAME = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.-]{0,127}$")
 
 
 class SettingsError(ValueError):
@@ -50,6 +55,9 @@ class OrchestrationSettings:
     k8s_workspace_pvc: str = "ranker-workspace"
     docker_url: str = "unix://var/run/docker.sock"
     docker_workspace: str = "/srv/ranker"
+    registry: str = ""
+    docker_registry: str = ""
+    k8s_registry_pvc: str = ""
     training_pool: str = "training"
     task_retries: int = 2
     retry_delay: timedelta = timedelta(minutes=1)
@@ -89,6 +97,9 @@ class OrchestrationSettings:
             k8s_workspace_pvc=text("RANKER_K8S_WORKSPACE_PVC", defaults.k8s_workspace_pvc),
             docker_url=text("RANKER_DOCKER_URL", defaults.docker_url),
             docker_workspace=text("RANKER_DOCKER_WORKSPACE", defaults.docker_workspace),
+            registry=text("RANKER_REGISTRY", ""),
+            docker_registry=text("RANKER_DOCKER_REGISTRY", ""),
+            k8s_registry_pvc=text("RANKER_K8S_REGISTRY_PVC", ""),
             training_pool=text("RANKER_TRAINING_POOL", defaults.training_pool),
             task_retries=integer("RANKER_TASK_RETRIES", defaults.task_retries),
         )
@@ -102,8 +113,22 @@ def _problems(s: OrchestrationSettings) -> list[str]:
         problems.append(f"RANKER_BIN must be an absolute path, got {s.ranker_bin!r}")
     if not Path(s.home).is_absolute():
         problems.append(f"RANKER_HOME must be an absolute path, got {s.home!r}")
-    if not Path(s.docker_workspace).is_absolute():
-        problems.append(f"RANKER_DOCKER_WORKSPACE must be an absolute path, got {s.docker_workspace!r}")
+    for name, value in (
+        ("RANKER_DOCKER_WORKSPACE", s.docker_workspace),
+        ("RANKER_DOCKER_REGISTRY", s.docker_registry),
+    ):
+        if value and not (Path(value).is_absolute() or _VOLUME_NAME.match(value)):
+            problems.append(f"{name} must be an absolute host path or a docker volume name, got {value!r}")
+    if s.registry and "://" not in s.registry and not Path(s.registry).is_absolute():
+        problems.append(f"RANKER_REGISTRY must be an fsspec URL or an absolute path, got {s.registry!r}")
+    if s.launcher in ("kubernetes", "docker") and registry_needs_mount(s):
+        mount = s.k8s_registry_pvc if s.launcher == "kubernetes" else s.docker_registry
+        if not mount:
+            problems.append(
+                f"RANKER_REGISTRY={s.registry!r} is a local folder outside the workspace: the {s.launcher} "
+                "launcher needs "
+                + ("RANKER_K8S_REGISTRY_PVC" if s.launcher == "kubernetes" else "RANKER_DOCKER_REGISTRY")
+            )
     fields = s.cron.split()
     if len(fields) != 5 or not all(_CRON_FIELD.match(f) for f in fields):
         problems.append(f"RANKER_RETRAIN_CRON must be a 5-field cron expression, got {s.cron!r}")
@@ -118,9 +143,17 @@ def _problems(s: OrchestrationSettings) -> list[str]:
     for name, value in (
         ("RANKER_K8S_NAMESPACE", s.k8s_namespace),
         ("RANKER_K8S_WORKSPACE_PVC", s.k8s_workspace_pvc),
+        ("RANKER_K8S_REGISTRY_PVC", s.k8s_registry_pvc or "unset"),
     ):
         if not _DNS_LABEL.match(value):
             problems.append(f"{name} must be a DNS label (a-z, 0-9, -), got {value!r}")
     if not re.match(r"^[A-Za-z0-9_.-]{1,256}$", s.training_pool):
         problems.append(f"RANKER_TRAINING_POOL must be a simple name, got {s.training_pool!r}")
     return problems
+
+
+def registry_needs_mount(s: OrchestrationSettings) -> bool:
+    """A local registry folder outside the workspace: containers reach it only through a mount."""
+    if not s.registry or "://" in s.registry:
+        return False
+    return not Path(s.registry).is_relative_to(Path(s.home))

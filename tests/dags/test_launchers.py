@@ -190,3 +190,56 @@ def test_summary_from_xcom_accepts_every_launchers_shape(value: Any, expected: d
 def test_summary_from_xcom_refuses_nothing() -> None:
     with pytest.raises(ValueError, match="no summary"):
         summary_from_xcom(None)
+
+
+def test_containers_reach_a_registry_volume_outside_the_workspace() -> None:
+    """docker compose keeps the registry in its own volume (RANKER_REGISTRY=/registry)."""
+    settings = OrchestrationSettings(
+        launcher="docker",
+        home="/workspace",
+        registry="/registry",
+        docker_workspace="ranker_ranker-workspace",
+        docker_registry="ranker_ranker-registry",
+    )
+    task, _ = rendered_train_task(settings)
+    mounts = {m["Target"]: (m["Source"], m["Type"]) for m in task.mounts}
+    assert mounts == {
+        CONTAINER_HOME: ("ranker_ranker-workspace", "volume"),
+        "/registry": ("ranker_ranker-registry", "volume"),
+    }
+    assert task.environment["RANKER_REGISTRY"] == "/registry"
+
+    k8s_settings = OrchestrationSettings(
+        launcher="kubernetes", registry="/srv/registry", k8s_registry_pvc="ranker-reg"
+    )
+    task, context = rendered_train_task(k8s_settings)
+    pod = task.build_pod_request_obj(context, dry_run=True)
+    claims = {
+        v.name: v.persistent_volume_claim.claim_name for v in pod.spec.volumes if v.persistent_volume_claim
+    }
+    assert claims == {"workspace": "ranker-workspace", "registry": "ranker-reg"}
+    env = {e.name: e.value for e in pod.spec.containers[0].env}
+    assert env["RANKER_REGISTRY"] == "/registry"
+
+
+@pytest.mark.parametrize(
+    ("registry", "expected"),
+    [("", None), ("s3://models/ranker", "s3://models/ranker"), ("/srv/ranker/models", "/workspace/models")],
+)
+def test_container_registry_location(registry: str, expected: str | None) -> None:
+    from ranker_dags.launchers import container_env
+
+    env = container_env(OrchestrationSettings(launcher="docker", home="/srv/ranker", registry=registry))
+    assert env.get("RANKER_REGISTRY") == expected
+
+
+def test_a_local_registry_without_a_mount_is_a_settings_error() -> None:
+    from ranker_dags.settings import SettingsError
+
+    with pytest.raises(SettingsError, match="RANKER_DOCKER_REGISTRY"):
+        OrchestrationSettings(launcher="docker", registry="/elsewhere/registry")
+    with pytest.raises(SettingsError, match="RANKER_K8S_REGISTRY_PVC"):
+        OrchestrationSettings(launcher="kubernetes", registry="/elsewhere/registry")
+    OrchestrationSettings(
+        launcher="local", registry="/elsewhere/registry"
+    )  # the local launcher shares the disk
