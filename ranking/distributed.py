@@ -37,6 +37,21 @@ class DistContext:
         return self.rank == 0
 
 
+def quiet_library_noise() -> None:
+    """torchrec/torch warn on every run about things this setup does on purpose (a directly built
+    topology for the planner, ShardedTensor state dicts): keep them out of the job's log unless
+    debugging."""
+    import logging
+    import warnings
+
+    if logging.getLogger().getEffectiveLevel() <= logging.DEBUG:
+        return
+    warnings.filterwarnings("ignore", category=FutureWarning)
+    warnings.filterwarnings("ignore", category=UserWarning, module=r"torch(rec)?\.")
+    for name in ("torchrec", "torch.distributed", "torch.fx", "root"):
+        logging.getLogger(name).setLevel(logging.ERROR)
+
+
 def launched_by_torchrun() -> bool:
     return "TORCHELASTIC_RUN_ID" in os.environ or ("RANK" in os.environ and "WORLD_SIZE" in os.environ)
 

@@ -125,10 +125,50 @@ def _load_resume(req: TrainRequest) -> dict[str, Any] | None:
     return payload
 
 
+@dataclass
+class ShardedStack:
+    dmp: Any  # DistributedModelParallel(TrainTask)
+    task: Any  # the TrainTask inside it
+    optimizer: Any  # dense optimizer (never holds table parameters)
+    sharding: dict[str, str]
+
+
+def build_sharded(
+    cfg: ModelConfig, seed: int, ctx: Any, init_state: dict[str, Any] | None = None
+) -> ShardedStack:
+    """Model with fused table optimizer, sharded by DMP, loaded with ``init_state`` (unsharded) or
+    the seed's initial weights: the same starting point whatever the world size."""
+    import torch
+
+    from ranking import distributed
+    from ranking.model import (
+        RankerModel,
+        TrainTask,
+        apply_table_optimizer,
+        build_dense_optimizer,
+        dense_parameters,
+    )
+
+    torch.manual_seed(seed)
+    model = RankerModel(cfg, device=torch.device("cpu"))
+    state = (
+        init_state
+        if init_state is not None
+        else {k: v.detach().clone() for k, v in model.state_dict().items()}
+    )
+    apply_table_optimizer(model, cfg.table_optimizer)
+    dmp = distributed.shard(TrainTask(model), [t.name for t in cfg.tables], ctx)
+    distributed.load_state_dict_into(dmp.state_dict(), state, prefix="model.")
+    task = distributed.unwrap(dmp)
+    optimizer = build_dense_optimizer(dense_parameters(task), cfg.dense_optimizer)
+    return ShardedStack(dmp, task, optimizer, distributed.sharding_summary(dmp))
+
+
 def run_training(req: TrainRequest) -> dict[str, Any]:
     """Train on every rank; rank 0 returns the summary (other ranks return {})."""
     from ranking import distributed
 
+    distributed.quiet_library_noise()
     ctx = distributed.init_distributed()
     try:
         return _Trainer(req, ctx).run()
@@ -145,31 +185,9 @@ class _Trainer:
 
     # -------------------------------------------------------------- setup
     def _build(self, init_state: dict[str, Any] | None) -> None:
-        import torch
-
-        from ranking import distributed
-        from ranking.model import (
-            RankerModel,
-            TrainTask,
-            apply_table_optimizer,
-            build_dense_optimizer,
-            dense_parameters,
-        )
-
-        torch.manual_seed(self.tc.seed)
-        model = RankerModel(self.cfg, device=torch.device("cpu"))
-        # the unsharded initial weights come from the seed alone, whatever the world size
-        state = (
-            init_state
-            if init_state is not None
-            else {k: v.detach().clone() for k, v in model.state_dict().items()}
-        )
-        apply_table_optimizer(model, self.cfg.table_optimizer)
-        self.dmp = distributed.shard(TrainTask(model), [t.name for t in self.cfg.tables], self.ctx)
-        distributed.load_state_dict_into(self.dmp.state_dict(), state, prefix="model.")
-        self.task: Any = distributed.unwrap(self.dmp)
-        self.optimizer = build_dense_optimizer(dense_parameters(self.task), self.cfg.dense_optimizer)
-        self.sharding = distributed.sharding_summary(self.dmp)
+        stack = build_sharded(self.cfg, self.tc.seed, self.ctx, init_state)
+        self.dmp, self.task, self.optimizer = stack.dmp, stack.task, stack.optimizer
+        self.sharding = stack.sharding
 
     def _restore(self, payload: dict[str, Any]) -> None:
         from ranking import distributed

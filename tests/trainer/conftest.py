@@ -1,0 +1,56 @@
+"""Fixtures: small seeded windows written to the window contract (real parquet + manifest)."""
+
+from __future__ import annotations
+
+import datetime as dt
+import os
+import sys
+from pathlib import Path
+
+import pytest
+
+from tests.trainer.windowgen import write_window
+
+END = dt.date(2026, 11, 10)
+DAYS = 3
+ROWS_PER_DAY = 1500
+
+# tiny tables so state comparisons and checkpoints stay small
+TABLE_ROWS = {"user_id": 512, "pin_id": 1024, "user_stats__country": 16, "pin_stats__category": 16}
+
+
+@pytest.fixture(scope="session")
+def window_home(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    home = tmp_path_factory.mktemp("home")
+    write_window(home, END, DAYS, ROWS_PER_DAY, seed=7, row_group_size=256, eval_rows=1000)
+    return home
+
+
+@pytest.fixture(scope="session")
+def manifest(window_home: Path):  # type: ignore[no-untyped-def]
+    from ranking.data import read_window_manifest, window_manifest_path
+    from ranking.workspace import Workspace
+
+    return read_window_manifest(window_manifest_path(Workspace(window_home), END, DAYS))
+
+
+@pytest.fixture(scope="session")
+def model_config():  # type: ignore[no-untyped-def]
+    from ranking.config import default_model_config
+
+    return default_model_config(embedding_dim=8, table_rows=TABLE_ROWS, dense_arch=(16, 8), over_arch=(16, 8))
+
+
+@pytest.fixture
+def model_config_file(tmp_path: Path, model_config) -> Path:  # type: ignore[no-untyped-def]
+    path = tmp_path / "model_config.json"
+    path.write_text(model_config.to_json())
+    return path
+
+
+def ranker_cmd(*args: str) -> list[str]:
+    return [os.path.join(os.path.dirname(sys.executable), "ranker"), *args]
+
+
+def ranker_env() -> dict[str, str]:
+    return {**os.environ, "OMP_NUM_THREADS": "1", "RANKER_LOG_LEVEL": "WARNING"}
