@@ -28,7 +28,11 @@ PLAN_XCOM = "ti.xcom_pull(task_ids='plan')"
 
 
 def train_step_args(plan: dict[str, Any], nproc: int) -> list[str]:
-    """``ranker train`` arguments for a run plan (shared by every launcher)."""
+    """``ranker train`` arguments for a run plan (shared by every launcher).
+
+    ``--resume`` always: the run folder is ``<home>/runs/<run id>``, so a retry of the task continues
+    after the last complete epoch instead of failing on the folder the first try left (a first try
+    with no checkpoint starts from epoch 1)."""
     args = [
         "train",
         "--end",
@@ -41,6 +45,7 @@ def train_step_args(plan: dict[str, Any], nproc: int) -> list[str]:
         str(plan["schedule"]),
         "--pipeline",
         str(plan["pipeline"]),
+        "--resume",
     ]
     if nproc > 1:
         args += ["--nproc", str(nproc)]

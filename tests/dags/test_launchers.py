@@ -43,6 +43,7 @@ EXPECTED_ARGS = [
     "F,J,J",
     "--pipeline",
     "semisync",
+    "--resume",
     "--nproc",
     "2",
     "--json",
@@ -143,8 +144,8 @@ def test_local_launcher_is_a_python_task_with_the_same_arguments() -> None:
     task = build_retrain_dag(OrchestrationSettings(launcher="local", train_nproc=2)).get_task("train")
     assert type(task).__name__ == "_PythonDecoratedOperator"
     assert task.pool == "training"
-    assert train_step_args(PLAN, 2) == EXPECTED_ARGS[:13]
-    assert train_step_args(PLAN, 1) == EXPECTED_ARGS[:11]
+    assert train_step_args(PLAN, 2) == EXPECTED_ARGS[:14]
+    assert train_step_args(PLAN, 1) == EXPECTED_ARGS[:12]
 
 
 def fake_ranker(folder: Path) -> Path:
