@@ -10,9 +10,11 @@ import argparse
 import contextlib
 import datetime as dt
 import logging
+import os
 import secrets
 import sys
 import time
+from collections.abc import Iterator
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -126,8 +128,32 @@ class StepRunner:
         return outcome
 
 
+@contextlib.contextmanager
+def _registry_env(url: str | None) -> Iterator[None]:
+    """`ranker train` finds the registry through $RANKER_REGISTRY: point it at --registry too."""
+    if url is None:
+        yield
+        return
+    from ranking.registry import REGISTRY_ENV
+
+    before = os.environ.get(REGISTRY_ENV)
+    os.environ[REGISTRY_ENV] = url
+    try:
+        yield
+    finally:
+        if before is None:
+            os.environ.pop(REGISTRY_ENV, None)
+        else:
+            os.environ[REGISTRY_ENV] = before
+
+
 def execute(plan: RunPlan, home: str, run_id: str) -> CommandResult:
     """Run the pipeline; the returned summary is the `run` step's."""
+    with _registry_env(plan.registry):
+        return _execute(plan, home, run_id)
+
+
+def _execute(plan: RunPlan, home: str, run_id: str) -> CommandResult:
     started = time.perf_counter()
     runner = StepRunner(home, run_id)
     end = plan.end.isoformat()
