@@ -1,0 +1,250 @@
+"""Synthetic home-feed log: requests with slates of pins, saves from a hidden ground-truth model.
+
+The ground truth is built so that ID embeddings matter and can memorise (the setting of the
+"one-epoch phenomenon", Zhang et al. 2022): per-user and per-pin offsets that no feature
+explains (``id_effect_scale``), power-law user activity and pin popularity so that most IDs
+have only a few impressions (``user_exponent``, ``pin_exponent``, ``users``, ``pins``), and
+Bernoulli labels on top of extra logit noise (``label_noise``). A second pass over the same
+impressions lets the tables fit that noise. Taste (latent user x pin affinity grouped by pin
+category and user country) and position bias are the generalisable part.
+
+Deterministic by seed: the catalogue comes from ``seed``, each day from ``(seed, day index)``.
+Streams day by day: only one day of impressions is in memory at a time.
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+import time
+from dataclasses import asdict, dataclass
+
+import numpy as np
+import pandas as pd
+import pyarrow as pa
+
+from features import sources
+from features.derive import SnapshotBuilder, day_start, write_snapshots
+from features.schema import IMPRESSION_SCHEMA
+from ranking.errors import RankerError
+from ranking.workspace import Workspace
+
+
+@dataclass(frozen=True)
+class SynthConfig:
+    start: dt.date
+    days: int
+    users: int = 20_000
+    pins: int = 20_000  # catalogue on the first day; more arrive every day
+    new_pins_per_day: int | None = None  # default: pins // 20
+    requests_per_day: int = 4_000
+    slate_size: int = 25
+    seed: int = 0
+    latent_dim: int = 8
+    countries: int = 12
+    categories: int = 24
+    affinity_scale: float = 1.0  # weight of the generalisable user x pin taste
+    id_effect_scale: float = 0.8  # std of per-user and per-pin logit offsets (memorisable)
+    user_exponent: float = 1.0  # power law of user activity (higher: more long-tail users)
+    pin_exponent: float = 1.1  # power law of pin popularity
+    pin_half_life_days: float = 7.0  # popularity of a pin halves every this many days
+    position_decay: float = 0.35  # logit drop per log2(1 + position)
+    label_noise: float = 0.5  # std of per-impression logit noise
+    base_logit: float = -4.0  # sets the save rate (a few %)
+
+    def validate(self) -> None:
+        positive = (
+            "days",
+            "users",
+            "pins",
+            "requests_per_day",
+            "slate_size",
+            "latent_dim",
+            "countries",
+            "categories",
+        )
+        for name in positive:
+            if getattr(self, name) <= 0:
+                raise RankerError(f"synth: {name} must be > 0, got {getattr(self, name)}")
+        if self.slate_size > self.pins:
+            raise RankerError(f"synth: slate size {self.slate_size} exceeds the catalogue ({self.pins} pins)")
+        for name in ("id_effect_scale", "label_noise", "pin_half_life_days", "position_decay"):
+            if getattr(self, name) < 0:
+                raise RankerError(f"synth: {name} must be >= 0, got {getattr(self, name)}")
+        if self.new_pins_per_day is not None and self.new_pins_per_day < 0:
+            raise RankerError(f"synth: new_pins_per_day must be >= 0, got {self.new_pins_per_day}")
+
+    @property
+    def daily_new_pins(self) -> int:
+        return self.pins // 20 if self.new_pins_per_day is None else self.new_pins_per_day
+
+
+def _power_law(rng: np.random.Generator, n: int, exponent: float) -> np.ndarray:
+    """Weights rank^-exponent over a random permutation of n items (sums to 1)."""
+    w = np.arange(1, n + 1, dtype=np.float64) ** -exponent
+    return rng.permutation(w / w.sum())
+
+
+class _World:
+    """The hidden state: users, a growing pin catalogue and the ground-truth parameters."""
+
+    def __init__(self, cfg: SynthConfig) -> None:
+        self.cfg = cfg
+        rng = np.random.default_rng([cfg.seed, 0xC0FFEE])
+        d = cfg.latent_dim
+        self._rng = rng
+        self.category_centroids = rng.normal(0, 1, (cfg.categories, d)) / np.sqrt(d)
+        country_centroids = rng.normal(0, 1, (cfg.countries, d)) / np.sqrt(d)
+        self.user_country = rng.choice(cfg.countries, cfg.users, p=_power_law(rng, cfg.countries, 1.0))
+        self.user_taste = 0.7 * country_centroids[self.user_country] + rng.normal(
+            0, 1, (cfg.users, d)
+        ) / np.sqrt(d)
+        self.user_bias = rng.normal(0, cfg.id_effect_scale, cfg.users)
+        self.user_activity = _power_law(rng, cfg.users, cfg.user_exponent)
+        self.pin_category = np.empty(0, dtype=np.int64)
+        self.pin_vec = np.empty((0, d))
+        self.pin_bias = np.empty(0)
+        self.pin_base = np.empty(0)
+        self.pin_created = np.empty(0, dtype="datetime64[s]")
+        # the first day's catalogue already has ages of up to four half-lives
+        ages = rng.uniform(0, 4 * cfg.pin_half_life_days, cfg.pins)
+        created = np.datetime64(cfg.start) - (ages * 86400).astype("timedelta64[s]")
+        self._add_pins(cfg.pins, created)
+
+    def _add_pins(self, n: int, created: np.ndarray) -> None:
+        cfg, rng = self.cfg, self._rng
+        cat = rng.integers(0, cfg.categories, n)
+        vec = self.category_centroids[cat] + 0.6 * rng.normal(0, 1, (n, cfg.latent_dim)) / np.sqrt(
+            cfg.latent_dim
+        )
+        self.pin_category = np.concatenate([self.pin_category, cat])
+        self.pin_vec = np.concatenate([self.pin_vec, vec])
+        self.pin_bias = np.concatenate([self.pin_bias, rng.normal(0, cfg.id_effect_scale, n)])
+        base = np.arange(1, n + 1, dtype=np.float64) ** -cfg.pin_exponent
+        self.pin_base = np.concatenate([self.pin_base, rng.permutation(base)])
+        self.pin_created = np.concatenate([self.pin_created, created.astype("datetime64[s]")])
+
+    def new_day(self, day_index: int, day: dt.date) -> None:
+        if day_index > 0 and self.cfg.daily_new_pins:
+            n = self.cfg.daily_new_pins
+            self._add_pins(n, np.full(n, np.datetime64(day), dtype="datetime64[s]"))
+
+    def users_frame(self) -> pd.DataFrame:
+        created = day_start(self.cfg.start)
+        return pd.DataFrame(
+            {
+                "user_id": np.arange(1, self.cfg.users + 1, dtype=np.int64),
+                "country": [f"c{c:02d}" for c in self.user_country],
+                "created_timestamp": created,
+            }
+        )
+
+    def pins_frame(self) -> pd.DataFrame:
+        return pd.DataFrame(
+            {
+                "pin_id": np.arange(1, len(self.pin_base) + 1, dtype=np.int64),
+                "category": [f"k{c:02d}" for c in self.pin_category],
+                "created_timestamp": pd.to_datetime(self.pin_created).tz_localize("UTC"),
+            }
+        )
+
+    def impressions(self, day_index: int, day: dt.date) -> pa.Table:
+        cfg = self.cfg
+        rng = np.random.default_rng([cfg.seed, day_index + 1])
+        r, k = cfg.requests_per_day, cfg.slate_size
+        users = rng.choice(cfg.users, r, p=self.user_activity)
+        age_days = (np.datetime64(day) - self.pin_created).astype("timedelta64[s]").astype(np.float64) / 86400
+        alive = age_days >= 0
+        weight = np.where(
+            alive, self.pin_base * 0.5 ** (np.maximum(age_days, 0) / cfg.pin_half_life_days), 0.0
+        )
+        weight /= weight.sum()
+        if np.count_nonzero(weight) < k:
+            raise RankerError(f"synth: fewer than {k} pins available on {day}")
+        slates = _distinct_slates(rng, weight, r, k)
+        affinity = np.einsum("rd,rkd->rk", self.user_taste[users], self.pin_vec[slates])
+        # the previous ranker orders the slate by a noisy view of the affinity (positions 0..k-1)
+        order = np.argsort(-(affinity + rng.gumbel(0, 0.5, (r, k))), axis=1)
+        slates = np.take_along_axis(slates, order, axis=1)
+        affinity = np.take_along_axis(affinity, order, axis=1)
+        position = np.broadcast_to(np.arange(k), (r, k))
+        logit = (
+            cfg.base_logit
+            + cfg.affinity_scale * affinity * np.sqrt(cfg.latent_dim)
+            + self.user_bias[users][:, None]
+            + self.pin_bias[slates]
+            - cfg.position_decay * np.log2(1 + position)
+            + cfg.label_noise * rng.normal(0, 1, (r, k))
+        )
+        saved = (rng.random((r, k)) < 1 / (1 + np.exp(-logit))).astype(np.int8)
+        seconds = np.sort(rng.integers(0, 86400, r))
+        ts = (np.datetime64(day).astype("datetime64[us]") + seconds.astype("timedelta64[s]")).astype("int64")
+        request_ids = np.char.add(f"{day:%Y%m%d}-", np.char.zfill(np.arange(r).astype(str), 7))
+        return pa.table(
+            {
+                "request_id": np.repeat(request_ids, k),
+                "user_id": np.repeat(users + 1, k).astype(np.int64),
+                "pin_id": (slates + 1).reshape(-1).astype(np.int64),
+                "event_timestamp": pa.array(np.repeat(ts, k), pa.timestamp("us", tz="UTC")),
+                "position": position.reshape(-1).astype(np.int32),
+                "saved": saved.reshape(-1),
+            },
+            schema=IMPRESSION_SCHEMA,
+        )
+
+
+def _distinct_slates(rng: np.random.Generator, weight: np.ndarray, r: int, k: int) -> np.ndarray:
+    """r slates of k distinct pins, each drawn by popularity (redraw duplicates until none)."""
+    slates = rng.choice(len(weight), (r, k), p=weight)
+    for _ in range(1000):
+        order = np.argsort(slates, axis=1, kind="stable")
+        ordered = np.take_along_axis(slates, order, axis=1)
+        dup_sorted = np.zeros_like(ordered, dtype=bool)
+        dup_sorted[:, 1:] = ordered[:, 1:] == ordered[:, :-1]
+        if not dup_sorted.any():
+            return slates
+        dup = np.zeros_like(dup_sorted)
+        np.put_along_axis(dup, order, dup_sorted, axis=1)
+        slates[dup] = rng.choice(len(weight), int(dup.sum()), p=weight)
+    raise RankerError("synth: could not draw distinct slates; lower --slate-size or the pin exponent")
+
+
+def generate(ws: Workspace, cfg: SynthConfig) -> dict[str, object]:
+    """Write ``cfg.days`` days of impressions and their feature snapshots into the workspace."""
+    cfg.validate()
+    started = time.perf_counter()
+    world = _World(cfg)
+    builder = SnapshotBuilder(world.users_frame(), world.pins_frame())
+    rows = saves = 0
+    day = cfg.start
+    for i in range(cfg.days):
+        day = cfg.start + dt.timedelta(days=i)
+        world.new_day(i, day)
+        builder.set_entities(world.users_frame(), world.pins_frame())
+        write_snapshots(ws, builder, day)
+        table = world.impressions(i, day)
+        sources.write_day(ws, sources.IMPRESSIONS, day, table)
+        frame = table.select(["user_id", "pin_id", "saved"]).to_pandas()
+        builder.add_day(day, frame)
+        rows += table.num_rows
+        saves += int(frame["saved"].sum())
+    # the features as of the end of the last day (what serving reads after materialize)
+    write_snapshots(ws, builder, day + dt.timedelta(days=1))
+    sources.write_table_file(
+        sources.entities_path(ws, sources.USERS), pa.Table.from_pandas(world.users_frame())
+    )
+    sources.write_table_file(
+        sources.entities_path(ws, sources.PINS), pa.Table.from_pandas(world.pins_frame())
+    )
+    return {
+        "start": cfg.start.isoformat(),
+        "end": day.isoformat(),
+        "days": cfg.days,
+        "impressions": rows,
+        "saves": saves,
+        "save_rate": saves / rows if rows else 0.0,
+        "users": cfg.users,
+        "pins": len(world.pin_base),
+        "config": {k: (v.isoformat() if isinstance(v, dt.date) else v) for k, v in asdict(cfg).items()},
+        "source": str(ws.source),
+        "duration_seconds": round(time.perf_counter() - started, 3),
+    }

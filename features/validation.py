@@ -1,0 +1,108 @@
+"""Window validation: pure checks that raise DataValidationError naming the problem.
+
+Every check here runs before anything that looks complete (a partition's stats file, the
+window manifest) is published, so a window that fails is never mistaken for a good one.
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+
+import pandas as pd
+import pyarrow as pa
+
+from ranking.errors import DataValidationError
+
+
+@dataclass(frozen=True)
+class WindowChecks:
+    """Thresholds of the window checks (all configurable from `ranker features window`)."""
+
+    min_coverage: float = 0.9  # fraction of training days that must have impressions
+    min_label_rate: float = 0.001  # per day; below: the label pipeline is probably broken
+    max_label_rate: float = 0.5
+    max_null_rate: float = 0.5  # per feature column and day
+
+    def validate(self) -> None:
+        if not 0.0 <= self.min_coverage <= 1.0:
+            raise DataValidationError(f"min_coverage must be in [0, 1], got {self.min_coverage}")
+        if not 0.0 <= self.min_label_rate <= self.max_label_rate <= 1.0:
+            raise DataValidationError(
+                f"label-rate bounds must satisfy 0 <= min <= max <= 1, got [{self.min_label_rate}, {self.max_label_rate}]"
+            )
+        if not 0.0 <= self.max_null_rate <= 1.0:
+            raise DataValidationError(f"max_null_rate must be in [0, 1], got {self.max_null_rate}")
+
+
+def check_coverage(train_days: Sequence[dt.date], missing: Sequence[dt.date], min_coverage: float) -> None:
+    present = len(train_days) - len(missing)
+    coverage = present / len(train_days) if train_days else 0.0
+    if coverage < min_coverage:
+        shown = ", ".join(d.isoformat() for d in missing[:10]) + (" ..." if len(missing) > 10 else "")
+        raise DataValidationError(
+            f"window covers {present}/{len(train_days)} training days ({coverage:.0%} < {min_coverage:.0%});"
+            f" missing: {shown}"
+        )
+
+
+def check_schema(day: dt.date, actual: pa.Schema, expected: pa.Schema, what: str) -> None:
+    """Exact column names and types (order free): drift fails instead of silently casting."""
+    want = {f.name: f.type for f in expected}
+    have = {f.name: f.type for f in actual}
+    missing = sorted(set(want) - set(have))
+    extra = sorted(set(have) - set(want))
+    changed = sorted(
+        f"{n}: {have[n]} != {want[n]}" for n in set(want) & set(have) if not have[n].equals(want[n])
+    )
+    if missing or extra or changed:
+        parts = []
+        if missing:
+            parts.append(f"missing {missing}")
+        if extra:
+            parts.append(f"unexpected {extra}")
+        if changed:
+            parts.append(f"changed types {changed}")
+        raise DataValidationError(f"schema drift in {what} of {day.isoformat()}: " + "; ".join(parts))
+
+
+def check_unique_impressions(day: dt.date, frame: pd.DataFrame, key: Sequence[str]) -> None:
+    dup = frame.duplicated(list(key), keep=False)
+    if dup.any():
+        example = frame.loc[dup, list(key)].iloc[0].to_dict()
+        raise DataValidationError(
+            f"{int(dup.sum())} impressions of {day.isoformat()} share an impression id {tuple(key)};"
+            f" e.g. {example}"
+        )
+
+
+def check_rows_conserved(day: dt.date, stage: str, rows_in: int, rows_out: int) -> None:
+    if rows_in != rows_out:
+        raise DataValidationError(
+            f"{stage} of {day.isoformat()} returned {rows_out} rows for {rows_in} in ({rows_out - rows_in:+d}):"
+            " refusing a window with lost or duplicated impressions"
+        )
+
+
+def check_day_stats(
+    day: dt.date,
+    rows: int,
+    label_rate: float,
+    null_rates: Mapping[str, float],
+    checks: WindowChecks,
+    role: str,
+) -> None:
+    if rows == 0:
+        raise DataValidationError(f"the {role} day {day.isoformat()} has no impressions")
+    if not checks.min_label_rate <= label_rate <= checks.max_label_rate:
+        raise DataValidationError(
+            f"label rate {label_rate:.4%} of {role} day {day.isoformat()} is outside"
+            f" [{checks.min_label_rate:.4%}, {checks.max_label_rate:.4%}]"
+        )
+    high = {c: r for c, r in null_rates.items() if r > checks.max_null_rate}
+    if high:
+        worst = ", ".join(f"{c}={r:.1%}" for c, r in sorted(high.items(), key=lambda kv: -kv[1]))
+        raise DataValidationError(
+            f"null rate above {checks.max_null_rate:.0%} on {role} day {day.isoformat()}: {worst}"
+        )

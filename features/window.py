@@ -1,0 +1,319 @@
+"""The sliding training window: per-day example partitions joined point-in-time through Feast.
+
+Training days are ``[end - days, end)``, the eval day is ``end``. Each day becomes a partition
+``<home>/windows/days/<date>/<key>/examples.parquet`` keyed by the day's source-data version and
+the feature-definition version: built once, reused by every later window, rebuilt when either
+changes. The manifest ``<home>/windows/<end>_<days>d/manifest.json`` is written last, atomically,
+and only after every check passed (docs/architecture.md "Window manifest").
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+import hashlib
+import json
+import logging
+import time
+from dataclasses import asdict, dataclass
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+import pandas as pd
+import pyarrow as pa
+import pyarrow.parquet as pq
+
+from features import feast_repo, sources, validation
+from features.schema import EXAMPLE_COLUMNS, FEATURE_SERVICE, IMPRESSION_SCHEMA, LABEL
+from features.validation import WindowChecks
+from ranking.atomic import atomic_dir, atomic_write_json, read_json
+from ranking.errors import DataValidationError, RankerError
+from ranking.workspace import Workspace
+
+if TYPE_CHECKING:
+    from feast import FeatureStore
+
+log = logging.getLogger(__name__)
+
+IMPRESSION_KEY = ("request_id", "pin_id")  # one impression: a pin in a request's slate
+# what identifies a point-in-time lookup: Feast's row id hashes exactly these, so equal lookups
+# are deduplicated before the Feast join and joined back (otherwise they multiply rows)
+LOOKUP_KEY = ("user_id", "pin_id", "event_timestamp")
+SOURCE_TABLES = (sources.IMPRESSIONS, sources.USERS, sources.PINS)
+_ARROW_TYPES = {
+    "String": pa.string(),
+    "Int64": pa.int64(),
+    "Float64": pa.float64(),
+    "Float32": pa.float32(),
+    "Int32": pa.int32(),
+    "Bool": pa.bool_(),
+}
+DEFAULT_DAYS = 20
+
+
+@dataclass(frozen=True)
+class DayPartition:
+    date: str
+    path: str
+    rows: int
+    label_rate: float
+    null_rates: dict[str, float]
+    partition_key: str
+    source_version: str
+    built: bool  # built in this call (False: reused)
+
+
+def example_schema(service: str = FEATURE_SERVICE) -> pa.Schema:
+    """Arrow schema of a partition: impression columns, then the service's features by full name."""
+    fields = list(IMPRESSION_SCHEMA)
+    for view in feast_repo.service_views(service):
+        fields += [pa.field(f"{view.name}__{f}", _ARROW_TYPES[t]) for f, t in view.fields.items()]
+    schema = pa.schema(fields)
+    if set(schema.names) != set(EXAMPLE_COLUMNS):
+        raise DataValidationError(
+            "feature definitions and features.schema.EXAMPLE_COLUMNS disagree:"
+            f" only in definitions {sorted(set(schema.names) - set(EXAMPLE_COLUMNS))},"
+            f" only in schema.py {sorted(set(EXAMPLE_COLUMNS) - set(schema.names))}"
+        )
+    return pa.schema([schema.field(c) for c in EXAMPLE_COLUMNS])
+
+
+def window_dir(ws: Workspace, end: dt.date, days: int) -> Path:
+    return ws.windows / f"{end.isoformat()}_{days}d"
+
+
+def manifest_path(ws: Workspace, end: dt.date, days: int) -> Path:
+    return window_dir(ws, end, days) / "manifest.json"
+
+
+def load_manifest(ws: Workspace, end: dt.date, days: int = DEFAULT_DAYS) -> dict[str, Any]:
+    path = manifest_path(ws, end, days)
+    if not path.is_file():
+        raise RankerError(
+            f"no window manifest at {path}: run `ranker features window --end {end.isoformat()} --days {days}`"
+        )
+    manifest: dict[str, Any] = read_json(path)
+    return manifest
+
+
+def _partition_key(feature_version: str, source_version: str) -> str:
+    return hashlib.sha256(f"{feature_version}:{source_version}".encode()).hexdigest()[:16]
+
+
+def _partition_stats(frame: pd.DataFrame, schema: pa.Schema) -> tuple[float, dict[str, float]]:
+    n = len(frame)
+    label_rate = float(frame[LABEL].mean()) if n else 0.0
+    features = [c for c in schema.names if c not in IMPRESSION_SCHEMA.names]
+    null_rates = {c: (float(frame[c].isna().mean()) if n else 0.0) for c in features}
+    return label_rate, null_rates
+
+
+def join_day(store: FeatureStore, day: dt.date, impressions: pa.Table, schema: pa.Schema) -> pd.DataFrame:
+    """Point-in-time join of one day's impressions with the feature service; every row counted."""
+    validation.check_schema(day, impressions.schema, IMPRESSION_SCHEMA, "impressions")
+    imp = impressions.to_pandas()
+    validation.check_unique_impressions(day, imp, IMPRESSION_KEY)
+    imp["event_timestamp"] = pd.to_datetime(imp["event_timestamp"], utc=True).astype("datetime64[ns, UTC]")
+    lookups = imp[list(LOOKUP_KEY)].drop_duplicates(ignore_index=True)
+    service = store.get_feature_service(FEATURE_SERVICE)
+    with feast_repo.quiet_stdout():
+        job = store.get_historical_features(entity_df=lookups, features=service, full_feature_names=True)
+        feats = job.to_df()
+    validation.check_rows_conserved(day, "the Feast point-in-time join", len(lookups), len(feats))
+    feats["event_timestamp"] = pd.to_datetime(feats["event_timestamp"], utc=True).astype(
+        "datetime64[ns, UTC]"
+    )
+    if feats.duplicated(list(LOOKUP_KEY)).any():
+        raise DataValidationError(f"the Feast join of {day.isoformat()} returned duplicate lookups")
+    feature_cols = [c for c in schema.names if c not in IMPRESSION_SCHEMA.names]
+    missing = sorted(set(feature_cols) - set(feats.columns))
+    if missing:
+        raise DataValidationError(f"the Feast join of {day.isoformat()} did not return features {missing}")
+    out = imp.merge(
+        feats[[*LOOKUP_KEY, *feature_cols]], on=list(LOOKUP_KEY), how="left", validate="many_to_one"
+    )
+    validation.check_rows_conserved(day, "joining features back to impressions", len(imp), len(out))
+    return out.sort_values(["request_id", "position"], kind="stable", ignore_index=True)[list(schema.names)]
+
+
+class _Store:
+    """Opens the Feast store on first use (only when a partition has to be built)."""
+
+    def __init__(self, ws: Workspace) -> None:
+        self.ws = ws
+        self._store: FeatureStore | None = None
+
+    def get(self) -> FeatureStore:
+        if self._store is None:
+            self._store = feast_repo.open_store(self.ws)
+        return self._store
+
+
+def _build_partition(
+    ws: Workspace, store: _Store, day: dt.date, schema: pa.Schema, feature_version: str
+) -> DayPartition:
+    source_version = sources.day_version(ws, SOURCE_TABLES, day)
+    key = _partition_key(feature_version, source_version)
+    target = ws.windows / "days" / day.isoformat() / key
+    stats_path = target / "partition.json"
+    if stats_path.is_file():
+        stats = read_json(stats_path)
+        return DayPartition(
+            date=day.isoformat(),
+            path=str(target / "examples.parquet"),
+            rows=int(stats["rows"]),
+            label_rate=float(stats["label_rate"]),
+            null_rates=dict(stats["null_rates"]),
+            partition_key=key,
+            source_version=source_version,
+            built=False,
+        )
+    started = time.perf_counter()
+    impressions = sources.read_day(ws, sources.IMPRESSIONS, day)
+    frame = join_day(store.get(), day, impressions, schema)
+    label_rate, null_rates = _partition_stats(frame, schema)
+    table = pa.Table.from_pandas(frame, schema=schema, preserve_index=False)
+    stats = {
+        "date": day.isoformat(),
+        "rows": table.num_rows,
+        "rows_in": impressions.num_rows,
+        "label_rate": label_rate,
+        "null_rates": null_rates,
+        "feature_version": feature_version,
+        "source_version": source_version,
+        "schema": {f.name: str(f.type) for f in schema},
+        "build_seconds": round(time.perf_counter() - started, 3),
+    }
+    with atomic_dir(target) as tmp:
+        pq.write_table(table, tmp / "examples.parquet", compression="zstd")
+        atomic_write_json(tmp / "partition.json", stats)
+    log.info("built partition %s (%d rows) in %.1fs", day, table.num_rows, stats["build_seconds"])
+    return DayPartition(
+        date=day.isoformat(),
+        path=str(target / "examples.parquet"),
+        rows=table.num_rows,
+        label_rate=label_rate,
+        null_rates=null_rates,
+        partition_key=key,
+        source_version=source_version,
+        built=True,
+    )
+
+
+def build_window(
+    ws: Workspace,
+    end: dt.date,
+    days: int = DEFAULT_DAYS,
+    checks: WindowChecks | None = None,
+) -> dict[str, Any]:
+    """Build (or reuse) the partitions of the window ending at ``end`` and publish its manifest."""
+    checks = checks or WindowChecks()
+    checks.validate()
+    if days <= 0:
+        raise RankerError(f"window days must be > 0, got {days}")
+    started = time.perf_counter()
+    target = manifest_path(ws, end, days)
+    try:
+        manifest = _build(ws, end, days, checks, started)
+    except RankerError:
+        # a rebuild that fails must not leave an older manifest claiming the window is good
+        target.unlink(missing_ok=True)
+        raise
+    atomic_write_json(target, manifest)
+    return manifest
+
+
+def _build(ws: Workspace, end: dt.date, days: int, checks: WindowChecks, started: float) -> dict[str, Any]:
+    feature_version = feast_repo.feature_version()
+    applied = feast_repo.applied_version(ws)
+    if applied is None:
+        raise RankerError(f"the Feast repository is not applied in {ws.feast}: run `ranker features apply`")
+    if applied != feature_version:
+        raise RankerError(
+            f"feature definitions changed since the last apply ({applied} -> {feature_version}):"
+            " run `ranker features apply`"
+        )
+    schema = example_schema()
+    train_days = [end - dt.timedelta(days=days - i) for i in range(days)]
+    present = set(sources.list_days(ws, sources.IMPRESSIONS))
+    if end not in present:
+        raise DataValidationError(f"the eval day {end.isoformat()} has no impressions in {ws.source}")
+    missing = [d for d in train_days if d not in present]
+    validation.check_coverage(train_days, missing, checks.min_coverage)
+
+    store = _Store(ws)
+    train: list[DayPartition] = []
+    for day in train_days:
+        if day in present:
+            part = _build_partition(ws, store, day, schema, feature_version)
+            validation.check_day_stats(day, part.rows, part.label_rate, part.null_rates, checks, "training")
+            train.append(part)
+    eval_part = _build_partition(ws, store, end, schema, feature_version)
+    validation.check_day_stats(
+        end, eval_part.rows, eval_part.label_rate, eval_part.null_rates, checks, "eval"
+    )
+
+    parts = [*train, eval_part]
+    rows_train = sum(p.rows for p in train)
+    saves_train = sum(p.rows * p.label_rate for p in train)
+    window_id = hashlib.sha256(
+        json.dumps([end.isoformat(), days, [p.partition_key for p in parts]]).encode()
+    ).hexdigest()
+
+    def entry(p: DayPartition) -> dict[str, Any]:
+        d = asdict(p)
+        d.pop("built")
+        return d
+
+    return {
+        "window_id": window_id,
+        "end": end.isoformat(),
+        "days": days,
+        "train": [entry(p) for p in train],
+        "eval": entry(eval_part),
+        "missing_days": [d.isoformat() for d in missing],
+        "schema": {f.name: str(f.type) for f in schema},
+        "feature_service": FEATURE_SERVICE,
+        "feature_version": feature_version,
+        "source_version": {p.date: p.source_version for p in parts},
+        "rows_train": rows_train,
+        "rows_eval": eval_part.rows,
+        "label_rate": saves_train / rows_train if rows_train else 0.0,
+        "days_built": sum(p.built for p in parts),
+        "days_reused": sum(not p.built for p in parts),
+        "checks": asdict(checks),
+        "created_at": dt.datetime.now(dt.UTC).isoformat(timespec="seconds"),
+        "duration_seconds": round(time.perf_counter() - started, 3),
+    }
+
+
+def freshness(
+    ws: Workspace, end: dt.date | None = None, max_lag_hours: float | None = None
+) -> dict[str, Any]:
+    """Newest impression day in the source and its lag behind now (or behind the end of ``end``)."""
+    days = sources.list_days(ws, sources.IMPRESSIONS)
+    if not days:
+        raise DataValidationError(f"no impressions in {ws.source}: the source is empty")
+    latest = days[-1]
+    latest_end = dt.datetime.combine(latest + dt.timedelta(days=1), dt.time(), dt.UTC)
+    reference = (
+        dt.datetime.combine(end + dt.timedelta(days=1), dt.time(), dt.UTC) if end else dt.datetime.now(dt.UTC)
+    )
+    lag = max(0.0, (reference - latest_end).total_seconds())
+    summary = {
+        "latest_source_date": latest.isoformat(),
+        "earliest_source_date": days[0].isoformat(),
+        "source_days": len(days),
+        "lag_seconds": lag,
+        "reference": reference.isoformat(timespec="seconds"),
+        "max_lag_hours": max_lag_hours,
+    }
+    if end is not None and latest < end:
+        raise DataValidationError(
+            f"source data ends at {latest.isoformat()}; {end.isoformat()} has not landed"
+        )
+    if max_lag_hours is not None and lag > max_lag_hours * 3600:
+        raise DataValidationError(
+            f"source data is stale: newest day {latest.isoformat()} is {lag / 3600:.1f} h behind"
+            f" {reference.isoformat(timespec='seconds')} (limit {max_lag_hours} h)"
+        )
+    return summary
