@@ -86,6 +86,10 @@ def test_airflow_runs_local_executor_on_postgres_and_sends_statsd() -> None:
         assert env["AIRFLOW__CORE__EXECUTOR"] == "LocalExecutor"
         assert env["AIRFLOW__DATABASE__SQL_ALCHEMY_CONN"].startswith("postgresql+psycopg2://")
         assert env["RANKER_PUSHGATEWAY_URL"] == "http://pushgateway:9091"
+        # names read by features/feast_repo.py and dags/ranker_dags/settings.py
+        assert (env["RANKER_ONLINE_STORE"], env["RANKER_REDIS_URL"]) == ("redis", "redis:6379")
+        assert env["RANKER_REGISTRY"] == "/registry"
+        assert env["RANKER_DOCKER_WORKSPACE"] == "ranker-workspace"
         volumes = " ".join(str(v) for v in services[name]["volumes"])
         assert "/workspace" in volumes and "/registry" in volumes
         if name != "airflow-init":
@@ -95,7 +99,11 @@ def test_airflow_runs_local_executor_on_postgres_and_sends_statsd() -> None:
 
 
 def test_trainer_reserves_a_gpu_and_builds_the_cuda_image() -> None:
-    trainer = compose_config()["services"]["trainer"]
+    config = compose_config()
+    trainer = config["services"]["trainer"]
+    # the docker launcher mounts these volumes by name into the containers it starts
+    assert config["volumes"]["ranker-workspace"]["name"] == "ranker-workspace"
+    assert config["volumes"]["ranker-registry"]["name"] == "ranker-registry"
     devices = trainer["deploy"]["resources"]["reservations"]["devices"]
     assert devices[0]["driver"] == "nvidia" and devices[0]["capabilities"] == ["gpu"]
     assert trainer["build"]["dockerfile"] == "infra/docker/trainer.Dockerfile"

@@ -71,3 +71,11 @@ def test_panels_fit_the_grid() -> None:
     for p in DASHBOARD["panels"]:
         pos = p["gridPos"]
         assert pos["x"] >= 0 and pos["x"] + pos["w"] <= 24, p["title"]
+
+
+def test_every_metric_and_alert_is_documented() -> None:
+    docs = (INFRA.parent / "docs/monitoring.md").read_text()
+    for name in CATALOGUE:
+        assert f"| `{name}` |" in docs, f"{name} is not in docs/monitoring.md"
+    for alert, _ in alert_exprs():
+        assert f"`{alert}`" in docs, f"{alert} is not in docs/monitoring.md"
