@@ -69,66 +69,61 @@ def add_registry_option(parser: argparse.ArgumentParser) -> None:
     )
 
 
+# gate options: (option, GateConfig field, argparse type, help)
+_GATE_OPTIONS: tuple[tuple[str, str, Any, str], ...] = (
+    ("--tolerance", "tolerance", fraction, "max relative save HIT@3 drop vs the champion"),
+    ("--min-hit", "min_save_hit_at_3", non_negative, "absolute floor on save HIT@3"),
+    (
+        "--min-lift-over-random",
+        "min_lift_over_random",
+        non_negative,
+        "HIT@3 must beat random ranking by this",
+    ),
+    ("--max-auc-drop", "max_auc_drop", non_negative, "max AUC drop vs the champion (absolute)"),
+    ("--max-ne-rise", "max_ne_rise", non_negative, "max normalized-entropy rise vs the champion"),
+    ("--calibration-low", "calibration_low", non_negative, "lowest mean prediction / base rate"),
+    ("--calibration-high", "calibration_high", non_negative, "highest mean prediction / base rate"),
+    ("--bootstrap-samples", "bootstrap_samples", positive_int, "bootstrap resamples for the CI"),
+)
+_GATE_FLAGS: tuple[tuple[str, str, str], ...] = (
+    ("--require-ci", "require_ci", "the CI's lower bound must also clear -tolerance"),
+    ("--allow-unfair", "allow_unfair", "compare even if a model was trained on the eval day (recorded)"),
+)
+
+
+def _dest(option: str) -> str:
+    return option.lstrip("-").replace("-", "_")
+
+
 def add_gate_options(parser: argparse.ArgumentParser) -> None:
     """Gate thresholds (defaults: ranking.gate.GateConfig, rationale in docs/registry.md)."""
-    parser.add_argument(
-        "--tolerance", type=fraction, default=None, help="max relative HIT@3 drop vs champion"
-    )
-    parser.add_argument("--min-hit", type=non_negative, default=None, help="absolute floor on save HIT@3")
-    parser.add_argument(
-        "--min-lift-over-random",
-        type=non_negative,
-        default=None,
-        help="HIT@3 must beat random ranking by this",
-    )
-    parser.add_argument("--max-auc-drop", type=non_negative, default=None)
-    parser.add_argument("--max-ne-rise", type=non_negative, default=None)
-    parser.add_argument("--bootstrap-samples", type=positive_int, default=None)
-    parser.add_argument(
-        "--require-ci", action="store_true", help="the CI's lower bound must also clear -tolerance"
-    )
-    parser.add_argument(
-        "--allow-unfair",
-        action="store_true",
-        help="compare even if a model was trained on the eval day (recorded in the report)",
-    )
+    for option, _, kind, text in _GATE_OPTIONS:
+        parser.add_argument(option, type=kind, default=None, help=text)
+    for option, _, text in _GATE_FLAGS:
+        parser.add_argument(option, action="store_true", help=text)
 
 
 def gate_passthrough(args: argparse.Namespace) -> list[str]:
     """The gate options of ``args`` as command-line words (``ranker run`` hands them to the gate)."""
     words: list[str] = []
-    for name in (
-        "tolerance",
-        "min_hit",
-        "min_lift_over_random",
-        "max_auc_drop",
-        "max_ne_rise",
-        "bootstrap_samples",
-    ):
-        value = getattr(args, name, None)
+    for option, _, _, _ in _GATE_OPTIONS:
+        value = getattr(args, _dest(option), None)
         if value is not None:
-            words += ["--" + name.replace("_", "-"), str(value)]
-    for name in ("require_ci", "allow_unfair"):
-        if getattr(args, name, False):
-            words.append("--" + name.replace("_", "-"))
+            words += [option, str(value)]
+    words += [option for option, _, _ in _GATE_FLAGS if getattr(args, _dest(option), False)]
     return words
 
 
 def gate_config(args: argparse.Namespace) -> GateConfig:
     from ranking.gate import GateConfig
 
-    overrides: dict[str, Any] = {
-        "tolerance": args.tolerance,
-        "min_save_hit_at_3": args.min_hit,
-        "min_lift_over_random": args.min_lift_over_random,
-        "max_auc_drop": args.max_auc_drop,
-        "max_ne_rise": args.max_ne_rise,
-        "bootstrap_samples": args.bootstrap_samples,
-    }
-    config = GateConfig(**{k: v for k, v in overrides.items() if v is not None})
-    from dataclasses import replace
-
-    return replace(config, require_ci=bool(args.require_ci), allow_unfair=bool(args.allow_unfair))
+    values: dict[str, Any] = {}
+    for option, name, _, _ in _GATE_OPTIONS:
+        if getattr(args, _dest(option), None) is not None:
+            values[name] = getattr(args, _dest(option))
+    for option, name, _ in _GATE_FLAGS:
+        values[name] = bool(getattr(args, _dest(option), False))
+    return GateConfig(**values)
 
 
 def _registry(args: argparse.Namespace) -> tuple[Workspace, Registry]:
