@@ -169,6 +169,8 @@ def _build_partition(
         )
     started = time.perf_counter()
     impressions = sources.read_day(ws, sources.IMPRESSIONS, day)
+    if impressions.num_rows == 0:
+        raise DataValidationError(f"the source impressions of {day.isoformat()} are empty")
     frame = join_day(store.get(), day, impressions, schema)
     label_rate, null_rates = _partition_stats(frame, schema)
     table = pa.Table.from_pandas(frame, schema=schema, preserve_index=False)
