@@ -41,3 +41,116 @@ def test_a_failing_step_stops_the_run_and_is_recorded(
     recorded = json.loads((home / "pipeline" / "empty-1" / "run.json").read_text())
     assert recorded["error"] == summary["error"]
     assert not (home / "registry" / "versions").exists()
+
+
+def _run(capsys: pytest.CaptureFixture[str], *argv: str) -> tuple[int, dict]:  # type: ignore[type-arg]
+    code = main(list(argv))
+    return code, json.loads(capsys.readouterr().out.strip().splitlines()[-1])
+
+
+@pytest.mark.slow
+def test_two_consecutive_days_then_rollback(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    """A fresh tiny workspace retrains on two consecutive days; the second has a champion to beat.
+
+    Day 1 is the bootstrap: the from-scratch model of a few steps is not calibrated yet, so it is
+    promoted with --force-promote and a reason. Day 2 warm-starts from it and is gated against it on
+    day 2's eval day with loosened thresholds (the tiny data makes the metrics noise; the decision
+    logic itself is tested on constructed score sets in test_gate_decisions.py).
+    """
+    from features import feast_repo
+    from features.testing import make_tiny_workspace
+    from ranking.workspace import Workspace
+
+    home = tmp_path / "home"
+    make_tiny_workspace(home, start=dt.date(2026, 1, 1), days=7, build=False)
+    feast_repo.apply(Workspace.resolve(home))
+    common = ["--days", "4", "--epochs", "2", "--home", str(home), "--json"]
+
+    code, day1 = _run(
+        capsys,
+        "run",
+        "--end",
+        "2026-01-06",
+        *common,
+        "--run-id",
+        "day-1",
+        "--force-promote",
+        "--reason",
+        "bootstrap",
+    )
+    assert code == 0, day1
+    assert (day1["version"], day1["promoted"], day1["champion"]) == ("v0001", True, "v0001")
+    assert day1["forced"] == (day1["decision"] == "reject")
+    steps = [s["step"] for s in day1["steps"]]
+    assert steps[:4] == ["window", "train", "gate", "promote"]
+    for step in ("window", "train", "gate", "promote", "run"):
+        assert (home / "pipeline" / "day-1" / f"{step}.json").is_file(), step
+    gate1 = json.loads((home / "pipeline" / "day-1" / "gate.json").read_text())
+    assert gate1["champion"] is None and gate1["relative_change"] is None  # first run: absolute checks
+
+    loose = [
+        "--tolerance",
+        "0.99",
+        "--max-auc-drop",
+        "1",
+        "--max-ne-rise",
+        "100",
+        "--calibration-high",
+        "100",
+    ]
+    code, day2 = _run(
+        capsys,
+        "run",
+        "--end",
+        "2026-01-07",
+        *common,
+        "--run-id",
+        "day-2",
+        *loose,
+        "--min-lift-over-random",
+        "0",
+    )
+    assert code == 0, day2
+    assert (day2["version"], day2["decision"], day2["promoted"], day2["forced"]) == (
+        "v0002",
+        "pass",
+        True,
+        False,
+    )
+    train2 = json.loads((home / "pipeline" / "day-2" / "train.json").read_text())
+    assert "champion" in str(train2["warm_start"]["source"]) and train2["warm_start"]["path"]
+    gate2 = json.loads((home / "pipeline" / "day-2" / "gate.json").read_text())
+    assert gate2["champion"]["version"] == "v0001" and gate2["eval_date"] == "2026-01-07"
+    assert next(c for c in gate2["checks"] if c["name"] == "fair_comparison")["passed"]
+    assert gate2["relative_change"] is not None and len(gate2["ci"]) == 2
+
+    code, listing = _run(capsys, "models", "list", "--home", str(home), "--json")
+    assert listing["champion"] == "v0002"
+    statuses = {v["version"]: v["status"] for v in listing["versions"]}
+    assert statuses == {"v0001": "gate-rejected" if day1["forced"] else "blessed", "v0002": "champion"}
+    assert [(e["from"], e["to"], e["run_id"]) for e in listing["history"]] == [
+        (None, "v0001", "day-1"),
+        ("v0001", "v0002", "day-2"),
+    ]
+
+    # rerunning the day with an unreachable floor: a new candidate, rejected and recorded
+    code, rerun = _run(
+        capsys, "run", "--end", "2026-01-07", *common, "--run-id", "day-2-rerun", "--min-hit", "0.99"
+    )
+    assert code == 1 and (rerun["version"], rerun["decision"], rerun["promoted"]) == (
+        "v0003",
+        "reject",
+        False,
+    )
+    assert "save_hit_at_3_floor" in rerun["failed_checks"] and rerun["champion"] == "v0002"
+    reject = json.loads((home / "pipeline" / "day-2-rerun" / "reject.json").read_text())
+    assert reject["version"] == "v0003" and "save_hit_at_3_floor" in reject["failed_checks"]
+
+    code, rollback = _run(
+        capsys, "rollback", "--reason", "saves dropped online", "--home", str(home), "--json"
+    )
+    assert code == 0 and (rollback["version"], rollback["previous"]) == ("v0001", "v0002")
+    code, listing = _run(capsys, "models", "list", "--home", str(home), "--json")
+    assert listing["champion"] == "v0001"
+    assert [e["action"] for e in listing["history"]] == ["promote", "promote", "rollback"]
+    assert {v["version"]: v["status"] for v in listing["versions"]}["v0003"] == "rejected"
