@@ -154,3 +154,12 @@ def test_two_consecutive_days_then_rollback(tmp_path: Path, capsys: pytest.Captu
     assert listing["champion"] == "v0001"
     assert [e["action"] for e in listing["history"]] == ["promote", "promote", "rollback"]
     assert {v["version"]: v["status"] for v in listing["versions"]}["v0003"] == "rejected"
+
+    # gating on another day scores the candidate there; v0002 was trained on 2026-01-06: unfair
+    code, unfair = _run(
+        capsys, "gate", "--candidate", "v0002", "--end", "2026-01-06", "--home", str(home), "--json"
+    )
+    assert code == 1 and "fair_comparison" in unfair["failed_checks"]
+    fairness = next(c for c in unfair["checks"] if c["name"] == "fair_comparison")
+    assert "candidate was trained on the eval day 2026-01-06" in fairness["detail"]
+    assert unfair["candidate"]["rows"] == unfair["champion"]["rows"] > 0
