@@ -333,7 +333,7 @@ def run_gate(
     else:
         frame = candidate[["request_id", "pin_id", "saved", "score"]].rename(columns={"score": "cand"})
         cand_scores = frame["cand"].to_numpy(dtype=np.float64)
-    request_ids = frame["request_id"].to_numpy()
+    request_ids = frame["request_id"].factorize()[0]  # int codes: grouping strings is 5-10x slower
     labels = frame["saved"].to_numpy(dtype=np.float64)
     if not np.isin(labels, (0.0, 1.0)).all():
         raise GateInputError("the 'saved' column must hold 0/1 labels")
