@@ -8,8 +8,8 @@ Sharding across ranks: the unit of work is one (partition file, row group). Ever
 are permuted with a seed shared by all ranks and dealt greedily to the rank with the fewest rows,
 so each rank reads a disjoint set and the row counts stay balanced. All ranks must take the same
 number of steps (collectives), so each rank splits its rows into exactly ``steps`` batches; no row
-is dropped. Each row is weighted by 1 / rows in the global step so the loss is the mean over the
-global batch whatever the split.
+is dropped. Each row is weighted by 1 / rows in the global step so the ranks' losses sum to the
+mean over the global batch whatever the split (see ranking.model.TrainTask for the gradients).
 """
 
 from __future__ import annotations

@@ -3,7 +3,7 @@
 One code path for every world size: a single process runs a gloo group of size 1 (an in-memory
 store, no port), torchrun-launched workers join the group torchrun describes (gloo on CPU, nccl
 on GPU). The tables are always sharded by torchrec's planner onto the fused fbgemm kernel
-(table-, row- or column-wise; data-parallel tables cannot be pipelined by semi-sync).
+(table- or row-wise; data-parallel tables cannot be pipelined by semi-sync).
 """
 
 from __future__ import annotations
@@ -20,7 +20,9 @@ if TYPE_CHECKING:
     import torch
     from torch import nn
 
-SHARDING_TYPES = ("table_wise", "row_wise", "column_wise")
+# column-wise is left out: each column shard keeps its own row-wise optimizer state, which has no
+# single unsharded form to checkpoint and resume from
+SHARDING_TYPES = ("table_wise", "row_wise")
 
 
 @dataclass(frozen=True)
@@ -95,19 +97,9 @@ def barrier() -> None:
         dist.barrier()
 
 
-def _allreduce_sum_hook(state: Any, bucket: Any) -> Any:
-    """DDP comm hook that sums gradients instead of averaging: each rank's loss is already
-    normalised by the global batch (row weights), as are the table gradients torchrec sums."""
-    import torch.distributed as dist
-
-    fut = dist.all_reduce(bucket.buffer(), async_op=True).get_future()
-    return fut.then(lambda f: f.value()[0])
-
-
 def shard(task: nn.Module, table_names: Sequence[str], ctx: DistContext) -> Any:
     """Wrap ``task`` in DistributedModelParallel with fused tables sharded by the planner."""
     import torch.distributed as dist
-    from torch.nn.parallel import DistributedDataParallel
     from torchrec.distributed import DistributedModelParallel
     from torchrec.distributed.embeddingbag import EmbeddingBagCollectionSharder
     from torchrec.distributed.planner import EmbeddingShardingPlanner, ParameterConstraints, Topology
@@ -121,27 +113,16 @@ def shard(task: nn.Module, table_names: Sequence[str], ctx: DistContext) -> Any:
     sharders: list[Any] = [EmbeddingBagCollectionSharder()]
     planner = EmbeddingShardingPlanner(topology=topology, constraints=constraints)
     plan = planner.collective_plan(task, sharders, dist.GroupMember.WORLD)
-    dmp = DistributedModelParallel(task, device=ctx.device, plan=plan, sharders=sharders)
-    ddp = dmp._dmp_wrapped_module
-    if isinstance(ddp, DistributedDataParallel):
-        import torch
-
-        # DDP checks the hook's annotations as objects (this module's are strings)
-        _allreduce_sum_hook.__annotations__ = {
-            "state": object,
-            "bucket": dist.GradBucket,
-            "return": torch.futures.Future[torch.Tensor],
-        }
-        ddp.register_comm_hook(None, _allreduce_sum_hook)
-    return dmp
+    return DistributedModelParallel(task, device=ctx.device, plan=plan, sharders=sharders)
 
 
 def sharding_summary(dmp: Any) -> dict[str, str]:
-    """{table: sharding type} from the plan DMP used."""
+    """{table: "sharding type/kernel@ranks"} from the plan DMP used."""
     out: dict[str, str] = {}
     for module_plan in dmp.plan.plan.values():
         for table, param in module_plan.items():
-            out[table] = f"{param.sharding_type}/{param.compute_kernel}"
+            ranks = ",".join(str(r) for r in (param.ranks or []))
+            out[table] = f"{param.sharding_type}/{param.compute_kernel}@{ranks}"
     return out
 
 
@@ -154,15 +135,61 @@ def _is_sharded(value: Any) -> bool:
     return hasattr(value, "local_shards") and hasattr(value, "metadata")
 
 
-def gather_full(value: Any, is_main: bool) -> torch.Tensor | None:
-    """A ShardedTensor as one dense tensor on rank 0 (collective: every rank must call it)."""
-    import torch
+def _dtype_of(value: Any) -> Any:
+    return value.metadata().tensor_properties.dtype
 
-    if not _is_sharded(value):
-        return value.detach().clone() if is_main else None
-    out = torch.empty(value.size(), dtype=value.dtype) if is_main else None
-    value.gather(dst=0, out=out)
-    return out
+
+def gather_state_dict(state: dict[str, Any], is_main: bool, strip_prefix: str = "") -> dict[str, Any]:
+    """Unsharded copy of a (possibly sharded) state dict on rank 0; {} elsewhere. Collective.
+
+    Every rank sends its local shards (offsets + data) to rank 0, which assembles them; a rank may
+    hold entries another rank lacks (the fused optimizer only lists its local tables). Plain
+    tensors are replicated, so rank 0's copy is taken.
+    """
+    import torch
+    import torch.distributed as dist
+
+    local: list[tuple[str, Any, Any, Any]] = []
+    for key, value in state.items():
+        name = key[len(strip_prefix) :] if strip_prefix and key.startswith(strip_prefix) else key
+        if _is_sharded(value):
+            shards = [
+                (
+                    tuple(s.metadata.shard_offsets),
+                    tuple(s.metadata.shard_sizes),
+                    s.tensor.detach().cpu().clone(),
+                )
+                for s in value.local_shards()
+            ]
+            local.append((name, tuple(value.size()), _dtype_of(value), shards))
+        elif is_main:
+            local.append((name, None, None, value.detach().cpu().clone()))
+    world = dist.get_world_size() if dist.is_initialized() else 1
+    parts: list[Any] = [local]
+    if world > 1:
+        parts = [None] * world if is_main else []
+        dist.gather_object(local, parts if is_main else None, dst=0)
+    if not is_main:
+        return {}
+    out: dict[str, Any] = {}
+    covered: dict[str, int] = {}
+    for part in parts:
+        for name, size, dtype, data in part:
+            if size is None:
+                out[name] = data
+                continue
+            full = out.setdefault(name, torch.zeros(size, dtype=dtype))
+            for offsets, sizes, tensor in data:
+                index = tuple(slice(o, o + n) for o, n in zip(offsets, sizes, strict=True))
+                full[index] = tensor
+                covered[name] = covered.get(name, 0) + tensor.numel()
+    for name, count in covered.items():
+        if count != out[name].numel():
+            raise RankerError(
+                f"shards of {name} cover {count} of {out[name].numel()} values: cannot unshard it "
+                "(overlapping or missing shards)"
+            )
+    return dict(sorted(out.items()))
 
 
 def copy_full_into(target: Any, full: torch.Tensor) -> None:
@@ -173,24 +200,15 @@ def copy_full_into(target: Any, full: torch.Tensor) -> None:
         if not _is_sharded(target):
             target.copy_(full.to(target.device))
             return
-        if tuple(target.size()) != tuple(full.shape):
-            raise RankerError(f"state shape {tuple(full.shape)} does not match {tuple(target.size())}")
+        if tuple(target.metadata().size) != tuple(full.shape):
+            raise RankerError(
+                f"state shape {tuple(full.shape)} does not match {tuple(target.metadata().size)}"
+            )
         for shard_ in target.local_shards():
             offsets = shard_.metadata.shard_offsets
             sizes = shard_.metadata.shard_sizes
             index = tuple(slice(o, o + s) for o, s in zip(offsets, sizes, strict=True))
             shard_.tensor.copy_(full[index].to(shard_.tensor.device))
-
-
-def gather_state_dict(state: dict[str, Any], is_main: bool, strip_prefix: str = "") -> dict[str, Any]:
-    """Unsharded copy of a (possibly sharded) state dict on rank 0; {} elsewhere."""
-    out: dict[str, Any] = {}
-    for key in sorted(state):
-        full = gather_full(state[key], is_main)
-        if is_main and full is not None:
-            name = key[len(strip_prefix) :] if strip_prefix and key.startswith(strip_prefix) else key
-            out[name] = full.cpu()
-    return out
 
 
 def load_state_dict_into(state: dict[str, Any], full: dict[str, Any], prefix: str = "") -> None:

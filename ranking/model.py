@@ -80,6 +80,15 @@ def _embedding_bag_configs(cfg: ModelConfig) -> list[Any]:
     ]
 
 
+def pooled_in_table_order(pooled: Any, features: tuple[str, ...]) -> torch.Tensor:
+    """[B, sum of dims] in the model config's feature order. A sharded EBC returns its KeyedTensor
+    grouped by shard (e.g. rank 0's tables first), not in config order."""
+    if tuple(pooled.keys()) == features:
+        return pooled.values()
+    by_key = pooled.to_dict()
+    return torch.cat([by_key[f] for f in features], dim=1)
+
+
 class RankerModel(nn.Module):
     def __init__(self, cfg: ModelConfig, device: torch.device | None = None) -> None:
         from torchrec import EmbeddingBagCollection
@@ -105,15 +114,24 @@ class RankerModel(nn.Module):
         return self.head(self.over_arch(self.cross(x))).squeeze(-1)
 
     def forward(self, dense_features: torch.Tensor, sparse_features: KeyedJaggedTensor) -> torch.Tensor:
-        return self.interact(dense_features, self.sparse_arch(sparse_features).values())
+        pooled = pooled_in_table_order(self.sparse_arch(sparse_features), self.config.sparse_features)
+        return self.interact(dense_features, pooled)
 
 
 class TrainTask(nn.Module):
-    """Model + weighted BCE loss; the module DistributedModelParallel shards."""
+    """Model + weighted BCE loss; the module DistributedModelParallel shards.
 
-    def __init__(self, model: RankerModel) -> None:
+    Row weights make each rank's loss its share of the global-batch mean (they sum to it over
+    ranks). DDP averages dense gradients over ranks and torchrec divides the embedding gradients
+    by the world size in the all-to-all backward (``comm_ops.GRADIENT_DIVISION``), so the loss
+    that is backpropagated is scaled by ``world_size``: both then get exactly the gradient of the
+    global-batch mean, whatever the split across ranks. The reported loss is unscaled.
+    """
+
+    def __init__(self, model: RankerModel, world_size: int = 1) -> None:
         super().__init__()
         self.model = model
+        self.world_size = world_size
 
     def forward(
         self, batch: TrainBatch, pooled: torch.Tensor | None = None
@@ -124,7 +142,7 @@ class TrainTask(nn.Module):
             logits = self.model.interact(batch.dense_features, pooled)
         per_row = nn.functional.binary_cross_entropy_with_logits(logits, batch.labels, reduction="none")
         loss = (per_row * batch.weights).sum()
-        return loss, (loss.detach(), logits.detach(), batch.labels)
+        return loss * self.world_size, (loss.detach(), logits.detach(), batch.labels)
 
 
 def apply_table_optimizer(model: RankerModel, opt: OptimizerConfig) -> None:

@@ -24,10 +24,10 @@ from typing import Any
 
 import torch
 
-from ranking.model import TrainBatch
+from ranking.model import TrainBatch, pooled_in_table_order
 from ranking.timing import SectionClock
 
-StepCallback = Callable[[torch.Tensor, int], None]  # (local weighted loss, local rows)
+StepCallback = Callable[[torch.Tensor, int], None]  # (this rank's share of the batch loss, local rows)
 
 
 class CpuPipeline:
@@ -43,6 +43,7 @@ class CpuPipeline:
         self.clock = clock
         self.semisync = semisync
         self.sparse_arch: Any = unwrap(dmp).model.sparse_arch  # type: ignore[union-attr]
+        self.features: tuple[str, ...] = unwrap(dmp).model.config.sparse_features  # type: ignore[union-attr]
 
     def _issue(self, batch: TrainBatch, frozen: bool) -> Any:
         if frozen:  # no autograd graph for a lookup nobody will backpropagate into
@@ -52,10 +53,11 @@ class CpuPipeline:
 
     def _forward(
         self, batch: TrainBatch, pooled: torch.Tensor, frozen: bool
-    ) -> tuple[torch.Tensor, torch.Tensor]:
+    ) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
+        """(loss to backpropagate, this rank's share of the batch loss, the pooled leaf)"""
         leaf = pooled.detach().requires_grad_(not frozen)
-        loss, _ = self.dmp(batch, pooled=leaf)
-        return loss, leaf
+        loss, (reported, _, _) = self.dmp(batch, pooled=leaf)
+        return loss, reported, leaf
 
     def _backward_and_update(
         self, loss: torch.Tensor, pooled: torch.Tensor, leaf: torch.Tensor, frozen: bool
@@ -76,10 +78,10 @@ class CpuPipeline:
     def _run_sync(self, batches: Iterator[TrainBatch], frozen: bool, on_step: StepCallback) -> None:
         for batch in batches:
             with self.clock.section("lookup_forward"):
-                pooled = self._issue(batch, frozen).wait().values()
-            loss, leaf = self._forward(batch, pooled, frozen)
+                pooled = pooled_in_table_order(self._issue(batch, frozen).wait(), self.features)
+            loss, reported, leaf = self._forward(batch, pooled, frozen)
             self._backward_and_update(loss, pooled, leaf, frozen)
-            on_step(loss.detach(), len(batch))
+            on_step(reported, len(batch))
 
     def _run_semisync(self, batches: Iterator[TrainBatch], frozen: bool, on_step: StepCallback) -> None:
         current = next(batches, None)
@@ -89,15 +91,15 @@ class CpuPipeline:
             pending = self._issue(current, frozen)
         while current is not None:
             with self.clock.section("lookup_wait"):
-                pooled = pending.wait().values()
+                pooled = pooled_in_table_order(pending.wait(), self.features)
             upcoming = next(batches, None)
-            loss, leaf = self._forward(current, pooled, frozen)
+            loss, reported, leaf = self._forward(current, pooled, frozen)
             if upcoming is not None:
                 # issued before this batch's table update: the next batch reads one-step-stale rows
                 with self.clock.section("lookup_issue"):
                     pending = self._issue(upcoming, frozen)
             self._backward_and_update(loss, pooled, leaf, frozen)
-            on_step(loss.detach(), len(current))
+            on_step(reported, len(current))
             current = upcoming
 
 

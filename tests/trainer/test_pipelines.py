@@ -15,7 +15,7 @@ import torch
 
 from ranking import distributed
 from ranking.data import list_units, plan_epoch, train_batches
-from ranking.model import TrainBatch
+from ranking.model import TrainBatch, pooled_in_table_order
 from ranking.schedule import FROZEN, JOINT
 from ranking.semisync import CpuPipeline
 from ranking.timing import SectionClock
@@ -37,14 +37,12 @@ def batches(manifest, cfg, epoch: int = 1) -> Iterator[TrainBatch]:  # type: ign
 
 
 def tables(stack: ShardedStack) -> dict[str, torch.Tensor]:
-    state = stack.dmp.state_dict()
-    return {k: distributed.gather_full(v, True) for k, v in state.items() if "sparse_arch" in k}  # type: ignore[misc]
+    state = {k: v for k, v in stack.dmp.state_dict().items() if "sparse_arch" in k}
+    return distributed.gather_state_dict(state, True)
 
 
 def table_optimizer(stack: ShardedStack) -> dict[str, torch.Tensor]:
-    return {
-        k: distributed.gather_full(v, True) for k, v in distributed.table_optimizer_state(stack.dmp).items()
-    }  # type: ignore[misc]
+    return distributed.gather_state_dict(distributed.table_optimizer_state(stack.dmp), True)
 
 
 def dense(stack: ShardedStack) -> dict[str, torch.Tensor]:
@@ -149,7 +147,9 @@ def reference_stale_epoch(stack: ShardedStack, epoch_batches: Iterator[TrainBatc
             if previous is not None:
                 for view, old in zip(views, previous, strict=True):
                     view.data.copy_(old)  # .data: not an autograd-visible write
-        pooled = sparse(batch.sparse_features).wait().values()
+        pooled = pooled_in_table_order(
+            sparse(batch.sparse_features).wait(), stack.task.model.config.sparse_features
+        )
         with torch.no_grad():
             for view, now in zip(views, current, strict=True):
                 view.data.copy_(now)

@@ -1,0 +1,122 @@
+"""Checkpoints: checksums, and --resume after a killed run ends with the uninterrupted model."""
+
+from __future__ import annotations
+
+import os
+import signal
+import subprocess
+import time
+from pathlib import Path
+
+import pytest
+import torch
+
+from ranking.checkpoint import (
+    CheckpointError,
+    epoch_checkpoint_path,
+    latest_complete_checkpoint,
+    load_checkpoint,
+    save_checkpoint,
+    verify_checkpoint,
+)
+from ranking.train import run_training
+from tests.trainer.conftest import DAYS, END, ranker_cmd, ranker_env
+from tests.trainer.test_train_run import request
+
+
+def test_checkpoint_checksum_detects_corruption_and_incomplete_writes(tmp_path: Path) -> None:
+    for epoch in (1, 2, 3):
+        save_checkpoint(
+            epoch_checkpoint_path(tmp_path, epoch), {"model": {"w": torch.full((4,), float(epoch))}}
+        )
+    assert latest_complete_checkpoint(tmp_path) == (3, epoch_checkpoint_path(tmp_path, 3))
+    # epoch 3: the sidecar never got written (killed between the two writes)
+    epoch_checkpoint_path(tmp_path, 3).with_name("epoch-3.pt.sha256").unlink()
+    # epoch 2: a flipped byte
+    path2 = epoch_checkpoint_path(tmp_path, 2)
+    data = bytearray(path2.read_bytes())
+    data[len(data) // 2] ^= 0xFF
+    path2.write_bytes(bytes(data))
+    with pytest.raises(CheckpointError, match="corrupt"):
+        verify_checkpoint(path2)
+    with pytest.raises(CheckpointError, match="corrupt"):
+        load_checkpoint(path2)
+    assert latest_complete_checkpoint(tmp_path) == (1, epoch_checkpoint_path(tmp_path, 1))
+    assert torch.equal(load_checkpoint(epoch_checkpoint_path(tmp_path, 1))["model"]["w"], torch.ones(4))
+
+
+def test_checkpoints_refuse_pickled_code(tmp_path: Path) -> None:
+    """weights_only=True: a checkpoint carrying arbitrary objects does not load."""
+    path = tmp_path / "evil.pt"
+    torch.save({"model": {}, "obj": Path("/etc")}, path)
+    with pytest.raises(CheckpointError, match="cannot load"):
+        load_checkpoint(path)
+
+
+def _final_state(run_dir: Path) -> dict[str, torch.Tensor]:
+    return load_checkpoint(run_dir / "model.pt")["model"]
+
+
+@pytest.mark.slow
+def test_resume_after_kill_ends_with_the_uninterrupted_model(
+    tmp_path: Path, window_home: Path, manifest, model_config, model_config_file: Path
+) -> None:  # type: ignore[no-untyped-def]
+    epochs = 4
+    reference = run_training(
+        request(manifest, model_config, tmp_path / "whole", schedule="delayed", epochs=epochs)
+    )
+
+    killed = tmp_path / "killed"
+    args = [
+        "train",
+        "--home",
+        str(window_home),
+        "--end",
+        END.isoformat(),
+        "--days",
+        str(DAYS),
+        "--epochs",
+        str(epochs),
+        "--schedule",
+        "delayed",
+        "--batch-size",
+        "256",
+        "--shuffle-buffer",
+        "1000",
+        "--warm-start",
+        "none",
+        "--no-register",
+        "--model-config",
+        str(model_config_file),
+        "--out",
+        str(killed),
+    ]
+    proc = subprocess.Popen(
+        ranker_cmd(*args), env=ranker_env(), stdout=subprocess.DEVNULL, stderr=subprocess.PIPE
+    )
+    first = killed / "checkpoints" / "epoch-1.pt.sha256"
+    deadline = time.monotonic() + 240
+    while not first.exists() and proc.poll() is None and time.monotonic() < deadline:
+        time.sleep(0.002)
+    os.kill(proc.pid, signal.SIGKILL)
+    proc.wait(timeout=30)
+    assert first.exists(), "the run never completed epoch 1"
+    assert not (killed / "model.pt").exists(), "the run finished before it could be killed"
+    done, _ = latest_complete_checkpoint(killed) or (0, None)
+    assert 1 <= done < epochs
+
+    resumed = run_training(
+        request(manifest, model_config, killed, schedule="delayed", epochs=epochs, resume=True)
+    )
+    assert resumed["resumed_after_epoch"] == done
+    want, got = _final_state(tmp_path / "whole"), _final_state(killed)
+    assert want.keys() == got.keys()
+    for key in want:
+        assert torch.equal(want[key], got[key]), key
+    assert [e["loss"] for e in resumed["epochs"]] == [e["loss"] for e in reference["epochs"]]
+
+
+def test_resume_refuses_a_run_with_other_settings(tmp_path: Path, manifest, model_config) -> None:  # type: ignore[no-untyped-def]
+    run_training(request(manifest, model_config, tmp_path / "r", schedule="joint", epochs=1))
+    with pytest.raises(CheckpointError, match="another train_config"):
+        run_training(request(manifest, model_config, tmp_path / "r", schedule="joint", epochs=2, resume=True))
