@@ -42,8 +42,9 @@ class CpuPipeline:
         self.optimizer = optimizer
         self.clock = clock
         self.semisync = semisync
-        self.sparse_arch: Any = unwrap(dmp).model.sparse_arch  # type: ignore[union-attr]
-        self.features: tuple[str, ...] = unwrap(dmp).model.config.sparse_features  # type: ignore[union-attr]
+        model: Any = unwrap(dmp).model
+        self.sparse_arch: Any = model.sparse_arch
+        self.features: tuple[str, ...] = model.config.sparse_features
 
     def _issue(self, batch: TrainBatch, frozen: bool) -> Any:
         if frozen:  # no autograd graph for a lookup nobody will backpropagate into
