@@ -175,6 +175,7 @@ def _execute(plan: RunPlan, home: str, run_id: str) -> CommandResult:
         outcome = runner.run(window)
         if outcome.exit_code != 0:
             raise _StepFailed(outcome)
+        summary["days"] = outcome.summary.get("days", plan.days)  # the builder's default when not given
 
         train = ["train", "--end", end]
         for flag, value in (
