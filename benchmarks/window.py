@@ -43,7 +43,8 @@ def _synth(home: Path, days: int, requests_per_day: int, users: int, pins: int) 
 
 
 def _duckdb_day(con: Any, ws: Any, day: dt.date, out: Path) -> tuple[float, dict[str, float]]:
-    """The same point-in-time join written directly as DuckDB ASOF JOINs (TTL 24 h)."""
+    """The same point-in-time join written directly as DuckDB ASOF JOINs (TTL 24 h), reading only
+    the snapshots that can serve the day."""
     from features import feast_repo, sources
 
     views = feast_repo.service_views()
@@ -54,7 +55,10 @@ def _duckdb_day(con: Any, ws: Any, day: dt.date, out: Path) -> tuple[float, dict
         fields = ", ".join(view.fields)
         joins.append(
             f"ASOF LEFT JOIN (SELECT {view.join_key}, event_timestamp AS ts, {fields}"
-            f" FROM read_parquet('{glob}', hive_partitioning = false)) {alias}"
+            f" FROM read_parquet('{glob}', hive_partitioning = false)"
+            # only snapshots that can serve this day (parquet statistics skip the other files)
+            f" WHERE event_timestamp > TIMESTAMPTZ '{day} 00:00:00+00' - INTERVAL {int(view.ttl_hours)} HOUR"
+            f" AND event_timestamp < TIMESTAMPTZ '{day} 00:00:00+00' + INTERVAL 1 DAY) {alias}"
             f" ON i.{view.join_key} = {alias}.{view.join_key} AND i.event_timestamp >= {alias}.ts"
         )
         for f in view.fields:

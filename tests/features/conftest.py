@@ -4,16 +4,12 @@ get a private copy of its source data for tests that break things."""
 
 from __future__ import annotations
 
-import datetime as dt
 import shutil
 from pathlib import Path
 from typing import Any
 
 import pytest
-
-START = dt.date(2026, 1, 1)
-DAYS = 7  # 2026-01-01 .. 2026-01-07
-WINDOW_DAYS = 5  # the tiny window: train 01-02..01-06, eval 01-07
+from tinyspace import DAYS, START, WINDOW_DAYS
 
 
 @pytest.fixture(scope="session")

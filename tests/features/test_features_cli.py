@@ -13,7 +13,7 @@ from typing import Any
 
 import pandas as pd
 import pytest
-from conftest import START, WINDOW_DAYS
+from tinyspace import START, WINDOW_DAYS
 
 from features import sources
 from ranking.cli import main

@@ -13,7 +13,7 @@ import pandas as pd
 import pyarrow as pa
 import pyarrow.compute as pc
 import pytest
-from conftest import START, WINDOW_DAYS
+from tinyspace import START, WINDOW_DAYS
 
 from features import sources
 from features.schema import EXAMPLE_COLUMNS, FEATURE_SERVICE, IMPRESSION_SCHEMA
