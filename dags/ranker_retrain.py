@@ -26,6 +26,8 @@ from ranker_dags.params import PlanError, make_plan, ranker_run_id, retrain_para
 from ranker_dags.ranker_cli import EXIT_NEGATIVE, EXIT_OK, ranker_argv, run_ranker
 from ranker_dags.settings import OrchestrationSettings
 
+WATCHER = "fail_run_if_a_step_failed"
+
 
 class SourceNotReady(AirflowException):
     """The eval day's source data has not landed yet: retried with backoff."""
@@ -192,6 +194,12 @@ def build_retrain_dag(settings: OrchestrationSettings) -> DAG:
             run = {"run_id": ranker_run_id(context["dag_run"].run_id), "actor": "airflow"}
             return {**ranker(run, args).summary, "outcome": outcome}
 
+        @task(task_id=WATCHER, trigger_rule="one_failed", on_failure_callback=None, retries=0)
+        def fail_run_if_a_step_failed() -> None:
+            # publish_metrics (all_done) is a leaf that succeeds after failures; this leaf makes the
+            # DagRun itself failed when any step failed (and is skipped when none did).
+            raise AirflowFailException("a step of this retrain failed: see the failed task(s)")
+
         report = gate(plan_out, train_out)
         branch = decide(plan_out, report)
         outcomes = [promote(plan_out, report), record_rejection(plan_out, report), keep_champion]
@@ -199,8 +207,14 @@ def build_retrain_dag(settings: OrchestrationSettings) -> DAG:
         materialized = materialize_online(plan_out)
         outcomes >> materialized
         materialized >> publish_metrics()
+        fail_run_if_a_step_failed()
 
-    return ranker_retrain()
+    retrain = ranker_retrain()
+    watcher = retrain.get_task(WATCHER)
+    for step in retrain.tasks:
+        if step is not watcher:
+            step >> watcher
+    return retrain
 
 
 ranker_retrain = build_retrain_dag(OrchestrationSettings.from_env())

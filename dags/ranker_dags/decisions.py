@@ -51,11 +51,15 @@ def window_problems(summary: Mapping[str, Any], plan: Mapping[str, Any]) -> list
             problems.append(f"{key} is {summary.get(key)}: the window is empty")
     built, reused = summary.get("days_built"), summary.get("days_reused")
     if built is not None and reused is not None:
-        # training days + the eval day, each either built now or reused from an earlier window
+        # present training days + the eval day, each either built now or reused from an earlier
+        # window (the builder tolerates a few missing days up to its coverage threshold)
+        missing = len(summary.get("missing_days") or [])
         accounted = int(built) + int(reused)
-        expected = int(plan["window_days"]) + 1
+        expected = int(plan["window_days"]) - missing + 1
         if accounted != expected:
-            problems.append(f"{built} days built + {reused} reused != {expected} (train days + eval day)")
+            problems.append(
+                f"{built} days built + {reused} reused != {expected} (train days - {missing} missing + eval day)"
+            )
     rate = summary.get("label_rate")
     if rate is not None and not 0.0 < float(rate) < 1.0:
         problems.append(f"label rate {rate} is degenerate (no positives or no negatives)")

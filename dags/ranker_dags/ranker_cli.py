@@ -102,7 +102,10 @@ def run_ranker(
         raise RankerUserError(f"ranker {step}: {message}")
     if exit_code not in (EXIT_OK, EXIT_NEGATIVE):
         raise RankerStepCrashed(f"ranker {step} crashed with exit code {exit_code}: " + "\n".join(tail))
-    summary = parse_summary(out)
+    try:
+        summary = parse_summary(out)
+    except RankerStepCrashed as exc:  # e.g. an uncaught exception (Python exits 1 too)
+        raise RankerStepCrashed(f"ranker {step} exited {exit_code}: {exc}\n" + "\n".join(tail)) from None
     if exit_code not in allowed_exit_codes:
         raise RankerStepCrashed(f"ranker {step} exited {exit_code}, which this step does not expect")
     return StepResult(exit_code=exit_code, summary=summary)

@@ -48,6 +48,11 @@ def test_retrain_task_graph(dagbag: BundleDagBag) -> None:
     assert type(dag.get_task("decide")).__name__ == "_BranchPythonDecoratedOperator"
     assert dag.get_task("materialize_online").trigger_rule == "none_failed_min_one_success"
     assert dag.get_task("publish_metrics").trigger_rule == "all_done"
+    # publish_metrics succeeds after failures: the watcher leaf makes the DagRun fail when any step did
+    watcher = dag.get_task("fail_run_if_a_step_failed")
+    assert watcher.trigger_rule == "one_failed"
+    assert watcher.upstream_task_ids == {t.task_id for t in dag.tasks} - {watcher.task_id}
+    assert not watcher.downstream_task_ids
 
 
 def test_retrain_schedule_and_run_limits(dagbag: BundleDagBag) -> None:
@@ -81,7 +86,7 @@ def test_retries_timeouts_pool_and_callbacks(dagbag: BundleDagBag) -> None:
     assert tasks["train"][0] == 1
     assert tasks["train"][2] == "training"
     for task_id, (_, _, _, timeout, callback) in tasks.items():
-        if task_id != "keep_champion":
+        if task_id not in ("keep_champion", "fail_run_if_a_step_failed"):
             assert timeout and timeout <= timedelta(hours=8).total_seconds(), task_id
             assert callback, task_id
 

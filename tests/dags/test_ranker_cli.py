@@ -106,3 +106,11 @@ def test_crash_is_retryable_and_carries_the_stderr_tail(tmp_path: Path) -> None:
 def test_success_without_summary_is_a_crash(tmp_path: Path) -> None:
     with pytest.raises(RankerStepCrashed, match="no JSON summary"):
         run_ranker(program(tmp_path, "pass"))
+
+
+def test_uncaught_exception_is_a_crash_not_a_decision(tmp_path: Path) -> None:
+    """Python exits 1 on an uncaught exception, the code of a negative decision: no summary tells them apart."""
+    argv = program(tmp_path, 'raise TypeError("forward() got an unexpected keyword argument")')
+    with pytest.raises(RankerStepCrashed, match="exited 1") as info:
+        run_ranker(argv, allowed_exit_codes=(0, 1))
+    assert "unexpected keyword argument" in str(info.value)

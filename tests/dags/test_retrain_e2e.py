@@ -1,0 +1,248 @@
+"""End to end: the real DAGs run with dag.test() on a SQLite Airflow DB, every task calling the real
+`ranker` CLI (.venv/bin/ranker) on a tiny synthetic workspace. One workspace, one story:
+
+1. first run for day 1: no champion, absolute gate checks → promoted (v1)
+2. rerun of day 1: window partitions reused, a new candidate registered, no second promotion
+3. day 2 with an unreachable HIT@3 floor → rejected and recorded; the champion stays
+4. day 2 forced past the gate with a reason → promoted, the history says forced and why
+5. ranker_rollback → the champion goes back to the previous one, recorded with who and why
+plus a run whose Params contradict each other: it fails in `plan`, trains nothing, still
+publishes its metrics.
+
+Each stage is a module fixture depending on the previous one, so they run once, in order.
+"""
+
+from __future__ import annotations
+
+import json
+import subprocess
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import pytest
+from conftest import RANKER_BIN
+
+pytestmark = [pytest.mark.slow, pytest.mark.airflow]
+
+START, DAYS, WINDOW_DAYS = "2026-01-01", 10, 5
+DAY1, DAY2 = "2026-01-08", "2026-01-09"
+FAST_TRAIN = {"window_days": WINDOW_DAYS, "epochs": 2, "schedule": "F,J", "pipeline": "sync"}
+
+
+def ranker(home: Path, *args: str) -> dict[str, Any]:
+    proc = subprocess.run(
+        [str(RANKER_BIN), *args, "--json", "--home", str(home)],
+        capture_output=True,
+        text=True,
+        timeout=600,
+    )
+    assert proc.returncode == 0, f"ranker {' '.join(args)} failed:\n{proc.stderr[-3000:]}"
+    return dict(json.loads(proc.stdout.strip().splitlines()[-1]))
+
+
+@dataclass
+class RunResult:
+    state: str
+    tasks: dict[str, str]
+    run_id: str  # the ranker run id (step summaries live in <home>/pipeline/<run_id>/)
+    models: dict[str, Any]  # `ranker models list` right after the run
+
+    def summary(self, home: Path, step: str) -> dict[str, Any]:
+        return dict(json.loads((home / "pipeline" / self.run_id / f"{step}.json").read_text()))
+
+
+def run_dag(make_dag: Any, home: Path, conf: dict[str, Any]) -> RunResult:
+    from ranker_dags.params import ranker_run_id
+
+    dag_run = make_dag().test(run_conf=conf)
+    tasks = {ti.task_id: str(ti.state) for ti in dag_run.get_task_instances()}
+    return RunResult(str(dag_run.state), tasks, ranker_run_id(dag_run.run_id), ranker(home, "models", "list"))
+
+
+@pytest.fixture(scope="module")
+def home(tmp_path_factory: pytest.TempPathFactory, airflow_db: Path) -> Path:
+    if not RANKER_BIN.exists():
+        pytest.skip(f"{RANKER_BIN} is missing: run `make setup`")
+    home = tmp_path_factory.mktemp("workspace")
+    ranker(
+        home,
+        "data",
+        "synth",
+        "--start",
+        START,
+        "--days",
+        str(DAYS),
+        "--users",
+        "300",
+        "--pins",
+        "600",
+        "--requests-per-day",
+        "200",
+        "--seed",
+        "11",
+    )
+    ranker(home, "features", "apply")
+    return home
+
+
+@pytest.fixture(scope="module")
+def dags(home: Path) -> dict[str, Any]:
+    """DAG factories: a fresh DAG object per run, as each real run parses the file anew (in-process
+    dag.test() runs would otherwise share Param objects, and one run's conf would leak into the next)."""
+    from ranker_dags.settings import OrchestrationSettings
+    from ranker_retrain import build_retrain_dag
+    from ranker_rollback import build_rollback_dag
+
+    settings = OrchestrationSettings(ranker_bin=str(RANKER_BIN), home=str(home), task_retries=0)
+    return {"retrain": lambda: build_retrain_dag(settings), "rollback": lambda: build_rollback_dag(settings)}
+
+
+@pytest.fixture(scope="module")
+def first_run(dags: dict[str, Any], home: Path) -> RunResult:
+    return run_dag(dags["retrain"], home, {"window_end": DAY1, **FAST_TRAIN})
+
+
+@pytest.fixture(scope="module")
+def rerun(first_run: RunResult, dags: dict[str, Any], home: Path) -> RunResult:
+    # a lenient HIT@3 change threshold (the guardrails still apply)
+    return run_dag(dags["retrain"], home, {"window_end": DAY1, "tolerance": 0.9, **FAST_TRAIN})
+
+
+@pytest.fixture(scope="module")
+def rejected_run(rerun: RunResult, dags: dict[str, Any], home: Path) -> RunResult:
+    return run_dag(dags["retrain"], home, {"window_end": DAY2, "min_hit": 1.0, **FAST_TRAIN})
+
+
+@pytest.fixture(scope="module")
+def forced_run(rejected_run: RunResult, dags: dict[str, Any], home: Path) -> RunResult:
+    conf = {
+        "window_end": DAY2,
+        "min_hit": 1.0,
+        "force_promote": True,
+        "reason": "e2e: incident drill",
+        **FAST_TRAIN,
+    }
+    return run_dag(dags["retrain"], home, conf)
+
+
+@pytest.fixture(scope="module")
+def rollback_run(forced_run: RunResult, dags: dict[str, Any], home: Path) -> RunResult:
+    return run_dag(dags["rollback"], home, {"reason": "e2e: forced model misbehaves"})
+
+
+def versions(models: dict[str, Any]) -> list[str]:
+    return [row["version"] for row in models["versions"]]
+
+
+def test_first_run_promotes_without_a_champion(first_run: RunResult, home: Path) -> None:
+    assert first_run.state == "success", first_run.tasks
+    assert first_run.tasks["promote"] == "success"
+    assert first_run.tasks["record_rejection"] == "skipped"
+    assert first_run.tasks["keep_champion"] == "skipped"
+    assert first_run.tasks["materialize_online"] == "success"
+    assert first_run.tasks["publish_metrics"] == "success"
+    assert first_run.tasks["fail_run_if_a_step_failed"] == "skipped"
+    gate = first_run.summary(home, "gate")
+    assert gate["decision"] == "pass" and gate["champion"] is None
+    [v1] = versions(first_run.models)
+    assert first_run.models["champion"] == v1
+    [event] = first_run.models["history"]
+    assert (event["to"], event["action"], event["forced"]) == (v1, "promote", False)
+    assert event["run_id"] == first_run.run_id
+    window = first_run.summary(home, "window")
+    assert (window["end"], window["days"]) == (DAY1, WINDOW_DAYS)
+    metrics = (home / "metrics" / "ranker.prom").read_text()
+    assert 'ranker_runs_total{status="success"} 1.0' in metrics
+
+
+def test_rerun_of_a_date_reuses_the_window_and_never_promotes_twice(
+    first_run: RunResult, rerun: RunResult, home: Path
+) -> None:
+    assert rerun.state == "success", rerun.tasks
+    window = rerun.summary(home, "window")
+    assert window["days_built"] == 0 and window["days_reused"] == WINDOW_DAYS + 1
+    v1, v2 = versions(rerun.models)
+    assert rerun.summary(home, "train")["version"] == v2
+    assert rerun.tasks["promote"] == "skipped"
+    # whatever the gate said: a pass keeps the champion (one promotion per date), a reject records it
+    expected_branch = (
+        "keep_champion" if rerun.summary(home, "gate")["decision"] == "pass" else "record_rejection"
+    )
+    assert rerun.tasks[expected_branch] == "success"
+    assert rerun.models["champion"] == v1
+    assert len(rerun.models["history"]) == 1
+
+
+def test_rejection_is_recorded_and_the_champion_stays(
+    rerun: RunResult, rejected_run: RunResult, home: Path
+) -> None:
+    assert rejected_run.state == "success", rejected_run.tasks
+    assert rejected_run.tasks["record_rejection"] == "success"
+    assert rejected_run.tasks["promote"] == "skipped"
+    gate = rejected_run.summary(home, "gate")
+    assert gate["decision"] == "reject"
+    assert any("hit" in check for check in gate["failed_checks"]), gate["failed_checks"]
+    assert rejected_run.models["champion"] == rerun.models["champion"]
+    candidate = rejected_run.summary(home, "train")["version"]
+    row = next(r for r in rejected_run.models["versions"] if r["version"] == candidate)
+    assert row["status"] == "rejected"
+    metrics = (home / "metrics" / "ranker.prom").read_text()
+    rejections = len(list((home / "pipeline").glob("*/reject.json")))
+    assert f"ranker_rejections_total {float(rejections)}" in metrics
+    assert "ranker_gate_passed 0.0" in metrics
+
+
+def test_forced_promotion_records_the_reason(
+    rejected_run: RunResult, forced_run: RunResult, home: Path
+) -> None:
+    assert forced_run.state == "success", forced_run.tasks
+    assert forced_run.summary(home, "gate")["decision"] == "reject"
+    assert forced_run.tasks["promote"] == "success"
+    candidate = forced_run.summary(home, "train")["version"]
+    assert forced_run.models["champion"] == candidate
+    event = forced_run.models["history"][-1]
+    assert event["forced"] is True
+    assert "e2e: incident drill" in event["reason"]
+    assert event["from"] == rejected_run.models["champion"]
+
+
+def test_rollback_restores_the_previous_champion_and_records_who_and_why(
+    forced_run: RunResult, rollback_run: RunResult
+) -> None:
+    assert rollback_run.state == "success", rollback_run.tasks
+    previous = forced_run.models["history"][-1]["from"]
+    assert rollback_run.models["champion"] == previous
+    event = rollback_run.models["history"][-1]
+    assert (event["action"], event["from"], event["to"]) == (
+        "rollback",
+        forced_run.models["champion"],
+        previous,
+    )
+    assert event["reason"] == "e2e: forced model misbehaves"
+    assert event["who"] == "dag_test"  # dag.test()'s triggering user; the UI/API user in production
+
+
+def test_contradicting_params_fail_in_plan_and_train_nothing(
+    rollback_run: RunResult, dags: dict[str, Any], home: Path
+) -> None:
+    result = run_dag(dags["retrain"], home, {"window_end": DAY2, "force_promote": True, **FAST_TRAIN})
+    assert result.state == "failed"  # the watcher leaf fails the run although publish_metrics succeeded
+    assert result.tasks["fail_run_if_a_step_failed"] == "failed"
+    assert result.tasks["plan"] == "failed"
+    assert result.tasks["train"] == "upstream_failed"
+    assert result.tasks["publish_metrics"] == "success"
+    assert versions(result.models) == versions(rollback_run.models)
+    assert result.models["champion"] == rollback_run.models["champion"]
+    published = result.summary(home, "metrics")
+    assert published.get("status") == "failed", published
+
+
+def test_schema_invalid_params_never_create_a_run(airflow_db: Path) -> None:
+    from airflow.sdk.exceptions import ParamValidationError
+    from ranker_retrain import ranker_retrain
+
+    for conf in ({"window_days": 0}, {"window_end": "2026-13-40"}, {"schedule": "sometimes"}):
+        with pytest.raises(ParamValidationError):
+            ranker_retrain.test(run_conf=conf)
+        assert ranker_retrain.params["window_days"] == 20  # the refused conf left no trace
