@@ -167,6 +167,7 @@ def _execute(plan: RunPlan, home: str, run_id: str) -> CommandResult:
         "version": None,
         "promoted": False,
         "forced": False,
+        "kept_champion": False,
     }
     exit_code = 0
     finished = False
@@ -201,6 +202,14 @@ def _execute(plan: RunPlan, home: str, run_id: str) -> CommandResult:
         if plan.dry_run:
             log.info("ranker run: dry run — the champion is left as it is")
             exit_code = gate.exit_code
+        elif (
+            gate.exit_code == 0
+            and not plan.force_promote
+            and _champion_trained_for(home, plan.registry) == end
+        ):
+            # like the DAG: one promotion per window end; a rerun of the date keeps the champion
+            log.info("ranker run: the champion was already trained for %s; keeping it", end)
+            summary["kept_champion"] = True
         elif gate.exit_code == 0 or plan.force_promote:
             reason = plan.reason or f"gate passed on {end} (run {run_id})"
             promote = ["promote", version, "--reason", reason, *registry]
@@ -277,6 +286,16 @@ def _registered_version(train_summary: dict[str, Any], home: str, run_id: str, r
     from ranking.workspace import Workspace
 
     return register_run(Workspace.resolve(home), Path(run_dir), run_id, registry)
+
+
+def _champion_trained_for(home: str, registry: str | None) -> str | None:
+    """The window end (= eval day) the current champion was trained for, if known."""
+    from ranking.registry import Registry
+    from ranking.workspace import Workspace
+
+    reg = Registry.for_workspace(Workspace.resolve(home), registry)
+    champion = reg.champion()
+    return reg.record(champion).train.get("train_end") if champion else None
 
 
 def _champion(home: str, registry: str | None) -> str | None:

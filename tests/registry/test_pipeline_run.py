@@ -133,18 +133,28 @@ def test_two_consecutive_days_then_rollback(tmp_path: Path, capsys: pytest.Captu
         ("v0001", "v0002", "day-2"),
     ]
 
-    # rerunning the day with an unreachable floor: a new candidate, rejected and recorded
+    # rerunning the day: a new candidate that passes, but one promotion per window end (as the DAG)
+    code, again = _run(capsys, "run", "--end", "2026-01-07", *common, "--run-id", "day-2-again", *loose)
+    assert code == 0 and (again["version"], again["decision"], again["kept_champion"]) == (
+        "v0003",
+        "pass",
+        True,
+    )
+    assert again["promoted"] is False and again["champion"] == "v0002"
+    assert "promote" not in [s["step"] for s in again["steps"]]
+
+    # rerunning it with an unreachable floor: another candidate, rejected and recorded
     code, rerun = _run(
         capsys, "run", "--end", "2026-01-07", *common, "--run-id", "day-2-rerun", "--min-hit", "0.99"
     )
     assert code == 1 and (rerun["version"], rerun["decision"], rerun["promoted"]) == (
-        "v0003",
+        "v0004",
         "reject",
         False,
     )
     assert "save_hit_at_3_floor" in rerun["failed_checks"] and rerun["champion"] == "v0002"
     reject = json.loads((home / "pipeline" / "day-2-rerun" / "reject.json").read_text())
-    assert reject["version"] == "v0003" and "save_hit_at_3_floor" in reject["failed_checks"]
+    assert reject["version"] == "v0004" and "save_hit_at_3_floor" in reject["failed_checks"]
 
     code, rollback = _run(
         capsys, "rollback", "--reason", "saves dropped online", "--home", str(home), "--json"
@@ -153,7 +163,8 @@ def test_two_consecutive_days_then_rollback(tmp_path: Path, capsys: pytest.Captu
     code, listing = _run(capsys, "models", "list", "--home", str(home), "--json")
     assert listing["champion"] == "v0001"
     assert [e["action"] for e in listing["history"]] == ["promote", "promote", "rollback"]
-    assert {v["version"]: v["status"] for v in listing["versions"]}["v0003"] == "rejected"
+    statuses = {v["version"]: v["status"] for v in listing["versions"]}
+    assert (statuses["v0003"], statuses["v0004"]) == ("blessed", "rejected")
 
     # gating on another day scores the candidate there; v0002 was trained on 2026-01-06: unfair
     code, unfair = _run(
