@@ -96,6 +96,14 @@ def sha256_file(path: str | os.PathLike[str]) -> str:
     return digest.hexdigest()
 
 
+def _fsync_dir(path: Path) -> None:
+    fd = os.open(path, os.O_RDONLY)
+    try:
+        os.fsync(fd)
+    finally:
+        os.close(fd)
+
+
 # --------------------------------------------------------------------------------------------
 # storage: the few operations the registry needs, local (os-level atomicity) or any fsspec fs
 # --------------------------------------------------------------------------------------------
@@ -166,6 +174,7 @@ class _Store:
                     f.flush()
                     os.fsync(f.fileno())
                 os.link(tmp, target)
+                _fsync_dir(parent)  # the new name must survive a power cut, not just the bytes
                 return True
             except FileExistsError:
                 return False
