@@ -174,3 +174,38 @@ def test_two_consecutive_days_then_rollback(tmp_path: Path, capsys: pytest.Captu
     fairness = next(c for c in unfair["checks"] if c["name"] == "fair_comparison")
     assert "candidate was trained on the eval day 2026-01-06" in fairness["detail"]
     assert unfair["candidate"]["rows"] == unfair["champion"]["rows"] > 0
+
+
+@pytest.mark.slow
+def test_remote_registry_and_dry_run(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    """The registry on another filesystem (fsspec memory://, as s3:// in production): the trainer
+    registers there, warm-starts from a champion downloaded into the local cache, and the gate
+    scores that copy; a dry run gates but never moves the champion."""
+    from features import feast_repo
+    from features.testing import make_tiny_workspace
+    from ranking.registry import Registry
+    from ranking.workspace import Workspace
+
+    home = tmp_path / "home"
+    make_tiny_workspace(home, start=dt.date(2026, 1, 1), days=5, build=False)
+    feast_repo.apply(Workspace.resolve(home))
+    url = f"memory://ranker-registry-{tmp_path.name}"
+    common = ["--days", "3", "--epochs", "1", "--home", str(home), "--registry", url, "--json"]
+
+    code, day1 = _run(
+        capsys, "run", "--end", "2026-01-04", *common, "--force-promote", "--reason", "bootstrap"
+    )
+    assert code == 0 and day1["champion"] == "v0001"
+    code, day2 = _run(capsys, "run", "--end", "2026-01-05", *common, "--run-id", "dry", "--dry-run")
+    assert code == day2["exit_code"] and code in (0, 1)
+    assert day2["version"] == "v0002" and day2["promoted"] is False and day2["champion"] == "v0001"
+    assert [s["step"] for s in day2["steps"]][:3] == ["window", "train", "gate"]
+    assert not {"promote", "reject"} & {s["step"] for s in day2["steps"]}
+
+    train = json.loads((home / "pipeline" / "dry" / "train.json").read_text())
+    cached = home / "cache" / "registry" / "v0001" / "model.pt"
+    assert train["warm_start"]["path"] == str(cached) and cached.is_file()
+    gate = json.loads((home / "pipeline" / "dry" / "gate.json").read_text())
+    assert gate["champion"]["version"] == "v0001"
+    assert not (home / "registry").exists()  # nothing went to the workspace's default registry
+    assert Registry(url).version_ids() == ["v0001", "v0002"] and len(Registry(url).history()) == 1
