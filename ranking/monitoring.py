@@ -59,7 +59,8 @@ KNOWN_STEPS = (
     "other",
 )
 # Summaries that are not pipeline stages: this command's own summary and the whole-run summary.
-_NOT_A_STAGE = frozenset({"metrics", "metrics-show", "run"})
+_OWN_STEPS = frozenset({"metrics", "metrics-show"})
+_NOT_A_STAGE = _OWN_STEPS | {"run"}
 DURATION_HISTORY = 7  # previous runs the duration baseline (median) is taken over
 COUNTED_RUNS_KEPT = 500  # run ids remembered so that re-publishing a run never double-counts
 _LABEL_VALUE = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.:,+-]{0,63}$")
@@ -236,6 +237,15 @@ def promoted(run: RunRecord) -> tuple[bool, bool]:
     return True, bool(promote.get("forced", False))
 
 
+def _first_failure(failures: Mapping[str, Mapping[str, Any]], errored: list[str]) -> str | None:
+    """The step that caused the failure: the earliest failure record, else the errored step
+    earliest in the pipeline (a `run` summary's error only repeats its step's)."""
+    if failures:
+        return min(failures, key=lambda s: _as_float(failures[s], "timestamp", f"failure record {s}") or 0.0)
+    order = {step: i for i, step in enumerate(KNOWN_STEPS)}
+    return min(errored, key=lambda s: order.get(s, len(order)), default=None)
+
+
 def failure_step_label(step: str | None) -> str:
     return step if step in KNOWN_STEPS else "other"
 
@@ -245,7 +255,8 @@ def load_run(
 ) -> RunRecord:
     """Read a run's step summaries and failure records; decide its status.
 
-    Without an explicit ``status`` a run is failed when it has failure records, else successful.
+    Without an explicit ``status`` a run is failed when it has failure records or a step summary
+    that records an error (exit code >= 2), else successful.
     A successful run must have at least one summary (a run that wrote nothing did not run).
     """
     run_id = validate_run_id(run_id)
@@ -256,21 +267,18 @@ def load_run(
     folder = ws.pipeline / run_id
     summaries = _read_folder(folder)
     failures = _read_folder(folder / "failures")
-    # a step that ended in an error still records a summary with its exit code (`ranker run`)
-    errored = {step: summ for step, summ in summaries.items() if step_failed(summ)}
-    failures = {**errored, **failures}
+    # a step that ended in an error still records a summary with its exit code (`ranker run`);
+    # a failed publish of this command's own is not a failure of the retrain
+    errored = [s for s, summ in summaries.items() if s not in _OWN_STEPS and step_failed(summ)]
     if status is None:
-        status = "failed" if (failures or failed_step) else "success"
+        status = "failed" if (failures or errored or failed_step) else "success"
     if status == "success" and not any(step not in _NOT_A_STAGE for step in summaries):
         raise MetricsInputError(
             f"run {run_id!r} has no step summaries in {folder} "
             "(pass --status failed for a run that failed before its first step finished)"
         )
-    if status == "failed" and failed_step is None and failures:
-        # the earliest failure is the cause; later ones are usually its consequences
-        failed_step = min(
-            failures, key=lambda s: _as_float(failures[s], "timestamp", f"failure record {s}") or 0.0
-        )
+    if status == "failed" and failed_step is None:
+        failed_step = _first_failure(failures, errored)
     return RunRecord(
         run_id=run_id,
         summaries=summaries,

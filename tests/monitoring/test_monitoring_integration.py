@@ -1,6 +1,14 @@
 """A retrain's metrics reach a real Prometheus through a real Pushgateway, and every Grafana panel
 query and every alert expression is run against Prometheus's HTTP API on them.
 
+Two scenarios on the same servers, in file order:
+1. a real tiny retrain: synthetic source data, Feast apply, then for two days the DAG's steps through
+   the `ranker` CLI (freshness, `ranker run` = window/train/gate/promote|reject/publish, materialize,
+   publish again) with $RANKER_PUSHGATEWAY_URL set — every series a panel or an alert reads must hold
+   exactly the values the run pushed;
+2. a constructed "bad day" (step summaries written from the documented contract) that must raise
+   exactly the alerts its numbers call for, in the expressions and in Prometheus's own evaluation.
+
 Starts ``prometheus-pushgateway`` and ``prometheus`` (Debian packages; infra/ci/install-servers.sh)
 on free ports with temporary data folders, using the repository's prometheus.yml and alert rules
 (targets rewritten to the local ports, 1 s scrape/evaluation). Skips when a binary is missing.
@@ -11,8 +19,10 @@ from __future__ import annotations
 import datetime as dt
 import json
 import math
+import os
 import re
 import subprocess
+import sys
 import time
 from collections.abc import Iterator
 from dataclasses import dataclass
@@ -39,7 +49,8 @@ PUSHGATEWAY_BIN = binary("prometheus-pushgateway") or binary("pushgateway")
 PROMETHEUS_BIN = binary("prometheus")
 DASHBOARD = json.loads((INFRA / "grafana/dashboards/ranker-retrain.json").read_text())
 RULES = yaml.safe_load((INFRA / "prometheus/rules/ranker.rules.yml").read_text())
-# alerts the published history must trigger (see published_history) — the rest must stay quiet
+RANKER = Path(sys.executable).with_name("ranker")
+# alerts the constructed bad day must trigger (see bad_day) — the rest must stay quiet
 EXPECTED_ALERTS = {
     "RankerTrainingDurationRegression",
     "RankerEmbeddingLookupRatioHigh",
@@ -108,7 +119,7 @@ def servers(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Servers]:
                 stderr=subprocess.STDOUT,
             )
         )
-        wait_http_ok(f"http://127.0.0.1:{pg_port}/-/ready", procs[-1], "pushgateway")
+        wait_http_ok(f"http://127.0.0.1:{pg_port}/-/ready", procs[-1], "pushgateway", timeout=120)
         procs.append(
             subprocess.Popen(
                 [
@@ -121,7 +132,7 @@ def servers(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Servers]:
                 stderr=subprocess.STDOUT,
             )
         )
-        wait_http_ok(f"http://127.0.0.1:{prom_port}/-/ready", procs[-1], "prometheus", timeout=60)
+        wait_http_ok(f"http://127.0.0.1:{prom_port}/-/ready", procs[-1], "prometheus", timeout=120)
         yield Servers(f"http://127.0.0.1:{pg_port}", f"http://127.0.0.1:{prom_port}")
     finally:
         for proc in reversed(procs):
@@ -132,42 +143,107 @@ def servers(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Servers]:
 
 @dataclass
 class Published:
-    result: m.PublishResult
+    samples: list[m.Sample]  # exactly what the last publish pushed
     servers: Servers
 
 
-@pytest.fixture(scope="module")
-def published(servers: Servers, tmp_path_factory: pytest.TempPathFactory) -> Published:
-    """Two daily runs pushed to the Pushgateway, then scraped by Prometheus.
-
-    Day 1 promotes. Day 2 is a bad day on purpose: the gate rejects, training takes 2.5x day 1
-    (duration regression), the joint epochs leave 40% of step time in exposed lookups, and the
-    newest source data is a month old (stale features) — so both quiet and firing alerts are
-    exercised on real data.
-    """
-    ws = Workspace(tmp_path_factory.mktemp("ws") / "home")
-    push = m.PushConfig(url=servers.pushgateway, attempts=2, backoff_seconds=0.2)
-    write_contract_run(ws, "day1", train_seconds=100.0)
-    first = m.publish(ws, "day1", push=push)
-    assert first.delivery == "pushgateway", first.push
-    write_contract_run(
-        ws, "day2", decision="reject", train_seconds=250.0, joint_exposed=0.4, latest_source_date="2026-10-01"
-    )
-    result = m.publish(ws, "day2", push=push)
-    assert result.delivery == "pushgateway", result.push
-    assert not m.textfile_path(ws).exists()  # pushed: no textfile fallback
-
-    published_at = next(s.value for s in result.samples if s.name == "ranker_last_run_timestamp_seconds")
-    deadline = time.monotonic() + 30
+def wait_for_scrape(servers: Servers, samples: list[m.Sample]) -> None:
+    """Until Prometheus has scraped the pushed group (its last-run time), plus one more scrape."""
+    published_at = next(s.value for s in samples if s.name == "ranker_last_run_timestamp_seconds")
+    deadline = time.monotonic() + 90  # generous: the machine is shared
     while time.monotonic() < deadline:
         data = prom_query(servers.prometheus, "ranker_last_run_timestamp_seconds")
         if data["result"] and math.isclose(float(data["result"][0]["value"][1]), published_at):
             break
         time.sleep(0.2)
     else:
-        pytest.fail("Prometheus did not scrape the second run from the Pushgateway within 30 s")
+        pytest.fail("Prometheus did not scrape the published run from the Pushgateway within 90 s")
     time.sleep(1.5)  # one more scrape: every series of the group has the new values
-    return Published(result, servers)
+
+
+def pushed_samples(ws: Workspace) -> list[m.Sample]:
+    """The samples of the workspace's last publish (the exposition it pushed)."""
+    from prometheus_client.parser import text_string_to_metric_families
+
+    last = m.load_state(ws).last_publish
+    assert last["delivery"] == "pushgateway", last
+    return [
+        m.Sample(s.name, s.value, tuple(sorted(s.labels.items())))
+        for family in text_string_to_metric_families(last["exposition"])
+        for s in family.samples
+    ]
+
+
+def ranker_cli(home: Path, pushgateway: str, *args: str, ok: tuple[int, ...] = (0,)) -> dict:
+    env = {**os.environ, "RANKER_HOME": str(home), "RANKER_PUSHGATEWAY_URL": pushgateway}
+    env.pop("RANKER_REGISTRY", None)
+    proc = subprocess.run(
+        [str(RANKER), *args, "--json"], capture_output=True, text=True, env=env, timeout=300
+    )
+    assert proc.returncode in ok, f"ranker {' '.join(args)} exited {proc.returncode}:\n{proc.stderr[-3000:]}"
+    return json.loads(proc.stdout.strip().splitlines()[-1])
+
+
+@pytest.fixture(scope="module")
+def real_retrain(servers: Servers, tmp_path_factory: pytest.TempPathFactory) -> Published:
+    """Two daily retrains of a tiny synthetic workspace, through the real CLI steps.
+
+    Day 1 has no champion and tiny data, so its candidate is force-promoted (a real, recorded
+    forced promotion) to give day 2 a champion to be compared with.
+    """
+    home = tmp_path_factory.mktemp("retrain") / "home"
+    cli = lambda *a, **kw: ranker_cli(home, servers.pushgateway, *a, **kw)  # noqa: E731
+    cli(
+        "data",
+        "synth",
+        "--start",
+        "2026-11-01",
+        "--days",
+        "6",
+        "--users",
+        "200",
+        "--pins",
+        "300",
+        "--requests-per-day",
+        "100",
+        "--seed",
+        "7",
+    )
+    cli("features", "apply")
+    for run_id, end, extra in (
+        ("day1", "2026-11-05", ["--force-promote", "--reason", "integration test: first champion"]),
+        ("day2", "2026-11-06", []),
+    ):
+        cli("features", "freshness", "--run-id", run_id)
+        run = cli("run", "--end", end, "--days", "3", "--epochs", "2", "--run-id", run_id, *extra, ok=(0, 1))
+        assert not run.get("error"), run
+        if run_id == "day2":
+            cli("features", "materialize", "--end", end, "--run-id", run_id)
+        published = cli("metrics", "publish", "--run-id", run_id)  # the DAG's final task
+        assert published["delivery"] == "pushgateway" and published["push_ok"], published
+    ws = Workspace(home)
+    assert not m.textfile_path(ws).exists()  # every publish was pushed: no textfile fallback
+    samples = pushed_samples(ws)
+    wait_for_scrape(servers, samples)
+    return Published(samples, servers)
+
+
+@pytest.fixture(scope="module")
+def bad_day(servers: Servers, tmp_path_factory: pytest.TempPathFactory) -> Published:
+    """Two constructed daily runs; day 2 is bad on purpose: the gate rejects, training takes 2.5x
+    day 1 (duration regression), the joint epochs leave 40% of step time in exposed lookups, and
+    the newest source data is two months old (stale features)."""
+    ws = Workspace(tmp_path_factory.mktemp("ws") / "home")
+    push = m.PushConfig(url=servers.pushgateway, attempts=2, backoff_seconds=0.2)
+    write_contract_run(ws, "day1", train_seconds=100.0)
+    assert m.publish(ws, "day1", push=push).delivery == "pushgateway"
+    write_contract_run(
+        ws, "day2", decision="reject", train_seconds=250.0, joint_exposed=0.4, latest_source_date="2026-10-01"
+    )
+    result = m.publish(ws, "day2", push=push)
+    assert result.delivery == "pushgateway", result.push
+    wait_for_scrape(servers, result.samples)
+    return Published(result.samples, servers)
 
 
 # --------------------------------------------------------------------------------------------
@@ -253,40 +329,70 @@ def test_every_expression_is_covered() -> None:
 @pytest.mark.parametrize(
     ("kind", "where", "expr"), RANKER_EXPRS, ids=[f"{k}:{w}:{e[:40]}" for k, w, e in RANKER_EXPRS]
 )
-def test_every_series_an_expression_reads_holds_the_runs_values(
-    published: Published, kind: str, where: str, expr: str
+def test_every_series_an_expression_reads_holds_the_retrains_values(
+    real_retrain: Published, kind: str, where: str, expr: str
 ) -> None:
+    assert series_problems(real_retrain, f"{kind} {where!r}", expr) == []
+
+
+def series_problems(published: Published, where: str, expr: str) -> list[str]:
+    problems = []
     for selector, name, matchers in selectors(expr):
         got = scraped_series(published.servers.prometheus, selector)
-        assert got, f"{kind} {where!r}: {selector} returned nothing from Prometheus"
+        if not got:
+            problems.append(f"{where}: {selector} returned nothing from Prometheus")
+            continue
         if name in PUSHGATEWAY_SERIES:
             continue
-        want = expected_series(published.result.samples, name, matchers)
-        assert set(got) == set(want), f"{kind} {where!r}: {selector} label sets differ"
-        for labels, value in want.items():
-            assert same(got[labels], value), (
-                f"{kind} {where!r}: {selector}{dict(labels)} {got[labels]} != {value}"
-            )
+        want = expected_series(published.samples, name, matchers)
+        if set(got) != set(want):
+            problems.append(f"{where}: {selector} label sets differ: {sorted(got)} != {sorted(want)}")
+            continue
+        problems += [
+            f"{where}: {selector}{dict(labels)} {got[labels]} != {value}"
+            for labels, value in want.items()
+            if not same(got[labels], value)
+        ]
+    return problems
 
 
 @pytest.mark.parametrize(("where", "expr"), panel_exprs(), ids=[f"{w}:{e[:40]}" for w, e in panel_exprs()])
 def test_every_panel_query_runs_and_ranker_panels_return_data(
-    published: Published, where: str, expr: str
+    real_retrain: Published, where: str, expr: str
 ) -> None:
-    data = prom_query(published.servers.prometheus, expr)  # raises on a query error
+    data = prom_query(real_retrain.servers.prometheus, expr)  # raises on a query error
     if "airflow_" not in expr:  # Airflow panels: names checked against the statsd mapping instead
         assert data["result"], f"panel {where!r}: {expr} returned no data"
 
 
-def test_alert_expressions_return_exactly_the_runs_problems(published: Published) -> None:
-    firing = {
-        alert for alert, expr in alert_exprs() if prom_query(published.servers.prometheus, expr)["result"]
+def test_retrain_facts_reached_prometheus(real_retrain: Published) -> None:
+    base = real_retrain.servers.prometheus
+    assert scraped_series(base, "ranker_promotions_total")[(("forced", "true"),)] == 1.0  # day 1
+    assert scraped_series(base, "ranker_runs_total")[(("status", "success"),)] == 2.0
+    assert set(scraped_series(base, "ranker_eval_save_hit_at_3_ratio")) == {
+        (("model", "candidate"),),
+        (("model", "champion"),),
     }
+    assert scraped_series(base, "ranker_window_length_days")[()] == 3.0
+    assert scraped_series(base, "ranker_train_epochs")[()] == 2.0
+    # every alert expression evaluates on the real data (which of them fire depends on its timings)
+    for _, expr in alert_exprs():
+        prom_query(base, expr)
+
+
+def test_every_series_the_alerts_read_holds_the_bad_days_values(bad_day: Published) -> None:
+    problems = [p for alert, expr in alert_exprs() for p in series_problems(bad_day, alert, expr)]
+    assert problems == []
+
+
+def test_alert_expressions_return_exactly_the_bad_days_problems(bad_day: Published) -> None:
+    base = bad_day.servers.prometheus
+    firing = {alert for alert, expr in alert_exprs() if prom_query(base, expr)["result"]}
     assert firing == EXPECTED_ALERTS
 
 
-def test_alert_values_are_the_runs_values(published: Published) -> None:
-    base = published.servers.prometheus
+def test_alert_values_are_the_runs_values(bad_day: Published) -> None:
+    base = bad_day.servers.prometheus
     rules = dict(alert_exprs())
     [duration] = prom_query(base, rules["RankerTrainingDurationRegression"])["result"]
     assert float(duration["value"][1]) == 250.0 and duration["metric"]["stage"] == "train"
@@ -297,8 +403,8 @@ def test_alert_values_are_the_runs_values(published: Published) -> None:
     assert abs(float(stale["value"][1]) - (time.time() - source_end)) < 120
 
 
-def test_prometheus_loads_the_rules_and_raises_the_expected_alerts(published: Published) -> None:
-    base = published.servers.prometheus
+def test_prometheus_loads_the_rules_and_raises_the_expected_alerts(bad_day: Published) -> None:
+    base = bad_day.servers.prometheus
     rules = http_get_json(f"{base}/api/v1/rules")["data"]["groups"]
     loaded = {r["name"] for g in rules for r in g["rules"] if r["type"] == "alerting"}
     assert loaded == {a for a, _ in alert_exprs()}
@@ -314,22 +420,22 @@ def test_prometheus_loads_the_rules_and_raises_the_expected_alerts(published: Pu
     assert active == EXPECTED_ALERTS
 
 
-def test_pushgateway_group_is_keyed_by_job_only(published: Published) -> None:
-    groups = http_get_json(f"{published.servers.pushgateway}/api/v1/metrics")["data"]
+def test_pushgateway_group_is_keyed_by_job_only(bad_day: Published) -> None:
+    groups = http_get_json(f"{bad_day.servers.pushgateway}/api/v1/metrics")["data"]
     assert [g["labels"] for g in groups] == [{"job": m.DEFAULT_JOB}]
 
 
 def test_a_failed_run_replaces_the_group_and_fires_the_failure_alert(
-    published: Published, tmp_path: Path
+    bad_day: Published, tmp_path: Path
 ) -> None:
     """Runs last (file order): reuses the servers with a separate workspace."""
     ws = Workspace(tmp_path / "home")
-    push = m.PushConfig(url=published.servers.pushgateway, attempts=1)
+    push = m.PushConfig(url=bad_day.servers.pushgateway, attempts=1)
     write_contract_run(ws, "ok")
     m.publish(ws, "ok", push=push)
     result = m.publish(ws, "broken", status="failed", failed_step="train", push=push)
     assert result.delivery == "pushgateway"
-    base = published.servers.prometheus
+    base = bad_day.servers.prometheus
     deadline = time.monotonic() + 20
     while time.monotonic() < deadline:
         if prom_query(base, dict(alert_exprs())["RankerRetrainFailed"])["result"]:

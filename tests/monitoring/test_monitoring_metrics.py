@@ -493,3 +493,17 @@ def test_cli_bad_arguments_exit_2(
 def test_cli_show_before_any_publish(ws: Workspace, capsys: pytest.CaptureFixture[str]) -> None:
     assert main(["metrics", "show", "--home", str(ws.root)]) == 2
     assert "no metrics published yet" in capsys.readouterr().err
+
+
+def test_the_failing_step_is_the_earliest_in_the_pipeline_not_the_run_summary(ws: Workspace) -> None:
+    write_summary(ws, "d1", "window", {"duration_seconds": 2.0})
+    write_summary(ws, "d1", "gate", {"error": "no eval scores"}, exit_code=2)
+    write_summary(ws, "d1", "run", {"error": "step gate failed", "duration_seconds": 9.0}, exit_code=2)
+    result = m.publish(ws, "d1", now=NOW)
+    assert (result.status, result.failed_step) == ("failed", "gate")
+
+
+def test_a_failed_earlier_publish_does_not_fail_the_run(ws: Workspace) -> None:
+    write_contract_run(ws, "d1")
+    write_summary(ws, "d1", "metrics", {"error": "state file unreadable"}, exit_code=2)
+    assert m.publish(ws, "d1", now=NOW).status == "success"
