@@ -206,3 +206,48 @@ def test_concurrent_blessed_promoters_only_one_wins(tmp_path: Path, make_run: Ru
     assert sum(line.startswith("OK") for line in lines) == 1, lines
     assert sum("run the gate again" in line for line in lines) == 2, lines
     assert len(reg.history()) == 2 and reg.history()[1].from_version == v1
+
+
+REGISTER_WORKER = """
+import sys, time
+from pathlib import Path
+from ranking.registry import Registry
+root, go, runs = sys.argv[1], Path(sys.argv[2]), sys.argv[3].split(",")
+reg = Registry(root)
+while not go.exists():
+    time.sleep(0.001)
+for run in runs:
+    print("OK", reg.register(Path(run)), run, flush=True)
+"""
+
+
+@pytest.mark.slow
+def test_concurrent_registrations_get_distinct_versions(tmp_path: Path, make_run: RunFactory) -> None:
+    root = tmp_path / "reg"
+    runs = [[str(make_run()) for _ in range(4)] for _ in range(3)]
+    go = tmp_path / "go"
+    procs = [
+        subprocess.Popen(
+            [sys.executable, "-c", REGISTER_WORKER, str(root), str(go), ",".join(batch)],
+            cwd=REPO,
+            stdout=subprocess.PIPE,
+            stderr=subprocess.PIPE,
+            text=True,
+        )
+        for batch in runs
+    ]
+    time.sleep(1.5)
+    go.touch()
+    registered: dict[str, str] = {}
+    for p in procs:
+        out, err = p.communicate(timeout=120)
+        assert p.returncode == 0, err
+        for line in out.splitlines():
+            _, version, run = line.split()
+            assert version not in registered, f"{version} handed out twice"
+            registered[version] = run
+    reg = Registry(str(root))
+    assert sorted(registered) == reg.version_ids() == [f"v{i:04d}" for i in range(1, 13)]
+    for version, run in registered.items():
+        assert reg.verify(version).source_run_dir == run  # each version holds its own run's files
+        assert reg.read_file(version, "model.pt") == (Path(run) / "model.pt").read_bytes()
