@@ -6,7 +6,8 @@ the dense features -> DCNv2 low-rank cross layers -> MLP -> one save logit.
 ``TrainTask`` is what DistributedModelParallel wraps: ``forward(batch)`` returns
 ``(loss, (loss, logits, labels))`` as torchrec's train pipelines expect, and reads the sparse
 features only as ``batch.sparse_features`` so that torchrec's pipeline rewrite can pipeline the
-sharded EBC (CUDA path). The CPU pipelines pass pre-computed pooled embeddings instead.
+sharded EBC (CUDA path). The CPU pipelines route that call to embeddings looked up earlier the
+same way torchrec does (ranking.semisync.EmbeddingInjector).
 
 Freezing: when ``embeddings_frozen`` is set the pooled embeddings are detached in forward, so no
 gradient reaches any table and the fused table optimizer never runs (its state stays put).
@@ -19,6 +20,7 @@ from typing import TYPE_CHECKING, Any
 
 import torch
 from torch import nn
+from torchrec.streamable import Pipelineable
 
 from ranking.config import ModelConfig, OptimizerConfig
 
@@ -27,11 +29,11 @@ if TYPE_CHECKING:
 
 
 @dataclass
-class TrainBatch:
+class TrainBatch(Pipelineable):
     """One (local) batch. ``weights`` carry the loss normalisation: 1 / rows in the global batch.
 
-    Implements torchrec's ``Pipelineable`` protocol (``to``, ``record_stream``) so torchrec's
-    train pipelines can move it between devices and streams.
+    A torchrec ``Pipelineable`` (``to``, ``record_stream``), so torchrec's train pipelines can
+    move it between devices and streams.
     """
 
     dense_features: torch.Tensor  # [B, D] float32 (normalised)
@@ -89,6 +91,10 @@ def pooled_in_table_order(pooled: Any, features: tuple[str, ...]) -> torch.Tenso
     return torch.cat([by_key[f] for f in features], dim=1)
 
 
+# a leaf for torch.fx: torchrec's pipeline traces TrainTask and cannot iterate a Proxy's keys
+torch.fx.wrap("pooled_in_table_order")
+
+
 class RankerModel(nn.Module):
     def __init__(self, cfg: ModelConfig, device: torch.device | None = None) -> None:
         from torchrec import EmbeddingBagCollection
@@ -134,12 +140,11 @@ class TrainTask(nn.Module):
         self.world_size = world_size
 
     def forward(
-        self, batch: TrainBatch, pooled: torch.Tensor | None = None
+        self, batch: TrainBatch
     ) -> tuple[torch.Tensor, tuple[torch.Tensor, torch.Tensor, torch.Tensor]]:
-        if pooled is None:
-            logits = self.model(batch.dense_features, batch.sparse_features)
-        else:
-            logits = self.model.interact(batch.dense_features, pooled)
+        # one straight path, reading only batch.sparse_features for the EBC: torchrec's pipeline
+        # rewrite (fx) must see the sharded EBC called on a batch attribute to pipeline it
+        logits = self.model(batch.dense_features, batch.sparse_features)
         per_row = nn.functional.binary_cross_entropy_with_logits(logits, batch.labels, reduction="none")
         loss = (per_row * batch.weights).sum()
         return loss * self.world_size, (loss.detach(), logits.detach(), batch.labels)

@@ -6,10 +6,10 @@ Batch i+1 therefore reads the tables as they were before batch i's update (one-s
 and its lookup (and, when sharded, its all-to-all) can overlap batch i's backward. Dense layers
 stay synchronous: batch i+1's dense forward sees the dense update of batch i.
 
-Both pipelines split the step the way torchrec's semi-sync does: the dense forward reads a detached
-copy of the pooled embeddings, ``loss.backward()`` yields the dense gradients and the gradient of
-the pooled embeddings, and ``autograd.backward(pooled, grad)`` is the embedding backward (the fused
-fbgemm optimizer updates the rows). That split is what makes the lookup time measurable and lets a
+Both pipelines split the step the way torchrec's semi-sync does: the lookup runs on its own, the
+model's call to the sharded EBC is served a detached copy of its output, ``loss.backward()`` yields
+the dense gradients and the gradient of the embeddings, and ``autograd.backward(pooled, grad)`` is
+the embedding backward (the fused fbgemm optimizer updates the rows). That split is what makes the lookup time measurable and lets a
 frozen epoch skip the embedding backward (and the lookup's autograd graph) altogether.
 
 CPU: :class:`CpuPipeline` below (torchrec's pipeline fails on CPU as shipped: it records CUDA-style
@@ -24,10 +24,45 @@ from typing import Any
 
 import torch
 
-from ranking.model import TrainBatch, pooled_in_table_order
+from ranking.model import TrainBatch
 from ranking.timing import SectionClock
 
 StepCallback = Callable[[torch.Tensor, int], None]  # (this rank's share of the batch loss, local rows)
+
+
+class EmbeddingInjector:
+    """While active, the model's call to the sharded EBC returns embeddings looked up earlier
+    (what torchrec's pipelines do by swapping in a pipelined forward); ``lookup`` is the real one
+    (input dist, fbgemm lookup, output dist)."""
+
+    def __init__(self, sparse_arch: Any) -> None:
+        self.sparse_arch = sparse_arch
+        self.lookup: Callable[..., Any] = sparse_arch.forward
+        self._ready: Any = None
+
+    def __enter__(self) -> EmbeddingInjector:
+        self.sparse_arch.forward = self._serve
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        del self.sparse_arch.forward  # back to the class's forward
+
+    def provide(self, pooled: Any) -> None:
+        self._ready = pooled
+
+    def _serve(self, *args: Any, **kwargs: Any) -> Any:
+        pooled, self._ready = self._ready, None
+        if pooled is None:
+            raise RuntimeError("the model asked for embeddings that were not looked up")
+        return pooled
+
+
+def detached(pooled: Any, requires_grad: bool) -> Any:
+    """The KeyedTensor the dense forward reads: same keys, values cut from the lookup's graph."""
+    from torchrec import KeyedTensor
+
+    values = pooled.values().detach().requires_grad_(requires_grad)
+    return KeyedTensor(keys=pooled.keys(), length_per_key=pooled.length_per_key(), values=values)
 
 
 class CpuPipeline:
@@ -44,61 +79,64 @@ class CpuPipeline:
         self.semisync = semisync
         model: Any = unwrap(dmp).model
         self.sparse_arch: Any = model.sparse_arch
-        self.features: tuple[str, ...] = model.config.sparse_features
 
-    def _issue(self, batch: TrainBatch, frozen: bool) -> Any:
+    def _issue(self, lookup: Callable[..., Any], batch: TrainBatch, frozen: bool) -> Any:
         if frozen:  # no autograd graph for a lookup nobody will backpropagate into
             with torch.no_grad():
-                return self.sparse_arch(batch.sparse_features)
-        return self.sparse_arch(batch.sparse_features)
+                return lookup(batch.sparse_features)
+        return lookup(batch.sparse_features)
 
     def _forward(
-        self, batch: TrainBatch, pooled: torch.Tensor, frozen: bool
-    ) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
-        """(loss to backpropagate, this rank's share of the batch loss, the pooled leaf)"""
-        leaf = pooled.detach().requires_grad_(not frozen)
-        loss, (reported, _, _) = self.dmp(batch, pooled=leaf)
+        self, injector: EmbeddingInjector, batch: TrainBatch, pooled: Any, frozen: bool
+    ) -> tuple[Any, Any, Any]:
+        """(loss to backpropagate, this rank's share of the batch loss, the detached embeddings)"""
+        leaf = detached(pooled, requires_grad=not frozen)
+        injector.provide(leaf)
+        loss, (reported, _, _) = self.dmp(batch)
         return loss, reported, leaf
 
-    def _backward_and_update(
-        self, loss: torch.Tensor, pooled: torch.Tensor, leaf: torch.Tensor, frozen: bool
-    ) -> None:
-        loss.backward()
+    def _backward_and_update(self, loss: torch.Tensor, pooled: Any, leaf: Any, frozen: bool) -> None:
+        loss.backward()  # dense gradients (DDP all-reduce) + the gradient of the embeddings
         if not frozen:
             with self.clock.section("lookup_backward"):
-                torch.autograd.backward(pooled, leaf.grad)
+                torch.autograd.backward(pooled.values(), leaf.values().grad)
         self.optimizer.step()
         self.optimizer.zero_grad(set_to_none=True)
 
     def run_epoch(self, batches: Iterator[TrainBatch], frozen: bool, on_step: StepCallback) -> None:
-        if self.semisync:
-            self._run_semisync(batches, frozen, on_step)
-        else:
-            self._run_sync(batches, frozen, on_step)
+        with EmbeddingInjector(self.sparse_arch) as injector:
+            if self.semisync:
+                self._run_semisync(injector, batches, frozen, on_step)
+            else:
+                self._run_sync(injector, batches, frozen, on_step)
 
-    def _run_sync(self, batches: Iterator[TrainBatch], frozen: bool, on_step: StepCallback) -> None:
+    def _run_sync(
+        self, injector: EmbeddingInjector, batches: Iterator[TrainBatch], frozen: bool, on_step: StepCallback
+    ) -> None:
         for batch in batches:
             with self.clock.section("lookup_forward"):
-                pooled = pooled_in_table_order(self._issue(batch, frozen).wait(), self.features)
-            loss, reported, leaf = self._forward(batch, pooled, frozen)
+                pooled = self._issue(injector.lookup, batch, frozen).wait()
+            loss, reported, leaf = self._forward(injector, batch, pooled, frozen)
             self._backward_and_update(loss, pooled, leaf, frozen)
             on_step(reported, len(batch))
 
-    def _run_semisync(self, batches: Iterator[TrainBatch], frozen: bool, on_step: StepCallback) -> None:
+    def _run_semisync(
+        self, injector: EmbeddingInjector, batches: Iterator[TrainBatch], frozen: bool, on_step: StepCallback
+    ) -> None:
         current = next(batches, None)
         if current is None:
             return
         with self.clock.section("lookup_issue"):
-            pending = self._issue(current, frozen)
+            pending = self._issue(injector.lookup, current, frozen)
         while current is not None:
             with self.clock.section("lookup_wait"):
-                pooled = pooled_in_table_order(pending.wait(), self.features)
+                pooled = pending.wait()
             upcoming = next(batches, None)
-            loss, reported, leaf = self._forward(current, pooled, frozen)
+            loss, reported, leaf = self._forward(injector, current, pooled, frozen)
             if upcoming is not None:
                 # issued before this batch's table update: the next batch reads one-step-stale rows
                 with self.clock.section("lookup_issue"):
-                    pending = self._issue(upcoming, frozen)
+                    pending = self._issue(injector.lookup, upcoming, frozen)
             self._backward_and_update(loss, pooled, leaf, frozen)
             on_step(reported, len(current))
             current = upcoming

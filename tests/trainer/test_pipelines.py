@@ -15,9 +15,9 @@ import torch
 
 from ranking import distributed
 from ranking.data import list_units, plan_epoch, train_batches
-from ranking.model import TrainBatch, pooled_in_table_order
+from ranking.model import TrainBatch
 from ranking.schedule import FROZEN, JOINT
-from ranking.semisync import CpuPipeline
+from ranking.semisync import CpuPipeline, EmbeddingInjector, detached
 from ranking.timing import SectionClock
 from ranking.train import ShardedStack, build_sharded
 
@@ -133,7 +133,6 @@ def reference_stale_epoch(stack: ShardedStack, epoch_batches: Iterator[TrainBatc
     """Plain loop, no pipelining: batch i looks up the tables as they were *before* batch i-1's
     update (restore that snapshot for the lookup, then put the current rows back), and its
     gradient updates the current rows through the fused optimizer."""
-    sparse = stack.task.model.sparse_arch
     views = [
         shard.tensor
         for key, value in stack.dmp.state_dict().items()
@@ -141,25 +140,23 @@ def reference_stale_epoch(stack: ShardedStack, epoch_batches: Iterator[TrainBatc
         for shard in value.local_shards()
     ]
     previous: list[torch.Tensor] | None = None
-    for batch in epoch_batches:
-        current = [v.detach().clone() for v in views]
-        with torch.no_grad():
+    with EmbeddingInjector(stack.task.model.sparse_arch) as injector:
+        for batch in epoch_batches:
+            current = [v.detach().clone() for v in views]
             if previous is not None:
                 for view, old in zip(views, previous, strict=True):
                     view.data.copy_(old)  # .data: not an autograd-visible write
-        pooled = pooled_in_table_order(
-            sparse(batch.sparse_features).wait(), stack.task.model.config.sparse_features
-        )
-        with torch.no_grad():
+            pooled = injector.lookup(batch.sparse_features).wait()
             for view, now in zip(views, current, strict=True):
                 view.data.copy_(now)
-        leaf = pooled.detach().requires_grad_(True)
-        loss, _ = stack.dmp(batch, pooled=leaf)
-        loss.backward()
-        torch.autograd.backward(pooled, leaf.grad)
-        stack.optimizer.step()
-        stack.optimizer.zero_grad(set_to_none=True)
-        previous = current
+            leaf = detached(pooled, requires_grad=True)
+            injector.provide(leaf)
+            loss, _ = stack.dmp(batch)
+            loss.backward()
+            torch.autograd.backward(pooled.values(), leaf.values().grad)
+            stack.optimizer.step()
+            stack.optimizer.zero_grad(set_to_none=True)
+            previous = current
 
 
 def test_joint_epoch_semisync_matches_one_step_stale_reference(ctx, manifest, model_config) -> None:  # type: ignore[no-untyped-def]

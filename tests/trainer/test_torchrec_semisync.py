@@ -1,0 +1,116 @@
+"""torchrec's own TrainPipelineSemiSync (the CUDA path) against our CPU semi-sync pipeline.
+
+torchrec's pipeline cannot run on CPU as shipped (it records CUDA-style streams on CPU tensors).
+With the stream calls taken out (BRIEF §5: lookup start and MLP forward without streams, a
+pipelined forward that skips stream calls) it runs on CPU, which lets us check two things the GPU
+path relies on: torchrec's fx rewrite finds and pipelines our sharded EBC inside TrainTask, and
+its semi-sync semantics equal CpuPipeline's bit for bit (frozen and joint epochs).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from typing import Any
+
+import pytest
+import torch
+
+from ranking import distributed
+from ranking.schedule import FROZEN, JOINT
+from ranking.semisync import CpuPipeline
+from ranking.timing import SectionClock
+from ranking.train import build_sharded
+from tests.trainer.test_pipelines import batches, snapshot
+
+
+@pytest.fixture(scope="module")
+def ctx() -> Iterator[distributed.DistContext]:
+    c = distributed.init_distributed(prefer_cuda=False)
+    yield c
+    distributed.shutdown(c)
+
+
+def cpu_semisync_class() -> type:
+    from torchrec.distributed.train_pipeline.runtime_forwards import EmbeddingPipelinedForward
+    from torchrec.distributed.train_pipeline.train_pipelines import TrainPipelineSemiSync
+    from torchrec.distributed.train_pipeline.utils import _start_embedding_lookup
+    from torchrec.distributed.types import LazyNoWait
+
+    class StreamlessEmbeddingForward(EmbeddingPipelinedForward):
+        def __call__(self, *inputs: Any, **kwargs: Any) -> Any:
+            self._context.module_contexts.pop(self._name)
+            embeddings = self._context.embedding_a2a_requests.pop(self._name).wait()
+            # EmbeddingPipelinedForward.detach_embeddings without record_stream
+            tensor = embeddings.values()
+            detached = tensor.detach().requires_grad_()
+            detached.retain_grad()
+            embeddings._values = detached
+            self._context.embedding_tensors.append([tensor])
+            self._context.embedding_features.append([list(embeddings.keys())])
+            self._context.detached_embedding_tensors.append([detached])
+            return LazyNoWait(embeddings)
+
+    class StreamlessSemiSync(TrainPipelineSemiSync):  # type: ignore[misc,valid-type]
+        _pipelined_forward_type = StreamlessEmbeddingForward
+
+        def start_embedding_lookup(self, batch: Any, context: Any) -> None:
+            if batch is None:
+                return
+            for module in self._pipelined_modules:
+                _start_embedding_lookup(
+                    module,
+                    context,
+                    source_stream=None,
+                    target_stream=None,
+                    stream_context=self._stream_context,
+                )
+
+        def _mlp_forward(self, batch: Any, context: Any) -> Any:
+            return self._model_fwd(batch)
+
+    return StreamlessSemiSync
+
+
+def run_torchrec(stack: Any, epoch_batches: Iterator[Any]) -> int:
+    pipeline = cpu_semisync_class()(
+        model=stack.dmp,
+        optimizer=stack.optimizer,
+        device=torch.device("cpu"),
+        execute_all_batches=True,
+        start_batch=0,
+        stash_gradients=False,
+        strict=True,
+    )
+    steps = 0
+    try:
+        while True:
+            try:
+                pipeline.progress(epoch_batches)
+            except StopIteration:
+                break
+            if steps == 0:  # torchrec's fx rewrite found the sharded EBC inside TrainTask
+                assert [type(m).__name__ for m in pipeline._pipelined_modules] == [
+                    "ShardedEmbeddingBagCollection"
+                ]
+            steps += 1
+    finally:
+        pipeline.detach()
+    return steps
+
+
+@pytest.mark.parametrize("phase", [FROZEN, JOINT])
+def test_torchrec_semisync_equals_cpu_semisync(ctx, manifest, model_config, phase: str) -> None:  # type: ignore[no-untyped-def]
+    ours = build_sharded(model_config, seed=2, ctx=ctx)
+    ours.task.model.embeddings_frozen = phase == FROZEN
+    CpuPipeline(ours.dmp, ours.optimizer, SectionClock(), semisync=True).run_epoch(
+        batches(manifest, model_config), phase == FROZEN, lambda loss, rows: None
+    )
+    theirs = build_sharded(model_config, seed=2, ctx=ctx)
+    theirs.task.model.embeddings_frozen = phase == FROZEN
+    steps = run_torchrec(theirs, batches(manifest, model_config))
+    assert steps == sum(1 for _ in batches(manifest, model_config))
+    got, want = snapshot(theirs), snapshot(ours)
+    for part in ("tables", "table_opt", "dense"):
+        for key in want[part]:
+            torch.testing.assert_close(got[part][key], want[part][key], rtol=0, atol=0, msg=f"{part} {key}")
+    assert distributed.sharding_summary(theirs.dmp)
