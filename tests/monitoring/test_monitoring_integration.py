@@ -3,8 +3,8 @@ query and every alert expression is run against Prometheus's HTTP API on them.
 
 Two scenarios on the same servers, in file order:
 1. a real tiny retrain: synthetic source data, Feast apply, then for two days the DAG's steps through
-   the `ranker` CLI (freshness, `ranker run` = window/train/gate/promote|reject/publish, materialize,
-   publish again) with $RANKER_PUSHGATEWAY_URL set — every series a panel or an alert reads must hold
+   the `ranker` CLI (freshness, `ranker run` = window/train/gate/promote|reject/publish, then publish
+   again as the DAG's final task does) with $RANKER_PUSHGATEWAY_URL set — every series a panel or an alert reads must hold
    exactly the values the run pushed;
 2. a constructed "bad day" (step summaries written from the documented contract) that must raise
    exactly the alerts its numbers call for, in the expressions and in Prometheus's own evaluation.
@@ -217,8 +217,8 @@ def real_retrain(servers: Servers, tmp_path_factory: pytest.TempPathFactory) -> 
         cli("features", "freshness", "--run-id", run_id)
         run = cli("run", "--end", end, "--days", "3", "--epochs", "2", "--run-id", run_id, *extra, ok=(0, 1))
         assert not run.get("error"), run
-        if run_id == "day2":
-            cli("features", "materialize", "--end", end, "--run-id", run_id)
+        # (the DAG materializes online features here; its one series is not on the dashboard, and
+        # Feast's import costs ~10 s, so the unit tests cover it)
         published = cli("metrics", "publish", "--run-id", run_id)  # the DAG's final task
         assert published["delivery"] == "pushgateway" and published["push_ok"], published
     ws = Workspace(home)
