@@ -37,9 +37,10 @@ COPY features/ features/
 COPY dags/ dags/
 RUN .venv/bin/pip install --no-deps --no-build-isolation -e .
 
+# the mount points exist with the right owner, so new named volumes are writable by uid 50000
 RUN useradd --uid 50000 --gid 0 --create-home airflow \
- && mkdir -p /opt/airflow /opt/airflow/auth /workspace \
- && chown -R 50000:0 /opt/airflow /workspace
+ && mkdir -p /opt/airflow /opt/airflow/auth /workspace /registry \
+ && chown -R 50000:0 /opt/airflow /workspace /registry
 USER 50000
 
 ENV PATH=/opt/ranker/.venv-airflow/bin:$PATH \

@@ -29,7 +29,8 @@ COPY ranking/ ranking/
 COPY features/ features/
 RUN .venv/bin/pip install --no-deps --no-build-isolation -e .
 
-RUN useradd --uid 50000 --create-home ranker && mkdir -p /workspace && chown 50000 /workspace
+# same uid as the Airflow image: both write the shared workspace and registry volumes
+RUN useradd --uid 50000 --create-home ranker && mkdir -p /workspace /registry && chown 50000 /workspace /registry
 USER 50000
 ENV PATH=/opt/ranker/.venv/bin:$PATH \
     RANKER_HOME=/workspace

@@ -178,3 +178,11 @@ def test_airflow_dockerfile_installs_both_environments_from_the_locks() -> None:
     for name in ("airflow", "trainer"):
         ignore = (INFRA / f"docker/{name}.Dockerfile.dockerignore").read_text()
         assert ignore.splitlines()[1] == "**"  # context = only what the image copies
+
+
+def test_images_own_the_volume_mount_points_with_one_uid() -> None:
+    # a new named volume takes the owner of the image's folder: both images must create them
+    for name in ("airflow", "trainer"):
+        dockerfile = (INFRA / f"docker/{name}.Dockerfile").read_text()
+        assert "--uid 50000" in dockerfile and "USER 50000" in dockerfile, name
+        assert "/workspace" in dockerfile and "/registry" in dockerfile, name
