@@ -119,14 +119,12 @@ def _model_config(args: argparse.Namespace, run_dir: Path, warm: Path | None) ->
     return default_model_config()
 
 
-def _current_feature_version() -> str | None:
-    """The feature definitions' version, when the features package exposes it."""
-    try:
-        from features import versions  # type: ignore[attr-defined]
-    except ImportError:
-        return None
-    fn = getattr(versions, "feature_version", None)
-    return str(fn()) if callable(fn) else None
+def _current_feature_version() -> str:
+    """The version (hash) of this checkout's feature definitions: a window built with others is
+    refused before training."""
+    from features.feast_repo import feature_version
+
+    return feature_version()
 
 
 def _launch(args: argparse.Namespace, ws: Workspace, run_dir: Path, warm: Path | None) -> dict[str, Any]:

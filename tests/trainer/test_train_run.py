@@ -233,6 +233,32 @@ def test_cli_errors_are_one_line_exit_2(
     assert "no checkpoint at" in capsys.readouterr().err
 
 
+def test_cli_refuses_a_window_built_with_other_feature_definitions(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    from ranking.cli import main
+    from tests.trainer.windowgen import write_window
+
+    write_window(tmp_path, END, 2, 300, feature_version="0123456789abcdef")
+    rc = main(
+        [
+            "train",
+            "--home",
+            str(tmp_path),
+            "--end",
+            END.isoformat(),
+            "--days",
+            "2",
+            "--warm-start",
+            "none",
+            "--no-register",
+        ]
+    )
+    assert rc == 2
+    assert "was built with feature definitions '0123456789abcdef'" in capsys.readouterr().err
+    assert not (tmp_path / "runs").exists()
+
+
 def test_cli_import_stays_light() -> None:
     import sys
 

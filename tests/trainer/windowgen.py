@@ -18,7 +18,14 @@ import pyarrow.parquet as pq
 
 from features.schema import DENSE_FEATURES, EXAMPLE_COLUMNS, IMPRESSION_SCHEMA, PIN_VIEW, USER_VIEW
 
-FEATURE_VERSION = "test-features-v1"
+
+def current_feature_version() -> str:
+    """The checkout's feature-definition version: these windows follow today's schema."""
+    from features.feast_repo import feature_version
+
+    return feature_version()
+
+
 COUNTRIES = np.array(["US", "DE", "FR", "BR", "JP", "IN"])
 CATEGORIES = np.array(["food", "diy", "travel", "fashion", "art", "cars", "garden"])
 
@@ -89,7 +96,7 @@ def write_window(
     seed: int = 0,
     row_group_size: int = 256,
     eval_rows: int | None = None,
-    feature_version: str = FEATURE_VERSION,
+    feature_version: str | None = None,
 ) -> Path:
     """Write day partitions + manifest under ``home``/windows; returns the manifest path."""
     parts = []
@@ -117,7 +124,7 @@ def write_window(
         "train": parts[:-1],
         "eval": parts[-1],
         "schema": {f.name: str(f.type) for f in _schema()},
-        "feature_version": feature_version,
+        "feature_version": feature_version or current_feature_version(),
         "source_version": {"seed": seed},
         "rows_train": sum(p["rows"] for p in parts[:-1]),
         "rows_eval": parts[-1]["rows"],

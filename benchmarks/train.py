@@ -1,0 +1,260 @@
+"""Trainer benchmark: ``python -m benchmarks.train [--rows N] [--repeats R] [--rss-rows A,B]``.
+
+Measured in one run, on the same model and batches (medians over ``--repeats`` epochs):
+- samples/s of a frozen vs a joint epoch (ratio), sync and semi-sync pipelines
+- embedding-lookup share of step time by phase, and the exposed share with semi-sync
+- semi-sync vs sync samples/s (ratio)
+- measuring overhead: joint epoch with the section timers on vs off (ratio)
+- embedding gather throughput (fused fbgemm lookup, bytes of rows read per second) vs memcpy
+  bandwidth (torch copy of a large tensor), same process
+- peak RSS of streaming a whole window into batches at two window lengths (fresh processes)
+
+Throughput epochs train on batches decoded beforehand, so parquet reading (identical for every
+configuration) does not blur the ratios; one streamed epoch is reported too.
+"""
+
+from __future__ import annotations
+
+import argparse
+import datetime as dt
+import json
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+from typing import Any
+
+END = dt.date(2026, 11, 10)
+
+
+def _window(home: Path, rows: int, days: int, seed: int = 3) -> Any:
+    from ranking.data import read_window_manifest
+    from tests.trainer.windowgen import write_window
+
+    path = write_window(home, END, days, rows // days, seed=seed, row_group_size=50_000, eval_rows=1000)
+    return read_window_manifest(path)
+
+
+def _epoch_batches(manifest: Any, cfg: Any, batch_size: int) -> list[Any]:
+    from ranking.data import list_units, plan_epoch, train_batches
+
+    plan = plan_epoch(list_units([p.path for p in manifest.train]), 1, batch_size, seed=0, epoch=1)
+    return list(train_batches(plan, 0, cfg, 100_000, seed=0, epoch=1))
+
+
+def _run(stack: Any, batches: list[Any], phase: str, pipeline: str, timing: bool = True) -> dict[str, float]:
+    from ranking.schedule import FROZEN
+    from ranking.semisync import CpuPipeline
+    from ranking.timing import SectionClock, lookup_share
+
+    frozen = phase == FROZEN
+    stack.task.model.embeddings_frozen = frozen
+    clock = SectionClock(enabled=timing)
+    rows = sum(len(b) for b in batches)
+    start = time.perf_counter()
+    CpuPipeline(stack.dmp, stack.optimizer, clock, semisync=pipeline == "semisync").run_epoch(
+        iter(batches), frozen, lambda loss, n: None
+    )
+    seconds = time.perf_counter() - start
+    share = lookup_share(clock.resolve(), seconds)
+    return {
+        "samples_per_second": rows / seconds,
+        "lookup_ratio": share.lookup_ratio,
+        "exposed_lookup_ratio": share.exposed_lookup_ratio,
+    }
+
+
+def _median(runs: list[dict[str, float]]) -> dict[str, float]:
+    return {k: statistics.median(r[k] for r in runs) for k in runs[0]}
+
+
+def _gather_vs_memcpy(stack: Any, batches: list[Any], cfg: Any, repeats: int) -> dict[str, float]:
+    import torch
+
+    from ranking.semisync import EmbeddingInjector
+
+    dims = sum(t.embedding_dim for t in cfg.tables)
+    lookup = EmbeddingInjector(stack.task.model.sparse_arch).lookup
+    rates = []
+    with torch.no_grad():
+        for _ in range(repeats):
+            start = time.perf_counter()
+            rows = 0
+            for b in batches:
+                lookup(b.sparse_features).wait()
+                rows += len(b)
+            rates.append(rows * dims * 4 / (time.perf_counter() - start))
+    src = torch.randn(64 * 1024 * 1024 // 4)
+    dst = torch.empty_like(src)
+    copies = []
+    for _ in range(max(5, repeats)):
+        start = time.perf_counter()
+        dst.copy_(src)
+        copies.append(src.numel() * 4 / (time.perf_counter() - start))
+    gather = statistics.median(rates)
+    memcpy = statistics.median(copies)
+    return {
+        "gather_bytes_per_second": gather,
+        "memcpy_bytes_per_second": memcpy,
+        "gather_over_memcpy": gather / memcpy,
+    }
+
+
+_RSS_CHILD = r"""
+import json, resource, sys
+from pathlib import Path
+from ranking.config import default_model_config
+from ranking.data import list_units, plan_epoch, read_window_manifest, train_batches
+import torch, torchrec  # the trainer's imports: part of the baseline
+m = read_window_manifest(Path(sys.argv[1]))
+cfg = default_model_config()
+base = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
+plan = plan_epoch(list_units([p.path for p in m.train]), 1, 1024, seed=0, epoch=1)
+rows = sum(len(b) for b in train_batches(plan, 0, cfg, 100_000, seed=0, epoch=1))
+peak = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
+print(json.dumps({"rows": rows, "baseline_rss_bytes": base * 1024, "peak_rss_bytes": peak * 1024}))
+"""
+
+
+def _rss(home: Path, rows: int, days: int) -> dict[str, Any]:
+    manifest = _window(home, rows, days, seed=5)
+    t0 = time.perf_counter()
+    out = subprocess.run(
+        [sys.executable, "-c", _RSS_CHILD, str(manifest.path)], capture_output=True, text=True, check=True
+    ).stdout
+    result: dict[str, Any] = json.loads(out.strip().splitlines()[-1])
+    result["stream_seconds"] = time.perf_counter() - t0
+    return result
+
+
+def main(argv: list[str]) -> int:
+    import logging
+    import warnings
+
+    parser = argparse.ArgumentParser(prog="python -m benchmarks.train")
+    parser.add_argument("--rows", type=int, default=120_000, help="training rows for the throughput epochs")
+    parser.add_argument("--batch-size", type=int, default=1024)
+    parser.add_argument("--embedding-dim", type=int, default=32)
+    parser.add_argument("--repeats", type=int, default=3)
+    parser.add_argument(
+        "--rss-rows", default="1000000,4000000", help="two window lengths (rows) for peak RSS"
+    )
+    parser.add_argument("--json-out", type=Path, default=None)
+    args = parser.parse_args(argv)
+
+    warnings.filterwarnings("ignore")
+    logging.disable(logging.WARNING)
+    import torch
+
+    from ranking import distributed
+    from ranking.config import default_model_config
+    from ranking.schedule import FROZEN, JOINT
+    from ranking.train import build_sharded
+
+    cfg = default_model_config(embedding_dim=args.embedding_dim)
+    report: dict[str, Any] = {
+        "config": {
+            "rows": args.rows,
+            "batch_size": args.batch_size,
+            "embedding_dim": args.embedding_dim,
+            "tables": {t.feature: t.num_embeddings for t in cfg.tables},
+            "threads": torch.get_num_threads(),
+            "repeats": args.repeats,
+        }
+    }
+    ctx = distributed.init_distributed(prefer_cuda=False)
+    with tempfile.TemporaryDirectory(prefix="bench-train-") as tmp:
+        home = Path(tmp)
+        manifest = _window(home, args.rows, days=4)
+        batches = _epoch_batches(manifest, cfg, args.batch_size)
+        stack = build_sharded(cfg, seed=0, ctx=ctx)
+        _run(stack, batches, JOINT, "sync")  # warm-up: first-call allocations, thread pools
+        # interleaved (one epoch of each configuration per round) so load drift on a shared
+        # machine hits every configuration alike; medians over rounds
+        configs = [
+            (f"{phase}/{pipeline}", phase, pipeline, True)
+            for pipeline in ("sync", "semisync")
+            for phase in (FROZEN, JOINT)
+        ]
+        configs.append(("joint/sync/timers-off", JOINT, "sync", False))
+        samples: dict[str, list[dict[str, float]]] = {name: [] for name, *_ in configs}
+        for _ in range(args.repeats):
+            for name, phase, pipeline, timing in configs:
+                samples[name].append(_run(stack, batches, phase, pipeline, timing))
+        runs = {name: _median(values) for name, values in samples.items() if not name.endswith("timers-off")}
+        off = _median(samples["joint/sync/timers-off"])
+        report["epochs"] = runs
+        report["ratios"] = {
+            "frozen_over_joint_sync": runs["frozen/sync"]["samples_per_second"]
+            / runs["joint/sync"]["samples_per_second"],
+            "frozen_over_joint_semisync": runs["frozen/semisync"]["samples_per_second"]
+            / runs["joint/semisync"]["samples_per_second"],
+            "semisync_over_sync_joint": runs["joint/semisync"]["samples_per_second"]
+            / runs["joint/sync"]["samples_per_second"],
+            "semisync_over_sync_frozen": runs["frozen/semisync"]["samples_per_second"]
+            / runs["frozen/sync"]["samples_per_second"],
+            "timers_off_over_on_joint_sync": off["samples_per_second"]
+            / runs["joint/sync"]["samples_per_second"],
+        }
+        report["gather"] = _gather_vs_memcpy(stack, batches, cfg, args.repeats)
+        # one epoch streamed from parquet, end to end (read + decode + shuffle + train)
+        from ranking.data import list_units, plan_epoch, train_batches
+        from ranking.semisync import CpuPipeline
+        from ranking.timing import SectionClock
+
+        plan = plan_epoch(list_units([p.path for p in manifest.train]), 1, args.batch_size, seed=0, epoch=2)
+        stack.task.model.embeddings_frozen = False
+        t0 = time.perf_counter()
+        CpuPipeline(stack.dmp, stack.optimizer, SectionClock(), semisync=True).run_epoch(
+            train_batches(plan, 0, cfg, 100_000, seed=0, epoch=2), False, lambda loss, n: None
+        )
+        report["streamed_joint_semisync_samples_per_second"] = plan.rows / (time.perf_counter() - t0)
+        distributed.shutdown(ctx)
+
+        small, large = (int(x) for x in args.rss_rows.split(","))
+        report["rss"] = {
+            "small": _rss(home / "rss-small", small, days=4),
+            "large": _rss(home / "rss-large", large, days=16),
+        }
+        report["rss"]["peak_ratio_large_over_small"] = (
+            report["rss"]["large"]["peak_rss_bytes"] / report["rss"]["small"]["peak_rss_bytes"]
+        )
+
+    _print(report)
+    if args.json_out:
+        args.json_out.write_text(json.dumps(report, indent=2, sort_keys=True) + "\n")
+    return 0
+
+
+def _print(r: dict[str, Any]) -> None:
+    c = r["config"]
+    print(
+        f"config: {c['rows']:,} rows, batch {c['batch_size']}, dim {c['embedding_dim']}, {c['threads']} threads, "
+        f"median of {c['repeats']} epochs"
+    )
+    print(f"{'epoch':18} {'samples/s':>10} {'lookup':>8} {'exposed':>8}")
+    for name, e in r["epochs"].items():
+        print(
+            f"{name:18} {e['samples_per_second']:>10,.0f} {e['lookup_ratio']:>8.1%} {e['exposed_lookup_ratio']:>8.1%}"
+        )
+    for name, v in r["ratios"].items():
+        print(f"ratio {name:32} {v:.3f}")
+    g = r["gather"]
+    print(
+        f"gather {g['gather_bytes_per_second'] / 1e9:.2f} GB/s vs memcpy {g['memcpy_bytes_per_second'] / 1e9:.2f} GB/s "
+        f"(ratio {g['gather_over_memcpy']:.3f})"
+    )
+    print(f"streamed joint semisync epoch: {r['streamed_joint_semisync_samples_per_second']:,.0f} samples/s")
+    for size in ("small", "large"):
+        s = r["rss"][size]
+        print(
+            f"RSS {size}: {s['rows']:,} rows streamed in {s['stream_seconds']:.1f} s, peak {s['peak_rss_bytes'] / 2**20:.0f} MiB "
+            f"(after imports {s['baseline_rss_bytes'] / 2**20:.0f} MiB)"
+        )
+    print(f"RSS peak ratio large/small: {r['rss']['peak_ratio_large_over_small']:.3f}")
+
+
+if __name__ == "__main__":
+    sys.exit(main(sys.argv[1:]))
