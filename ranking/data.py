@@ -415,6 +415,54 @@ def train_batches(
         yield to_train_batch(chunk, cfg, 1.0 / plan.global_rows(step))
 
 
+class _End:
+    pass
+
+
+def prefetch(items: Iterator[Any], depth: int = 4) -> Iterator[Any]:
+    """Produce ``items`` on a background thread (parquet decoding, hashing and batch building run
+    while the training thread computes; arrow and numpy release the GIL for much of it). Order is
+    unchanged; an error in the producer is raised here; closing the iterator stops the producer."""
+    import queue
+    import threading
+
+    q: queue.Queue[Any] = queue.Queue(maxsize=depth)
+    stop = threading.Event()
+
+    def produce() -> None:
+        try:
+            for item in items:
+                while not stop.is_set():
+                    try:
+                        q.put(item, timeout=0.1)
+                        break
+                    except queue.Full:
+                        continue
+                if stop.is_set():
+                    return
+            q.put(_End())
+        except BaseException as exc:  # handed to the consumer
+            q.put(exc)
+
+    thread = threading.Thread(target=produce, name="batch-prefetch", daemon=True)
+    thread.start()
+    try:
+        while True:
+            item = q.get()
+            if isinstance(item, _End):
+                return
+            if isinstance(item, BaseException):
+                raise item
+            yield item
+    finally:
+        stop.set()
+        while thread.is_alive():  # unblock a producer waiting on a full queue
+            try:
+                q.get_nowait()
+            except queue.Empty:
+                thread.join(timeout=0.1)
+
+
 def eval_chunks(paths: Sequence[Path], cfg: ModelConfig, batch_rows: int) -> Iterator[Chunk]:
     """The eval day in file order, with request/pin keys, in batches of at most ``batch_rows``."""
     pending: list[Chunk] = []

@@ -213,3 +213,35 @@ def test_peak_memory_does_not_grow_with_window_length(tmp_path: Path, model_conf
     short = _peak_numpy_bytes(tmp_path, 2, model_config)
     long = _peak_numpy_bytes(tmp_path, 8, model_config)
     assert long < 1.5 * short, (short, long)  # 4x the rows, not 4x the memory
+
+
+def test_prefetch_keeps_order_raises_producer_errors_and_stops_when_closed() -> None:
+    import threading
+
+    from ranking.data import prefetch
+
+    assert list(prefetch(iter(range(100)), depth=3)) == list(range(100))
+
+    def failing():  # type: ignore[no-untyped-def]
+        yield 1
+        raise DataValidationError("bad row group")
+
+    it = prefetch(failing())
+    assert next(it) == 1
+    with pytest.raises(DataValidationError, match="bad row group"):
+        next(it)
+
+    produced = []
+
+    def endless():  # type: ignore[no-untyped-def]
+        i = 0
+        while True:
+            produced.append(i)
+            yield i
+            i += 1
+
+    it = prefetch(endless(), depth=2)
+    assert next(it) == 0
+    it.close()  # the consumer stopped early (e.g. a failed step): the producer must end
+    assert not any(t.name == "batch-prefetch" and t.is_alive() for t in threading.enumerate())
+    assert len(produced) < 10
