@@ -2,10 +2,11 @@
 query and every alert expression is run against Prometheus's HTTP API on them.
 
 Two scenarios on the same servers, in file order:
-1. a real tiny retrain: synthetic source data, Feast apply, then for two days the DAG's steps through
-   the `ranker` CLI (freshness, `ranker run` = window/train/gate/promote|reject/publish, then publish
-   again as the DAG's final task does) with $RANKER_PUSHGATEWAY_URL set — every series a panel or an alert reads must hold
-   exactly the values the run pushed;
+1. a real tiny retrain: synthetic source data (features.testing), Feast apply, then for two days
+   the DAG's steps through the `ranker` CLI (freshness, `ranker run` = window/train/gate/
+   promote|reject/publish, then publish again as the DAG's final task does) with
+   $RANKER_PUSHGATEWAY_URL set — every series a panel or an alert reads must hold exactly the
+   values the run pushed;
 2. a constructed "bad day" (step summaries written from the documented contract) that must raise
    exactly the alerts its numbers call for, in the expressions and in Prometheus's own evaluation.
 
@@ -40,6 +41,7 @@ from monitoring_fixtures import (
     write_contract_run,
 )
 
+from features.testing import make_tiny_workspace
 from ranking import monitoring as m
 from ranking.workspace import Workspace
 
@@ -193,22 +195,7 @@ def real_retrain(servers: Servers, tmp_path_factory: pytest.TempPathFactory) -> 
     """
     home = tmp_path_factory.mktemp("retrain") / "home"
     cli = lambda *a, **kw: ranker_cli(home, servers.pushgateway, *a, **kw)  # noqa: E731
-    cli(
-        "data",
-        "synth",
-        "--start",
-        "2026-11-01",
-        "--days",
-        "6",
-        "--users",
-        "200",
-        "--pins",
-        "300",
-        "--requests-per-day",
-        "100",
-        "--seed",
-        "7",
-    )
+    make_tiny_workspace(home, start=dt.date(2026, 11, 1), days=6, requests_per_day=100, seed=7, build=False)
     cli("features", "apply")
     for run_id, end, extra in (
         ("day1", "2026-11-05", ["--force-promote", "--reason", "integration test: first champion"]),
