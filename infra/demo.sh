@@ -43,7 +43,6 @@ export AIRFLOW_HOME="$REPO/var/airflow"
 export AIRFLOW__CORE__DAGS_FOLDER="$REPO/dags"
 export AIRFLOW__CORE__LOAD_EXAMPLES=False
 export AIRFLOW__DATABASE__SQL_ALCHEMY_CONN="sqlite:///$AIRFLOW_HOME/airflow.db"
-export AIRFLOW__LOGGING__LOGGING_LEVEL=WARNING
 export RANKER_TASK_RETRIES=0 # a demo should fail fast, not back off for minutes
 
 day_after() { date -u -d "$1 + $2 days" +%F; }
@@ -81,24 +80,44 @@ PY
 "$AIRFLOW" dags report 2>/dev/null | grep -E "^(file|ranker_)" || true
 
 run_day() {
-  local day="$1" logical
+  local day="$1" logical log="$LOG_DIR/retrain-$1.log"
   logical="$(day_after "$day" 1)T06:00:00+00:00"
-  step "airflow dags test ranker_retrain (window_end=$day, ${WINDOW_DAYS}-day window, $DEMO_EPOCHS epochs) — log: $LOG_DIR/retrain-$day.log"
-  if ! "$AIRFLOW" dags test ranker_retrain "$logical" \
-    -c "{\"window_end\": \"$day\", \"window_days\": $WINDOW_DAYS, \"epochs\": $DEMO_EPOCHS}" \
-    >"$LOG_DIR/retrain-$day.log" 2>&1; then
-    echo "demo: the ranker_retrain run for $day failed; the last lines of its log:" >&2
-    tail -n 40 "$LOG_DIR/retrain-$day.log" >&2
+  step "airflow dags test ranker_retrain (window_end=$day, ${WINDOW_DAYS}-day window, $DEMO_EPOCHS epochs) — log: $log"
+  # the full log goes to the file; the terminal gets one line per finished task
+  set +e
+  "$AIRFLOW" dags test ranker_retrain "$logical" \
+    -c "{\"window_end\": \"$day\", \"window_days\": $WINDOW_DAYS, \"epochs\": $DEMO_EPOCHS}" 2>&1 |
+    tee "$log" | grep --line-buffered -E "\[DAG TEST\] end task" |
+    while IFS= read -r line; do
+      task="$(sed -E 's/.*task_id=([a-z_]+).*/\1/' <<<"$line")"
+      printf '  [%4ss] finished %s\n' "$(($(date +%s) - started))" "$task"
+    done
+  local rc="${PIPESTATUS[0]}"
+  set -e
+  if [[ "$rc" != 0 ]]; then
+    echo "demo: the ranker_retrain run for $day failed (exit $rc); the last lines of its log:" >&2
+    tail -n 40 "$log" >&2
     exit 1
   fi
-  grep -E "\[DAG TEST\] end task|Marking run .* (successful|failed)" "$LOG_DIR/retrain-$day.log" |
-    sed -E 's/.*task_id=([a-z_]+).*/  task \1 done/' | sort -u || true
 }
 
 run_day "$DAY1"
 run_day "$DAY2"
 
 step "results"
+echo "Airflow runs of ranker_retrain (task states from the metadata DB):"
+"$REPO/.venv-airflow/bin/python" - <<'PY' 2>/dev/null
+from airflow.models.dagrun import DagRun
+from airflow.utils.session import create_session
+
+with create_session() as session:
+    runs = session.query(DagRun).filter(DagRun.dag_id == "ranker_retrain").order_by(DagRun.id).all()
+    for run in runs:
+        print(f"  {run.run_id}: window_end={(run.conf or {}).get('window_end')} state={run.state}")
+        states = {ti.task_id: ti.state for ti in run.get_task_instances(session=session)}
+        print("    " + ", ".join(f"{task}={state}" for task, state in states.items()))
+PY
+echo
 "$REPO/.venv/bin/python" - "$RANKER_HOME" "$DAY1" "$DAY2" <<'PY'
 import json, sys
 from pathlib import Path

@@ -223,6 +223,32 @@ def test_rollback_restores_the_previous_champion_and_records_who_and_why(
     assert event["who"] == "dag_test"  # dag.test()'s triggering user; the UI/API user in production
 
 
+def champion_asset_events() -> list[dict[str, Any]]:
+    """Events on the champion Asset, oldest first, from the Airflow metadata DB."""
+    from airflow.models.asset import AssetEvent, AssetModel
+    from airflow.utils.session import create_session
+    from sqlalchemy import select
+
+    with create_session() as session:
+        rows = session.execute(
+            select(AssetEvent.source_dag_id, AssetEvent.source_task_id, AssetEvent.extra)
+            .join(AssetModel, AssetModel.id == AssetEvent.asset_id)
+            .where(AssetModel.name == "ranker_champion")
+            .order_by(AssetEvent.id)
+        ).all()
+    return [{"dag": dag, "task": task, **extra} for dag, task, extra in rows]
+
+
+def test_every_champion_move_is_an_asset_event(rollback_run: RunResult) -> None:
+    """Downstream (serving) DAGs scheduled on the champion Asset see each promotion and rollback."""
+    events = champion_asset_events()
+    moves = rollback_run.models["history"]
+    assert [(e["task"], e["version"]) for e in events] == [
+        ("promote" if m["action"] == "promote" else "rollback", m["to"]) for m in moves
+    ]
+    assert events[-1]["dag"] == "ranker_rollback" and events[-1]["who"] == "dag_test"
+
+
 def test_contradicting_params_fail_in_plan_and_train_nothing(
     rollback_run: RunResult, dags: dict[str, Any], home: Path
 ) -> None:
