@@ -901,7 +901,10 @@ def publish(
                 samples = build_samples(run, state, now)
         exposition = render(samples)
         if delivery == "textfile":
-            atomic_write_text(target_file, exposition)
+            try:
+                atomic_write_text(target_file, exposition)
+            except OSError as exc:
+                raise RankerError(f"cannot write the metrics textfile {target_file}: {exc}") from None
         state.last_publish = {
             "run_id": run.run_id,
             "timestamp": now,

@@ -507,3 +507,33 @@ def test_a_failed_earlier_publish_does_not_fail_the_run(ws: Workspace) -> None:
     write_contract_run(ws, "d1")
     write_summary(ws, "d1", "metrics", {"error": "state file unreadable"}, exit_code=2)
     assert m.publish(ws, "d1", now=NOW).status == "success"
+
+
+def test_unwritable_textfile_is_a_clear_error_and_leaves_the_state_untouched(
+    ws: Workspace, tmp_path: Path
+) -> None:
+    write_contract_run(ws, "d1")
+    blocker = tmp_path / "not-a-dir"
+    blocker.write_text("a file where the folder should be")
+    with pytest.raises(m.RankerError, match="cannot write the metrics textfile"):
+        m.publish(ws, "d1", now=NOW, textfile=blocker / "ranker.prom")
+    assert not m.state_path(ws).exists()  # not counted: a retry counts the run once
+
+
+def _publish_in_process(home: str, run_id: str) -> str:
+    return m.publish(Workspace(Path(home)), run_id).status
+
+
+def test_concurrent_publishes_of_one_workspace_count_every_run(ws: Workspace) -> None:
+    import multiprocessing
+
+    runs = [f"d{i}" for i in range(6)]
+    for run_id in runs:
+        write_contract_run(ws, run_id)
+    with multiprocessing.get_context("spawn").Pool(len(runs)) as pool:
+        statuses = pool.starmap(_publish_in_process, [(str(ws.root), r) for r in runs])
+    assert statuses == ["success"] * len(runs)
+    state = m.load_state(ws)
+    assert state.runs_total["success"] == len(runs)  # no lost update between processes
+    assert state.promotions_total["false"] == len(runs)
+    assert set(state.counted) == set(runs)
