@@ -133,7 +133,7 @@ class _World:
         return pd.DataFrame(
             {
                 "user_id": np.arange(1, self.cfg.users + 1, dtype=np.int64),
-                "country": [f"c{c:02d}" for c in self.user_country],
+                "country": np.array([f"c{c:02d}" for c in range(self.cfg.countries)])[self.user_country],
                 "created_timestamp": created,
             }
         )
@@ -142,7 +142,7 @@ class _World:
         return pd.DataFrame(
             {
                 "pin_id": np.arange(1, len(self.pin_base) + 1, dtype=np.int64),
-                "category": [f"k{c:02d}" for c in self.pin_category],
+                "category": np.array([f"k{c:02d}" for c in range(self.cfg.categories)])[self.pin_category],
                 "created_timestamp": pd.to_datetime(self.pin_created).tz_localize("UTC"),
             }
         )
