@@ -102,6 +102,8 @@ def labels(frame: pd.DataFrame, cfg: ImportConfig) -> np.ndarray:
         if rating.isna().any():
             raise DataValidationError(f"{int(rating.isna().sum())} non-numeric ratings in {cfg.rating_col!r}")
         return (rating >= cfg.label_threshold).to_numpy(dtype=np.int8)
+    if cfg.label_threshold is not None:
+        raise RankerError("--label-threshold applies to --rating-col only")
     col = cfg.label_col or "label"
     raw = pd.to_numeric(frame[col], errors="coerce")
     bad = ~raw.isin([0, 1])

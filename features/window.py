@@ -35,8 +35,8 @@ if TYPE_CHECKING:
 log = logging.getLogger(__name__)
 
 IMPRESSION_KEY = ("request_id", "pin_id")  # one impression: a pin in a request's slate
-# what identifies a point-in-time lookup: Feast's row id hashes exactly these, so equal lookups
-# are deduplicated before the Feast join and joined back (otherwise they multiply rows)
+# what identifies a point-in-time lookup (Feast's entity_row_id hashes exactly these): equal
+# lookups are sent to Feast once and joined back many-to-one, both joins counted
 LOOKUP_KEY = ("user_id", "pin_id", "event_timestamp")
 SOURCE_TABLES = (sources.IMPRESSIONS, sources.USERS, sources.PINS)
 _ARROW_TYPES = {
@@ -115,9 +115,14 @@ def join_day(store: FeatureStore, day: dt.date, impressions: pa.Table, schema: p
     imp["event_timestamp"] = pd.to_datetime(imp["event_timestamp"], utc=True).astype("datetime64[ns, UTC]")
     lookups = imp[list(LOOKUP_KEY)].drop_duplicates(ignore_index=True)
     service = store.get_feature_service(FEATURE_SERVICE)
-    with feast_repo.quiet_stdout():
-        job = store.get_historical_features(entity_df=lookups, features=service, full_feature_names=True)
-        feats = job.to_df()
+    try:
+        with feast_repo.quiet_stdout():
+            job = store.get_historical_features(entity_df=lookups, features=service, full_feature_names=True)
+            feats = job.to_df()
+    except Exception as exc:  # unreadable source files surface here, deep inside ibis/duckdb
+        raise DataValidationError(
+            f"the Feast point-in-time join of {day.isoformat()} failed: {type(exc).__name__}: {exc}"
+        ) from exc
     validation.check_rows_conserved(day, "the Feast point-in-time join", len(lookups), len(feats))
     feats["event_timestamp"] = pd.to_datetime(feats["event_timestamp"], utc=True).astype(
         "datetime64[ns, UTC]"
@@ -216,7 +221,7 @@ def build_window(
     target = manifest_path(ws, end, days)
     try:
         manifest = _build(ws, end, days, checks, started)
-    except RankerError:
+    except Exception:
         # a rebuild that fails must not leave an older manifest claiming the window is good
         target.unlink(missing_ok=True)
         raise

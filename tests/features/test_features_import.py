@@ -105,6 +105,7 @@ def test_request_column_is_used_when_given(tmp_path: Path) -> None:
         (lambda f: f.assign(label=[2, *f["label"][1:]]), {}, DataValidationError, "not 0/1"),
         (lambda f: f.assign(uid=[None, *f["uid"][1:]]), {}, DataValidationError, "1 rows have no 'uid'"),
         (lambda f: f, {"rating_col": "stars"}, RankerError, "needs --label-threshold"),
+        (lambda f: f, {"label_threshold": 3.0}, RankerError, "applies to --rating-col only"),
     ],
 )
 def test_bad_logs_are_refused(tmp_path: Path, change, cfg, error, message) -> None:  # type: ignore[no-untyped-def]

@@ -181,6 +181,7 @@ def _drop_day(home: Path, table: str, day: dt.date) -> None:
         ("label_rate", {"min_label_rate": 0.3}, r"label rate .* outside"),
         ("null_rate", {}, r"null rate above 50% on training day 2026-01-04: pin_stats__"),
         ("duplicate_impressions", {}, r"2 impressions of 2026-01-04 share an impression id"),
+        ("corrupt_snapshot", {}, r"Feast point-in-time join of 2026-01-04 failed: .*"),
     ],
 )
 def test_bad_input_fails_loudly_and_leaves_no_window(
@@ -210,6 +211,8 @@ def test_bad_input_fails_loudly_and_leaves_no_window(
         )
     elif breakage == "null_rate":
         _drop_day(private_home, sources.PINS, day)
+    elif breakage == "corrupt_snapshot":
+        (sources.day_dir(ws, sources.PINS, day) / "part-0.parquet").write_bytes(b"not parquet")
     elif breakage == "duplicate_impressions":
         sources.write_day(ws, sources.IMPRESSIONS, day, pa.concat_tables([table, table.slice(0, 1)]))
     with pytest.raises(DataValidationError, match=message):
