@@ -18,11 +18,10 @@ RUN apt-get update \
 WORKDIR /opt/ranker
 COPY requirements/ requirements/
 
-# Airflow from the full lock (no resolver), plus the metadata-DB drivers for Postgres: the lock was
-# made for SQLite, and Airflow 3 needs both a sync (psycopg2) and an async (asyncpg) driver.
+# Airflow from the full lock (no resolver); the lock holds the Postgres metadata-DB drivers
+# (Airflow 3 needs both a sync (psycopg2) and an async (asyncpg) driver).
 RUN python -m venv .venv-airflow \
- && .venv-airflow/bin/pip install --no-deps -r requirements/airflow.lock \
- && .venv-airflow/bin/pip install --no-deps psycopg2-binary==2.9.10 asyncpg==0.30.0
+ && .venv-airflow/bin/pip install --no-deps -r requirements/airflow.lock
 
 # Project env on CPU torch: the lock pins torch==2.13.0 (PyPI's is the CUDA build); take the CPU
 # wheel from PyTorch's index and everything else from the lock, as `make setup` does on CPU hosts.
