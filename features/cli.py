@@ -6,9 +6,11 @@ Handlers import pandas/feast inside their bodies so that ``ranker --help`` stays
 from __future__ import annotations
 
 import argparse
+import os
 from pathlib import Path
 
 from ranking.cli_common import CommandResult, add_common, parse_date, positive_int, workspace
+from ranking.errors import RankerError
 
 DEFAULT_WINDOW_DAYS = 20
 
@@ -31,6 +33,16 @@ def _non_negative(value: str) -> float:
     if x < 0:
         raise argparse.ArgumentTypeError(f"must be >= 0: {x}")
     return x
+
+
+def _env_lag_hours() -> float | None:
+    raw = os.environ.get("RANKER_MAX_SOURCE_LAG_HOURS", "").strip()
+    if not raw:
+        return None
+    try:
+        return _non_negative(raw)
+    except argparse.ArgumentTypeError as exc:
+        raise RankerError(f"RANKER_MAX_SOURCE_LAG_HOURS: {exc}") from None
 
 
 def _column(value: str) -> str:
@@ -132,7 +144,8 @@ def _window(args: argparse.Namespace) -> CommandResult:
 def _freshness(args: argparse.Namespace) -> CommandResult:
     from features.window import freshness
 
-    summary = freshness(workspace(args), args.end, args.max_lag_hours)
+    max_lag = args.max_lag_hours if args.max_lag_hours is not None else _env_lag_hours()
+    summary = freshness(workspace(args), args.end, max_lag)
     text = f"latest source day {summary['latest_source_date']}, lag {summary['lag_seconds'] / 3600:.1f} h"
     return CommandResult(summary, text=text)
 
@@ -212,5 +225,10 @@ def register(sub: argparse._SubParsersAction) -> None:  # type: ignore[type-arg]
 
     p = add_common(fsub.add_parser("freshness", help="newest source day and its lag"))
     p.add_argument("--end", type=parse_date, default=None, help="require this day; measure lag from its end")
-    p.add_argument("--max-lag-hours", type=_non_negative, default=None, help="fail when the lag is larger")
+    p.add_argument(
+        "--max-lag-hours",
+        type=_non_negative,
+        default=None,
+        help="fail when the lag is larger (default: $RANKER_MAX_SOURCE_LAG_HOURS, else report only)",
+    )
     p.set_defaults(handler=_freshness, step="freshness")

@@ -61,6 +61,23 @@ def test_synth_then_freshness_from_the_cli(tmp_path: Path, capsys: pytest.Captur
     assert "source data is stale" in capsys.readouterr().err
 
 
+def test_freshness_threshold_from_the_environment(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    home = str(tmp_path / "home")
+    argv = ["data", "synth", "--home", home, "--json", "--start", "2026-05-01", "--days", "1"]
+    assert main([*argv, "--users", "50", "--pins", "50", "--requests-per-day", "5", "--slate-size", "5"]) == 0
+    capsys.readouterr()
+    monkeypatch.setenv("RANKER_MAX_SOURCE_LAG_HOURS", "2")
+    assert main(["features", "freshness", "--home", home, "--json"]) == 2
+    assert "limit 2.0 h" in capsys.readouterr().err
+    assert main(["features", "freshness", "--home", home, "--json", "--max-lag-hours", "1e9"]) == 0
+    capsys.readouterr()
+    monkeypatch.setenv("RANKER_MAX_SOURCE_LAG_HOURS", "soon")
+    assert main(["features", "freshness", "--home", home, "--json"]) == 2
+    assert "RANKER_MAX_SOURCE_LAG_HOURS" in capsys.readouterr().err
+
+
 def test_freshness_of_an_empty_workspace_is_an_error(
     tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
