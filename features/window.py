@@ -48,6 +48,7 @@ _ARROW_TYPES = {
     "Bool": pa.bool_(),
 }
 DEFAULT_DAYS = 20
+ROW_GROUP_ROWS = 65_536
 
 
 @dataclass(frozen=True)
@@ -191,7 +192,8 @@ def _build_partition(
         "build_seconds": round(time.perf_counter() - started, 3),
     }
     with atomic_dir(target) as tmp:
-        pq.write_table(table, tmp / "examples.parquet", compression="zstd")
+        # row groups of 64k rows: the trainer streams partitions a row group at a time
+        pq.write_table(table, tmp / "examples.parquet", compression="zstd", row_group_size=ROW_GROUP_ROWS)
         atomic_write_json(tmp / "partition.json", stats)
     log.info("built partition %s (%d rows) in %.1fs", day, table.num_rows, stats["build_seconds"])
     return DayPartition(
