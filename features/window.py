@@ -96,8 +96,13 @@ def load_manifest(ws: Workspace, end: dt.date, days: int = DEFAULT_DAYS) -> dict
     return manifest
 
 
+# bump when the join or the partition layout changes: every partition is rebuilt once
+PARTITION_FORMAT = 1
+
+
 def _partition_key(feature_version: str, source_version: str) -> str:
-    return hashlib.sha256(f"{feature_version}:{source_version}".encode()).hexdigest()[:16]
+    raw = f"{PARTITION_FORMAT}:{feature_version}:{source_version}"
+    return hashlib.sha256(raw.encode()).hexdigest()[:16]
 
 
 def _partition_stats(frame: pd.DataFrame, schema: pa.Schema) -> tuple[float, dict[str, float]]:
