@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # Install the servers the monitoring integration tests start themselves (Debian packages):
-#   prometheus (+ promtool), prometheus-pushgateway, docker-compose (parses/validates the compose file).
+#   prometheus (+ promtool), prometheus-pushgateway, docker-compose (parses/validates the compose file),
+#   redis-server (the Feast Redis online-store test).
 # Idempotent: installs only what is missing; never starts or enables a service (the tests run
 # their own servers on free ports with temporary data folders).
 set -euo pipefail
@@ -9,9 +10,10 @@ need=()
 command -v prometheus >/dev/null 2>&1 && command -v promtool >/dev/null 2>&1 || need+=(prometheus)
 command -v prometheus-pushgateway >/dev/null 2>&1 || need+=(prometheus-pushgateway)
 command -v docker-compose >/dev/null 2>&1 || need+=(docker-compose)
+command -v redis-server >/dev/null 2>&1 || need+=(redis-server)
 
 if [ ${#need[@]} -eq 0 ]; then
-  echo "install-servers: prometheus, promtool, prometheus-pushgateway, docker-compose already present"
+  echo "install-servers: prometheus, promtool, prometheus-pushgateway, docker-compose, redis-server already present"
   exit 0
 fi
 
@@ -46,7 +48,7 @@ export DEBIAN_FRONTEND=noninteractive
 "${sudo[@]}" apt-get update -qq
 "${sudo[@]}" apt-get install -y -qq --no-install-recommends "${need[@]}"
 
-for bin in prometheus promtool prometheus-pushgateway docker-compose; do
+for bin in prometheus promtool prometheus-pushgateway docker-compose redis-server; do
   command -v "$bin" >/dev/null 2>&1 || { echo "install-servers: $bin still missing after install" >&2; exit 1; }
 done
 echo "install-servers: done ($(prometheus --version 2>&1 | head -1))"
