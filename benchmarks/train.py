@@ -134,10 +134,13 @@ def main(argv: list[str]) -> int:
     import warnings
 
     parser = argparse.ArgumentParser(prog="python -m benchmarks.train")
-    parser.add_argument("--rows", type=int, default=120_000, help="training rows for the throughput epochs")
+    parser.add_argument("--rows", type=int, default=60_000, help="training rows for the throughput epochs")
     parser.add_argument("--batch-size", type=int, default=1024)
     parser.add_argument("--embedding-dim", type=int, default=32)
     parser.add_argument("--repeats", type=int, default=3)
+    parser.add_argument(
+        "--threads", type=int, default=1, help="torch intra-op threads (1: stable on a shared machine)"
+    )
     parser.add_argument(
         "--rss-rows", default="1000000,4000000", help="two window lengths (rows) for peak RSS"
     )

@@ -188,6 +188,10 @@ def _train(args: argparse.Namespace) -> CommandResult:
     warm, source = _resolve_warm_start(ws, args.warm_start)
 
     if args.nproc > 1 and not launched_by_torchrun():
+        from ranking.data import validate_window
+
+        # user errors surface here as one line, not as N failed workers
+        validate_window(manifest, _model_config(args, run_dir, warm), _current_feature_version())
         summary = _launch(args, ws, run_dir, warm)
         summary["warm_start"]["source"] = source
     else:
