@@ -18,6 +18,7 @@ from __future__ import annotations
 import argparse
 import datetime as dt
 import json
+import os
 import statistics
 import subprocess
 import sys
@@ -103,18 +104,25 @@ def _gather_vs_memcpy(stack: Any, batches: list[Any], cfg: Any, repeats: int) ->
 
 
 _RSS_CHILD = r"""
-import json, resource, sys
+import json, sys
 from pathlib import Path
 from ranking.config import default_model_config
 from ranking.data import list_units, plan_epoch, read_window_manifest, train_batches
 import torch, torchrec  # the trainer's imports: part of the baseline
+
+def status(field):
+    for line in open("/proc/self/status"):
+        if line.startswith(field + ":"):
+            return int(line.split()[1]) * 1024
+
 m = read_window_manifest(Path(sys.argv[1]))
 cfg = default_model_config()
-base = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
+base = status("VmRSS")
+open("/proc/self/clear_refs", "w").write("5")  # reset the peak (VmHWM) to the current RSS
 plan = plan_epoch(list_units([p.path for p in m.train]), 1, 1024, seed=0, epoch=1)
 rows = sum(len(b) for b in train_batches(plan, 0, cfg, 100_000, seed=0, epoch=1))
-peak = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
-print(json.dumps({"rows": rows, "baseline_rss_bytes": base * 1024, "peak_rss_bytes": peak * 1024}))
+peak = status("VmHWM")
+print(json.dumps({"rows": rows, "baseline_rss_bytes": base, "peak_rss_bytes": peak, "streaming_rss_bytes": peak - base}))
 """
 
 
@@ -137,7 +145,7 @@ def main(argv: list[str]) -> int:
     parser.add_argument("--rows", type=int, default=60_000, help="training rows for the throughput epochs")
     parser.add_argument("--batch-size", type=int, default=1024)
     parser.add_argument("--embedding-dim", type=int, default=32)
-    parser.add_argument("--repeats", type=int, default=3)
+    parser.add_argument("--repeats", type=int, default=5)
     parser.add_argument(
         "--threads", type=int, default=1, help="torch intra-op threads (1: stable on a shared machine)"
     )
@@ -146,6 +154,9 @@ def main(argv: list[str]) -> int:
     )
     parser.add_argument("--json-out", type=Path, default=None)
     args = parser.parse_args(argv)
+    # OpenMP reads this when torch loads; torch.set_num_threads alone left fbgemm's OpenMP pool
+    # spinning on the loaded 2-core box (20x slower)
+    os.environ.setdefault("OMP_NUM_THREADS", str(args.threads))
 
     warnings.filterwarnings("ignore")
     logging.disable(logging.WARNING)
@@ -187,19 +198,20 @@ def main(argv: list[str]) -> int:
             for name, phase, pipeline, timing in configs:
                 samples[name].append(_run(stack, batches, phase, pipeline, timing))
         runs = {name: _median(values) for name, values in samples.items() if not name.endswith("timers-off")}
-        off = _median(samples["joint/sync/timers-off"])
         report["epochs"] = runs
+
+        def paired(a: str, b: str) -> float:  # median over rounds of the per-round ratio
+            return statistics.median(
+                x["samples_per_second"] / y["samples_per_second"]
+                for x, y in zip(samples[a], samples[b], strict=True)
+            )
+
         report["ratios"] = {
-            "frozen_over_joint_sync": runs["frozen/sync"]["samples_per_second"]
-            / runs["joint/sync"]["samples_per_second"],
-            "frozen_over_joint_semisync": runs["frozen/semisync"]["samples_per_second"]
-            / runs["joint/semisync"]["samples_per_second"],
-            "semisync_over_sync_joint": runs["joint/semisync"]["samples_per_second"]
-            / runs["joint/sync"]["samples_per_second"],
-            "semisync_over_sync_frozen": runs["frozen/semisync"]["samples_per_second"]
-            / runs["frozen/sync"]["samples_per_second"],
-            "timers_off_over_on_joint_sync": off["samples_per_second"]
-            / runs["joint/sync"]["samples_per_second"],
+            "frozen_over_joint_sync": paired("frozen/sync", "joint/sync"),
+            "frozen_over_joint_semisync": paired("frozen/semisync", "joint/semisync"),
+            "semisync_over_sync_joint": paired("joint/semisync", "joint/sync"),
+            "semisync_over_sync_frozen": paired("frozen/semisync", "frozen/sync"),
+            "timers_off_over_on_joint_sync": paired("joint/sync/timers-off", "joint/sync"),
         }
         report["gather"] = _gather_vs_memcpy(stack, batches, cfg, args.repeats)
         # one epoch streamed from parquet, end to end (read + decode + shuffle + train)
@@ -224,6 +236,9 @@ def main(argv: list[str]) -> int:
         report["rss"]["peak_ratio_large_over_small"] = (
             report["rss"]["large"]["peak_rss_bytes"] / report["rss"]["small"]["peak_rss_bytes"]
         )
+        report["rss"]["streaming_ratio_large_over_small"] = report["rss"]["large"][
+            "streaming_rss_bytes"
+        ] / max(1, report["rss"]["small"]["streaming_rss_bytes"])
 
     _print(report)
     if args.json_out:
@@ -253,10 +268,14 @@ def _print(r: dict[str, Any]) -> None:
     for size in ("small", "large"):
         s = r["rss"][size]
         print(
-            f"RSS {size}: {s['rows']:,} rows streamed in {s['stream_seconds']:.1f} s, peak {s['peak_rss_bytes'] / 2**20:.0f} MiB "
-            f"(after imports {s['baseline_rss_bytes'] / 2**20:.0f} MiB)"
+            f"RSS {size}: {s['rows']:,} rows streamed in {s['stream_seconds']:.1f} s, peak "
+            f"{s['peak_rss_bytes'] / 2**20:.0f} MiB = {s['baseline_rss_bytes'] / 2**20:.0f} MiB after imports + "
+            f"{s['streaming_rss_bytes'] / 2**20:.0f} MiB streaming"
         )
-    print(f"RSS peak ratio large/small: {r['rss']['peak_ratio_large_over_small']:.3f}")
+    print(
+        f"RSS ratio large/small: peak {r['rss']['peak_ratio_large_over_small']:.3f}, "
+        f"streaming part {r['rss']['streaming_ratio_large_over_small']:.3f}"
+    )
 
 
 if __name__ == "__main__":
