@@ -137,6 +137,66 @@ def _rss(home: Path, rows: int, days: int) -> dict[str, Any]:
     return result
 
 
+def _two_process(home: Path, args: argparse.Namespace) -> dict[str, Any]:
+    """`ranker train --nproc 2` (gloo, tables sharded over both ranks), sync vs semisync, on the
+    same window: the all-to-all is where semi-sync can overlap on CPU."""
+    import os
+
+    out: dict[str, Any] = {}
+    cfg_path = home / "bench_model_config.json"
+    from ranking.config import default_model_config
+
+    cfg_path.write_text(default_model_config(embedding_dim=args.embedding_dim).to_json())
+    ranker = str(Path(sys.executable).with_name("ranker"))
+    for pipeline in ("sync", "semisync"):
+        proc = subprocess.run(
+            [
+                ranker,
+                "train",
+                "--home",
+                str(home),
+                "--end",
+                END.isoformat(),
+                "--days",
+                "4",
+                "--schedule",
+                "F,J,J",
+                "--pipeline",
+                pipeline,
+                "--nproc",
+                "2",
+                "--warm-start",
+                "none",
+                "--no-register",
+                "--json",
+                "--no-progress",
+                "--no-eval-each-epoch",
+                "--model-config",
+                str(cfg_path),
+                "--batch-size",
+                str(args.batch_size),
+                "--out",
+                str(home / f"two-{pipeline}"),
+            ],
+            capture_output=True,
+            text=True,
+            check=False,
+            env={**os.environ, "OMP_NUM_THREADS": "1", "RANKER_LOG_LEVEL": "WARNING"},
+        )
+        if proc.returncode != 0:
+            raise RuntimeError(f"ranker train --nproc 2 failed: {proc.stderr[-2000:]}")
+        s = json.loads(proc.stdout)
+        out[pipeline] = {
+            "samples_per_second_by_epoch": [e["samples_per_second"] for e in s["epochs"]],
+            "lookup_ratio_by_phase": s["lookup_ratio_by_phase"],
+            "exposed_lookup_ratio_by_phase": s["exposed_lookup_ratio_by_phase"],
+            "sharding": s["sharding"],
+        }
+    joint = {p: statistics.median(out[p]["samples_per_second_by_epoch"][1:]) for p in ("sync", "semisync")}
+    out["semisync_over_sync_joint"] = joint["semisync"] / joint["sync"]
+    return out
+
+
 def main(argv: list[str]) -> int:
     import logging
     import warnings
@@ -153,6 +213,9 @@ def main(argv: list[str]) -> int:
         "--rss-rows", default="1000000,4000000", help="two window lengths (rows) for peak RSS"
     )
     parser.add_argument("--json-out", type=Path, default=None)
+    parser.add_argument(
+        "--no-two-process", dest="two_process", action="store_false", help="skip the --nproc 2 runs"
+    )
     args = parser.parse_args(argv)
     # OpenMP reads this when torch loads; torch.set_num_threads alone left fbgemm's OpenMP pool
     # spinning on the loaded 2-core box (20x slower)
@@ -228,6 +291,9 @@ def main(argv: list[str]) -> int:
         report["streamed_joint_semisync_samples_per_second"] = plan.rows / (time.perf_counter() - t0)
         distributed.shutdown(ctx)
 
+        if args.two_process:
+            report["two_process"] = _two_process(home, args)
+
         small, large = (int(x) for x in args.rss_rows.split(","))
         report["rss"] = {
             "small": _rss(home / "rss-small", small, days=4),
@@ -272,6 +338,14 @@ def _print(r: dict[str, Any]) -> None:
             f"{s['peak_rss_bytes'] / 2**20:.0f} MiB = {s['baseline_rss_bytes'] / 2**20:.0f} MiB after imports + "
             f"{s['streaming_rss_bytes'] / 2**20:.0f} MiB streaming"
         )
+    if "two_process" in r:
+        t = r["two_process"]
+        for p in ("sync", "semisync"):
+            e = t[p]
+            sps = ", ".join(f"{x:,.0f}" for x in e["samples_per_second_by_epoch"])
+            share = ", ".join(f"{k} {v:.1%}" for k, v in e["lookup_ratio_by_phase"].items())
+            print(f"2 processes {p:8}: samples/s by epoch (F,J,J) {sps}; lookup {share}")
+        print(f"2 processes: semisync/sync (joint epochs) {t['semisync_over_sync_joint']:.3f}")
     print(
         f"RSS ratio large/small: peak {r['rss']['peak_ratio_large_over_small']:.3f}, "
         f"streaming part {r['rss']['streaming_ratio_large_over_small']:.3f}"

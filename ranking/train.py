@@ -45,6 +45,7 @@ class TrainRequest:
     resume: bool = False
     expected_feature_version: str | None = None
     progress: bool = True
+    threads: int | None = None  # torch intra-op threads (None: torch's default)
 
 
 def architecture_of(cfg: ModelConfig) -> dict[str, Any]:
@@ -169,6 +170,10 @@ def run_training(req: TrainRequest) -> dict[str, Any]:
     from ranking import distributed
 
     distributed.quiet_library_noise()
+    if req.threads is not None:
+        import torch
+
+        torch.set_num_threads(req.threads)
     ctx = distributed.init_distributed()
     try:
         return _Trainer(req, ctx).run()
