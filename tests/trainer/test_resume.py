@@ -61,7 +61,7 @@ def _final_state(run_dir: Path) -> dict[str, torch.Tensor]:
 def test_resume_after_kill_ends_with_the_uninterrupted_model(
     tmp_path: Path, window_home: Path, manifest, model_config, model_config_file: Path
 ) -> None:  # type: ignore[no-untyped-def]
-    epochs = 4
+    epochs = 6  # enough left after epoch 1 for the kill to land mid-run
     reference = run_training(
         request(manifest, model_config, tmp_path / "whole", schedule="delayed", epochs=epochs)
     )
