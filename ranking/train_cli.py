@@ -298,7 +298,7 @@ def _evaluate(args: argparse.Namespace) -> CommandResult:
         "eval_date": args.end.isoformat(),
         "eval_path": str(eval_path),
         "manifest": str(manifest_path),
-        "eval": metrics,
+        "metrics": metrics,  # the name ranking.monitoring reads for an evaluate step
         "duration_seconds": time.perf_counter() - started,
     }
     text = (

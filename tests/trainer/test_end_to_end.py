@@ -61,4 +61,4 @@ def test_train_and_evaluate_on_a_feature_built_workspace(tmp_path: Path) -> None
         env=ranker_env(),
     )
     assert proc.returncode == 0, proc.stderr[-4000:]
-    assert json.loads(proc.stdout)["eval"]["auc"] == pytest.approx(summary["eval"]["auc"], abs=1e-6)
+    assert json.loads(proc.stdout)["metrics"]["auc"] == pytest.approx(summary["eval"]["auc"], abs=1e-6)

@@ -122,7 +122,7 @@ def test_cli_train_writes_the_run_folder_and_evaluate_agrees(
     evaluated = json.loads(proc.stdout)
     assert evaluated["step"] == "evaluate"
     for key in ("save_hit_at_3", "auc", "ne"):
-        assert evaluated["eval"][key] == pytest.approx(summary["eval"][key], abs=1e-6)
+        assert evaluated["metrics"][key] == pytest.approx(summary["eval"][key], abs=1e-6)
 
 
 def test_warm_started_frozen_epoch_keeps_the_trained_table(tmp_path: Path, manifest, model_config) -> None:  # type: ignore[no-untyped-def]
