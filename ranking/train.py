@@ -32,6 +32,7 @@ from ranking.schedule import FROZEN, schedule_letters
 log = logging.getLogger(__name__)
 
 FINAL_CHECKPOINT = "model.pt"
+LOSS_CHECK_STEPS = 16  # steps between loss checks (NaN/inf) and progress updates
 
 
 @dataclass(frozen=True)
@@ -257,25 +258,36 @@ class _Trainer:
             enabled=self.req.progress and self.ctx.is_main,
         )
         self.clock.reset()
-        step = 0
+        steps_done = 0
         loss_sum = 0.0
         multi = self.ctx.world_size > 1
+        pending: list[torch.Tensor] = []
+
+        def flush() -> None:
+            """Check and account the pending steps' losses: one host sync (and, with several
+            ranks, one all-reduce) per LOSS_CHECK_STEPS steps instead of per step."""
+            nonlocal steps_done, loss_sum
+            if not pending:
+                return
+            losses = torch.stack([x.detach().float().reshape(()) for x in pending]).cpu()
+            pending.clear()
+            if multi:
+                dist.all_reduce(losses)  # each rank's share -> the global-batch mean per step
+            for value in losses.tolist():
+                if not math.isfinite(value):
+                    raise TrainingFailed(
+                        f"non-finite loss ({value}) at epoch {epoch} step {steps_done + 1}: training stopped, "
+                        "no final checkpoint written"
+                    )
+                global_rows = plan.global_rows(steps_done)
+                loss_sum += value * global_rows
+                progress.update(global_rows, value * global_rows)
+                steps_done += 1
 
         def on_step(local_loss: torch.Tensor, rows: int) -> None:
-            nonlocal step, loss_sum
-            step_loss = local_loss.detach().float().reshape(1).cpu()
-            if multi:
-                dist.all_reduce(step_loss)
-            value = float(step_loss[0])  # mean loss over the global batch
-            if not math.isfinite(value):
-                raise TrainingFailed(
-                    f"non-finite loss ({value}) at epoch {epoch} step {step + 1}: training stopped, "
-                    "no final checkpoint written"
-                )
-            global_rows = plan.global_rows(step)
-            loss_sum += value * global_rows
-            progress.update(global_rows, value * global_rows)
-            step += 1
+            pending.append(local_loss)
+            if len(pending) >= LOSS_CHECK_STEPS:
+                flush()
 
         start = time.perf_counter()
         if self.ctx.device.type == "cuda":
@@ -286,7 +298,10 @@ class _Trainer:
             )
         else:
             pipeline.run_epoch(batches, frozen, on_step)
+        flush()
         seconds = time.perf_counter() - start
+        if steps_done != plan.steps:
+            raise TrainingFailed(f"epoch {epoch} ran {steps_done} steps, the plan has {plan.steps}")
         share = lookup_share(self.clock.resolve(), seconds)
         ratios = torch.tensor([share.lookup_ratio, share.exposed_lookup_ratio], dtype=torch.float64)
         slowest = torch.tensor([seconds], dtype=torch.float64)
