@@ -12,9 +12,10 @@ the dense gradients and the gradient of the embeddings, and ``autograd.backward(
 the embedding backward (the fused fbgemm optimizer updates the rows). That split is what makes the lookup time measurable and lets a
 frozen epoch skip the embedding backward (and the lookup's autograd graph) altogether.
 
-CPU: :class:`CpuPipeline` below (torchrec's pipeline fails on CPU as shipped: it records CUDA-style
-streams on CPU tensors). CUDA: :func:`torchrec_pipeline` uses torchrec's ``TrainPipelineSemiSync`` /
-``TrainPipelineSparseDist`` as shipped, with CUDA-event timers around the lookup stages.
+:class:`CpuPipeline` below runs both on CPU (torchrec's pipeline fails on CPU as shipped: it
+records CUDA-style streams on CPU tensors) and the sync loop on CUDA; CUDA semi-sync uses
+torchrec's ``TrainPipelineSemiSync`` as shipped (:func:`torchrec_pipeline`), with CUDA-event
+timers around its lookup stages.
 """
 
 from __future__ import annotations
@@ -142,21 +143,10 @@ class CpuPipeline:
             current = upcoming
 
 
-def torchrec_pipeline(
-    kind: str, dmp: Any, optimizer: torch.optim.Optimizer, device: torch.device, clock: SectionClock
-) -> Any:
-    """CUDA: torchrec's own pipelines. ``semisync`` starts semi-sync at batch 0 (torchrec's
-    default waits 900 batches), so its semantics equal :class:`CpuPipeline`'s. Not runnable on
-    CPU; see docs/training.md."""
-    from torchrec.distributed.train_pipeline.train_pipelines import (
-        TrainPipelineSemiSync,
-        TrainPipelineSparseDist,
-    )
-
-    if kind == "sync":
-        return TrainPipelineSparseDist(
-            model=dmp, optimizer=optimizer, device=device, execute_all_batches=True
-        )
+def timed_semisync_class(clock: SectionClock) -> type:
+    """torchrec's ``TrainPipelineSemiSync`` with section timers around its lookup start and its
+    embedding backward (CUDA events when the clock is a CUDA clock)."""
+    from torchrec.distributed.train_pipeline.train_pipelines import TrainPipelineSemiSync
 
     class TimedSemiSync(TrainPipelineSemiSync):  # type: ignore[misc,valid-type]
         def start_embedding_lookup(self, batch: Any, context: Any) -> None:
@@ -167,15 +157,21 @@ def torchrec_pipeline(
             with clock.section("lookup_backward"):
                 super().embedding_backward(context)
 
-    return TimedSemiSync(
-        model=dmp,
-        optimizer=optimizer,
-        device=device,
-        execute_all_batches=True,
-        start_batch=0,
-        stash_gradients=False,
-        strict=True,
-    )
+    return TimedSemiSync
+
+
+def semisync_kwargs() -> dict[str, Any]:
+    """Semi-sync from batch 0 (torchrec's default waits 900 batches), so the semantics equal
+    :class:`CpuPipeline`'s; plain (not stashed) gradients; refuse an optimizer holding tables."""
+    return {"execute_all_batches": True, "start_batch": 0, "stash_gradients": False, "strict": True}
+
+
+def torchrec_pipeline(
+    dmp: Any, optimizer: torch.optim.Optimizer, device: torch.device, clock: SectionClock
+) -> Any:
+    """CUDA semi-sync: torchrec's ``TrainPipelineSemiSync`` as shipped, timed. (CUDA sync runs
+    :class:`CpuPipeline`'s plain loop.) Not runnable on CPU as shipped; see docs/training.md."""
+    return timed_semisync_class(clock)(model=dmp, optimizer=optimizer, device=device, **semisync_kwargs())
 
 
 def run_torchrec_epoch(pipeline: Any, batches: Iterator[TrainBatch], on_step: StepCallback) -> None:

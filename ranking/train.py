@@ -290,12 +290,14 @@ class _Trainer:
                 flush()
 
         start = time.perf_counter()
-        if self.ctx.device.type == "cuda":
+        if self.ctx.device.type == "cuda" and self.tc.pipeline == "semisync":
             run_torchrec_epoch(
-                torchrec_pipeline(self.tc.pipeline, self.dmp, self.optimizer, self.ctx.device, self.clock),
+                torchrec_pipeline(self.dmp, self.optimizer, self.ctx.device, self.clock),
                 batches,  # torchrec copies each batch to the device on its memcpy stream
                 on_step,
             )
+        elif self.ctx.device.type == "cuda":  # sync: the plain step loop, timed with CUDA events
+            pipeline.run_epoch((b.to(self.ctx.device, non_blocking=True) for b in batches), frozen, on_step)
         else:
             pipeline.run_epoch(batches, frozen, on_step)
         flush()

@@ -17,7 +17,7 @@ import torch
 
 from ranking import distributed
 from ranking.schedule import FROZEN, JOINT
-from ranking.semisync import CpuPipeline
+from ranking.semisync import CpuPipeline, run_torchrec_epoch, semisync_kwargs, timed_semisync_class
 from ranking.timing import SectionClock
 from ranking.train import build_sharded
 from tests.trainer.test_pipelines import batches, snapshot
@@ -30,7 +30,8 @@ def ctx() -> Iterator[distributed.DistContext]:
     distributed.shutdown(c)
 
 
-def cpu_semisync_class() -> type:
+def cpu_semisync_class(clock: SectionClock) -> type:
+    """The trainer's timed TrainPipelineSemiSync with the stream calls taken out."""
     from torchrec.distributed.train_pipeline.runtime_forwards import EmbeddingPipelinedForward
     from torchrec.distributed.train_pipeline.train_pipelines import TrainPipelineSemiSync
     from torchrec.distributed.train_pipeline.utils import _start_embedding_lookup
@@ -50,7 +51,7 @@ def cpu_semisync_class() -> type:
             self._context.detached_embedding_tensors.append([detached])
             return LazyNoWait(embeddings)
 
-    class StreamlessSemiSync(TrainPipelineSemiSync):  # type: ignore[misc,valid-type]
+    class Streamless(TrainPipelineSemiSync):  # type: ignore[misc,valid-type]
         _pipelined_forward_type = StreamlessEmbeddingForward
 
         def start_embedding_lookup(self, batch: Any, context: Any) -> None:
@@ -68,34 +69,21 @@ def cpu_semisync_class() -> type:
         def _mlp_forward(self, batch: Any, context: Any) -> Any:
             return self._model_fwd(batch)
 
-    return StreamlessSemiSync
+    class StreamlessTimed(timed_semisync_class(clock), Streamless):  # type: ignore[misc]
+        pass
+
+    return StreamlessTimed
 
 
-def run_torchrec(stack: Any, epoch_batches: Iterator[Any]) -> int:
-    pipeline = cpu_semisync_class()(
-        model=stack.dmp,
-        optimizer=stack.optimizer,
-        device=torch.device("cpu"),
-        execute_all_batches=True,
-        start_batch=0,
-        stash_gradients=False,
-        strict=True,
+def run_torchrec(stack: Any, epoch_batches: Iterator[Any], clock: SectionClock) -> int:
+    pipeline = cpu_semisync_class(clock)(
+        model=stack.dmp, optimizer=stack.optimizer, device=torch.device("cpu"), **semisync_kwargs()
     )
-    steps = 0
-    try:
-        while True:
-            try:
-                pipeline.progress(epoch_batches)
-            except StopIteration:
-                break
-            if steps == 0:  # torchrec's fx rewrite found the sharded EBC inside TrainTask
-                assert [type(m).__name__ for m in pipeline._pipelined_modules] == [
-                    "ShardedEmbeddingBagCollection"
-                ]
-            steps += 1
-    finally:
-        pipeline.detach()
-    return steps
+    losses: list[torch.Tensor] = []
+    run_torchrec_epoch(pipeline, epoch_batches, lambda loss, rows: losses.append(loss))
+    # torchrec's fx rewrite found the sharded EBC inside TrainTask and pipelined it
+    assert [type(m).__name__ for m in pipeline._pipelined_modules] == ["ShardedEmbeddingBagCollection"]
+    return len(losses)
 
 
 @pytest.mark.parametrize("phase", [FROZEN, JOINT])
@@ -107,8 +95,13 @@ def test_torchrec_semisync_equals_cpu_semisync(ctx, manifest, model_config, phas
     )
     theirs = build_sharded(model_config, seed=2, ctx=ctx)
     theirs.task.model.embeddings_frozen = phase == FROZEN
-    steps = run_torchrec(theirs, batches(manifest, model_config))
+    clock = SectionClock()
+    original = theirs.task.model.sparse_arch.forward
+    steps = run_torchrec(theirs, batches(manifest, model_config), clock)
     assert steps == sum(1 for _ in batches(manifest, model_config))
+    assert theirs.task.model.sparse_arch.forward == original  # un-rewritten after the epoch
+    totals = clock.resolve()
+    assert totals["lookup_issue"] > 0 and totals["lookup_backward"] > 0  # the trainer's timers ran
     got, want = snapshot(theirs), snapshot(ours)
     for part in ("tables", "table_opt", "dense"):
         for key in want[part]:
