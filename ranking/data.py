@@ -251,7 +251,7 @@ def encode(table: pa.Table | pa.RecordBatch, cfg: ModelConfig, where: str, keys:
     if n and not np.isin(labels, (0.0, 1.0)).all():
         bad = np.unique(labels[~np.isin(labels, (0.0, 1.0))])[:5]
         raise DataValidationError(f"{where}: label {LABEL!r} must be 0/1, found {bad.tolist()}")
-    chunk = Chunk(ids, normalize_dense(dense), labels.astype(np.float32, copy=False))
+    chunk = Chunk(ids, normalize_dense(dense), np.array(labels, dtype=np.float32))  # writable copy
     if keys:
         chunk.request_ids = table.column(REQUEST_KEY).to_numpy(zero_copy_only=False)
         chunk.pin_ids = table.column("pin_id").to_numpy(zero_copy_only=False)
