@@ -15,7 +15,10 @@ Each stage is a module fixture depending on the previous one, so they run once, 
 from __future__ import annotations
 
 import json
+import shutil
 import subprocess
+import tempfile
+from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -61,29 +64,19 @@ def run_dag(make_dag: Any, home: Path, conf: dict[str, Any]) -> RunResult:
 
 
 @pytest.fixture(scope="module")
-def home(tmp_path_factory: pytest.TempPathFactory, airflow_db: Path) -> Path:
+def home(airflow_db: Path) -> Iterator[Path]:
     if not RANKER_BIN.exists():
         pytest.skip(f"{RANKER_BIN} is missing: run `make setup`")
-    home = tmp_path_factory.mktemp("workspace")
-    ranker(
-        home,
-        "data",
-        "synth",
-        "--start",
-        START,
-        "--days",
-        str(DAYS),
-        "--users",
-        "300",
-        "--pins",
-        "600",
-        "--requests-per-day",
-        "200",
-        "--seed",
-        "11",
-    )
-    ranker(home, "features", "apply")
-    return home
+    # a folder of our own, not pytest's basetemp: concurrent pytest sessions on a shared machine
+    # prune old basetemps, and this story runs for minutes
+    home = Path(tempfile.mkdtemp(prefix="ranker-dag-e2e-"))
+    try:
+        synth = ["data", "synth", "--start", START, "--days", str(DAYS), "--seed", "11"]
+        ranker(home, *synth, "--users", "300", "--pins", "600", "--requests-per-day", "200")
+        ranker(home, "features", "apply")
+        yield home
+    finally:
+        shutil.rmtree(home, ignore_errors=True)
 
 
 @pytest.fixture(scope="module")
