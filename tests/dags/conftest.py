@@ -15,10 +15,7 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
-
-REPO = Path(__file__).resolve().parents[2]
-DAGS = REPO / "dags"
-RANKER_BIN = Path(os.environ.get("RANKER_BIN") or REPO / ".venv" / "bin" / "ranker")
+from dag_test_paths import DAGS
 
 _AIRFLOW_HOME = Path(tempfile.mkdtemp(prefix="ranker-airflow-test-"))
 os.environ.update(

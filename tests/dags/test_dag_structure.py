@@ -13,7 +13,7 @@ from datetime import timedelta
 
 import pytest
 from airflow.dag_processing.dagbag import BundleDagBag
-from conftest import DAGS
+from dag_test_paths import DAGS
 
 TRANSIENT = {
     "check_freshness",

@@ -24,7 +24,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from conftest import RANKER_BIN
+from dag_test_paths import RANKER_BIN
 
 pytestmark = [pytest.mark.slow, pytest.mark.airflow]
 
