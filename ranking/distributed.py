@@ -39,19 +39,38 @@ class DistContext:
         return self.rank == 0
 
 
+class _LibraryNoise:
+    """Drops below-ERROR records that torchrec/torch log through the root logger
+    (``logging.warning(...)`` in their modules), keeping everyone else's."""
+
+    _PATHS = ("/torchrec/", "/torch/distributed/", "/torch/fx/", "/fbgemm_gpu/")
+
+    def filter(self, record: Any) -> bool:
+        import logging
+
+        return record.levelno >= logging.ERROR or not any(p in record.pathname for p in self._PATHS)
+
+
+_NOISE_FILTER = _LibraryNoise()
+
+
 def quiet_library_noise() -> None:
     """torchrec/torch warn on every run about things this setup does on purpose (a directly built
     topology for the planner, ShardedTensor state dicts): keep them out of the job's log unless
-    debugging."""
+    debugging. Only their records are dropped; the trainer's own log lines stay."""
     import logging
     import warnings
 
     if logging.getLogger().getEffectiveLevel() <= logging.DEBUG:
         return
-    warnings.filterwarnings("ignore", category=FutureWarning)
-    warnings.filterwarnings("ignore", category=UserWarning, module=r"torch(rec)?\.")
-    for name in ("torchrec", "torch.distributed", "torch.fx", "root"):
+    warnings.filterwarnings("ignore", category=FutureWarning, module=r"(torch|torchrec|fbgemm_gpu)(\.|$)")
+    warnings.filterwarnings("ignore", category=UserWarning, module=r"(torch|torchrec|fbgemm_gpu)(\.|$)")
+    warnings.filterwarnings("ignore", category=FutureWarning, module=r"ranking\.distributed")  # ShardedTensor
+    for name in ("torchrec", "torch.distributed", "torch.fx"):
         logging.getLogger(name).setLevel(logging.ERROR)
+    root = logging.getLogger()
+    if _NOISE_FILTER not in root.filters:
+        root.addFilter(_NOISE_FILTER)
 
 
 def launched_by_torchrun() -> bool:

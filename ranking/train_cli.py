@@ -61,7 +61,7 @@ def register(sub: argparse._SubParsersAction) -> None:  # type: ignore[type-arg]
         "--threads",
         type=positive_int,
         default=None,
-        help="CPU threads per process (sets OMP_NUM_THREADS before torch loads; torchrun workers default to 1)",
+        help="CPU threads per process (sets OMP_NUM_THREADS before torch loads; default $OMP_NUM_THREADS, else 1)",
     )
     p.add_argument("--no-eval-each-epoch", action="store_true", help="evaluate only the final model")
     p.add_argument("--no-register", action="store_true", help="do not register the run in the model registry")
@@ -123,6 +123,14 @@ def _model_config(args: argparse.Namespace, run_dir: Path, warm: Path | None) ->
 
         return model_config_of(warm, load_checkpoint(warm))
     return default_model_config()
+
+
+def _env_threads() -> int | None:
+    try:
+        n = int(os.environ.get("OMP_NUM_THREADS", ""))
+    except ValueError:
+        return None
+    return n if n > 0 else None
 
 
 def _current_feature_version() -> str:
@@ -187,10 +195,11 @@ def _train(args: argparse.Namespace) -> CommandResult:
     from ranking.schedule import resolve_schedule
 
     started = time.perf_counter()
-    if args.threads is not None:
-        # OpenMP reads it when torch loads (handlers import torch lazily, so not yet); on a busy
-        # machine an oversubscribed OpenMP pool was measured 20x slower than one thread
-        os.environ["OMP_NUM_THREADS"] = str(args.threads)
+    # OpenMP reads OMP_NUM_THREADS when torch loads (handlers import torch lazily: not yet). On the
+    # shared 2-core box one thread ran 31k samples/s, two 4-7k, torch's default 0.5-1k
+    # (docs/training.md): default 1 unless the caller set OMP_NUM_THREADS or --threads.
+    args.threads = args.threads or _env_threads() or 1
+    os.environ["OMP_NUM_THREADS"] = str(args.threads)
     ws = workspace(args)
     schedule = resolve_schedule(args.schedule, args.epochs)
     run_dir = _run_dir(ws, args)
