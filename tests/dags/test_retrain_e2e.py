@@ -6,6 +6,7 @@
 3. day 2 with an unreachable HIT@3 floor → rejected and recorded; the champion stays
 4. day 2 forced past the gate with a reason → promoted, the history says forced and why
 5. ranker_rollback → the champion goes back to the previous one, recorded with who and why
+6. a dry run → trained and gated, the champion and its history untouched
 plus a run whose Params contradict each other: it fails in `plan`, trains nothing, still
 publishes its metrics.
 
@@ -124,6 +125,13 @@ def rollback_run(forced_run: RunResult, dags: dict[str, Any], home: Path) -> Run
     return run_dag(dags["rollback"], home, {"reason": "e2e: forced model misbehaves"})
 
 
+@pytest.fixture(scope="module")
+def dry_run(rollback_run: RunResult, dags: dict[str, Any], home: Path) -> RunResult:
+    return run_dag(
+        dags["retrain"], home, {"window_end": DAY2, "dry_run": True, "tolerance": 0.9, **FAST_TRAIN}
+    )
+
+
 def versions(models: dict[str, Any]) -> list[str]:
     return [row["version"] for row in models["versions"]]
 
@@ -232,10 +240,23 @@ def champion_asset_events() -> list[dict[str, Any]]:
     return [{"dag": dag, "task": task, **extra} for dag, task, extra in rows]
 
 
-def test_every_champion_move_is_an_asset_event(rollback_run: RunResult) -> None:
-    """Downstream (serving) DAGs scheduled on the champion Asset see each promotion and rollback."""
+def test_dry_run_trains_and_gates_but_never_promotes(
+    rollback_run: RunResult, dry_run: RunResult, home: Path
+) -> None:
+    assert dry_run.state == "success", dry_run.tasks
+    assert dry_run.summary(home, "gate")["decision"] in ("pass", "reject")
+    assert dry_run.tasks["keep_champion"] == "success"
+    assert dry_run.tasks["promote"] == dry_run.tasks["record_rejection"] == "skipped"
+    assert len(versions(dry_run.models)) == len(versions(rollback_run.models)) + 1
+    assert dry_run.models["champion"] == rollback_run.models["champion"]
+    assert dry_run.models["history"] == rollback_run.models["history"]
+
+
+def test_every_champion_move_is_an_asset_event(dry_run: RunResult) -> None:
+    """Downstream (serving) DAGs scheduled on the champion Asset see each promotion and rollback,
+    and nothing else (a rejected, kept or dry run emits no event)."""
     events = champion_asset_events()
-    moves = rollback_run.models["history"]
+    moves = dry_run.models["history"]
     assert [(e["task"], e["version"]) for e in events] == [
         ("promote" if m["action"] == "promote" else "rollback", m["to"]) for m in moves
     ]
@@ -243,7 +264,7 @@ def test_every_champion_move_is_an_asset_event(rollback_run: RunResult) -> None:
 
 
 def test_contradicting_params_fail_in_plan_and_train_nothing(
-    rollback_run: RunResult, dags: dict[str, Any], home: Path
+    dry_run: RunResult, dags: dict[str, Any], home: Path
 ) -> None:
     result = run_dag(dags["retrain"], home, {"window_end": DAY2, "force_promote": True, **FAST_TRAIN})
     assert result.state == "failed"  # the watcher leaf fails the run although publish_metrics succeeded
@@ -251,8 +272,8 @@ def test_contradicting_params_fail_in_plan_and_train_nothing(
     assert result.tasks["plan"] == "failed"
     assert result.tasks["train"] == "upstream_failed"
     assert result.tasks["publish_metrics"] == "success"
-    assert versions(result.models) == versions(rollback_run.models)
-    assert result.models["champion"] == rollback_run.models["champion"]
+    assert versions(result.models) == versions(dry_run.models)
+    assert result.models["champion"] == dry_run.models["champion"]
     published = result.summary(home, "metrics")
     assert published.get("status") == "failed", published
 
