@@ -69,7 +69,7 @@ bench: setup
 	$(VENV)/bin/python -m benchmarks
 
 study: setup
-	$(VENV)/bin/ranker study --json
+	bash infra/study.sh
 
 lock:
 	requirements/compile.sh all

@@ -45,6 +45,7 @@ class Partition:
     date: str
     path: Path
     rows: int
+    label_rate: float | None = None
 
 
 @dataclass(frozen=True)
@@ -60,6 +61,13 @@ class WindowManifest:
     @property
     def rows_train(self) -> int:
         return sum(p.rows for p in self.train)
+
+    @property
+    def train_label_rate(self) -> float | None:
+        """Save rate over the training days (None when the manifest does not record it)."""
+        if not self.train or any(p.label_rate is None for p in self.train) or not self.rows_train:
+            return None
+        return sum(p.rows * (p.label_rate or 0.0) for p in self.train) / self.rows_train
 
     def summary(self) -> dict[str, Any]:
         return {
@@ -82,7 +90,13 @@ def window_manifest_path(ws: Workspace, end: dt.date, days: int) -> Path:
 def _partition(raw: Any, where: str) -> Partition:
     if not isinstance(raw, dict) or "path" not in raw or "rows" not in raw:
         raise DataValidationError(f"window manifest: {where} entry needs 'path' and 'rows': {raw!r}")
-    return Partition(date=str(raw.get("date", "")), path=Path(raw["path"]), rows=int(raw["rows"]))
+    rate = raw.get("label_rate")
+    return Partition(
+        date=str(raw.get("date", "")),
+        path=Path(raw["path"]),
+        rows=int(raw["rows"]),
+        label_rate=float(rate) if rate is not None else None,
+    )
 
 
 def read_window_manifest(path: Path) -> WindowManifest:

@@ -136,10 +136,18 @@ class ShardedStack:
 
 
 def build_sharded(
-    cfg: ModelConfig, seed: int, ctx: Any, init_state: dict[str, Any] | None = None
+    cfg: ModelConfig,
+    seed: int,
+    ctx: Any,
+    init_state: dict[str, Any] | None = None,
+    prior_rate: float | None = None,
 ) -> ShardedStack:
     """Model with fused table optimizer, sharded by DMP, loaded with ``init_state`` (unsharded) or
-    the seed's initial weights: the same starting point whatever the world size."""
+    the seed's initial weights: the same starting point whatever the world size.
+
+    From scratch, the output bias starts at the log-odds of ``prior_rate`` (the window's save rate):
+    a fresh model then predicts the base rate instead of ~0.5, so a short first run is calibrated
+    (the gate's sanity check) instead of spending its first steps pulling the bias down."""
     import torch
 
     from ranking import distributed
@@ -153,6 +161,9 @@ def build_sharded(
 
     torch.manual_seed(seed)
     model = RankerModel(cfg, device=torch.device("cpu"))
+    if init_state is None and prior_rate is not None and 0.0 < prior_rate < 1.0:
+        with torch.no_grad():
+            model.head.bias.fill_(math.log(prior_rate / (1.0 - prior_rate)))
     state = (
         init_state
         if init_state is not None
@@ -191,7 +202,9 @@ class _Trainer:
 
     # -------------------------------------------------------------- setup
     def _build(self, init_state: dict[str, Any] | None) -> None:
-        stack = build_sharded(self.cfg, self.tc.seed, self.ctx, init_state)
+        stack = build_sharded(
+            self.cfg, self.tc.seed, self.ctx, init_state, prior_rate=self.req.manifest.train_label_rate
+        )
         self.dmp, self.task, self.optimizer = stack.dmp, stack.task, stack.optimizer
         self.sharding = stack.sharding
 

@@ -1,0 +1,52 @@
+"""A from-scratch model starts at the window's save rate (calibrated), a warm start keeps its own."""
+
+from __future__ import annotations
+
+import dataclasses
+import math
+from collections.abc import Iterator
+
+import pytest
+import torch
+
+from ranking import distributed
+from ranking.data import Partition
+from ranking.train import build_sharded
+
+
+@pytest.fixture(scope="module")
+def ctx() -> Iterator[distributed.DistContext]:
+    context = distributed.init_distributed()
+    yield context
+    distributed.shutdown(context)
+
+
+def test_manifest_train_label_rate_is_row_weighted(manifest) -> None:  # type: ignore[no-untyped-def]
+    parts = (
+        Partition("2026-01-01", manifest.train[0].path, rows=100, label_rate=0.01),
+        Partition("2026-01-02", manifest.train[0].path, rows=300, label_rate=0.05),
+    )
+    m = dataclasses.replace(manifest, train=parts)
+    assert m.train_label_rate == pytest.approx((100 * 0.01 + 300 * 0.05) / 400)
+    unknown = dataclasses.replace(manifest, train=(*parts, Partition("2026-01-03", parts[0].path, rows=5)))
+    assert unknown.train_label_rate is None  # a day without a recorded rate: no guess
+
+
+def test_scratch_model_predicts_the_prior_and_warm_start_keeps_its_bias(ctx, model_config) -> None:  # type: ignore[no-untyped-def]
+    stack = build_sharded(model_config, seed=4, ctx=ctx, prior_rate=0.03)
+    bias = float(stack.task.model.head.bias.detach()[0])
+    assert bias == pytest.approx(math.log(0.03 / 0.97), rel=1e-6)
+    plain = build_sharded(model_config, seed=4, ctx=ctx)
+    assert float(plain.task.model.head.bias.detach()[0]) != pytest.approx(bias)
+    # a warm start brings its own (trained) bias: the prior must not overwrite it
+    state = {
+        k: v.detach().clone() for k, v in plain.task.model.state_dict().items() if "sparse_arch" not in k
+    }
+    state["head.bias"] = torch.tensor([1.5])
+    full = {**_unsharded(plain), **state}
+    warm = build_sharded(model_config, seed=4, ctx=ctx, init_state=full, prior_rate=0.03)
+    assert float(warm.task.model.head.bias.detach()[0]) == pytest.approx(1.5)
+
+
+def _unsharded(stack) -> dict[str, torch.Tensor]:  # type: ignore[no-untyped-def]
+    return distributed.gather_state_dict(stack.dmp.state_dict(), True, strip_prefix="model.")
