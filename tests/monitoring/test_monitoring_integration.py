@@ -28,6 +28,7 @@ import time
 from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 import pytest
 import yaml
@@ -147,6 +148,7 @@ def servers(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Servers]:
 class Published:
     samples: list[m.Sample]  # exactly what the last publish pushed
     servers: Servers
+    runs: tuple[dict[str, Any], ...] = ()  # the `ranker run` summaries, in order
 
 
 def wait_for_scrape(servers: Servers, samples: list[m.Sample]) -> None:
@@ -190,13 +192,14 @@ def ranker_cli(home: Path, pushgateway: str, *args: str, ok: tuple[int, ...] = (
 def real_retrain(servers: Servers, tmp_path_factory: pytest.TempPathFactory) -> Published:
     """Two daily retrains of a tiny synthetic workspace, through the real CLI steps.
 
-    Day 1 has no champion and tiny data, so its candidate is force-promoted (a real, recorded
-    forced promotion) to give day 2 a champion to be compared with.
+    Day 1 has no champion; it runs with --force-promote so that day 2 surely has a champion to
+    be compared with (recorded as forced only if the gate would have rejected it).
     """
     home = tmp_path_factory.mktemp("retrain") / "home"
     cli = lambda *a, **kw: ranker_cli(home, servers.pushgateway, *a, **kw)  # noqa: E731
     make_tiny_workspace(home, start=dt.date(2026, 11, 1), days=6, requests_per_day=100, seed=7, build=False)
     cli("features", "apply")
+    runs = []
     for run_id, end, extra in (
         ("day1", "2026-11-05", ["--force-promote", "--reason", "integration test: first champion"]),
         ("day2", "2026-11-06", []),
@@ -204,6 +207,7 @@ def real_retrain(servers: Servers, tmp_path_factory: pytest.TempPathFactory) -> 
         cli("features", "freshness", "--run-id", run_id)
         run = cli("run", "--end", end, "--days", "3", "--epochs", "2", "--run-id", run_id, *extra, ok=(0, 1))
         assert not run.get("error"), run
+        runs.append(run)
         # (the DAG materializes online features here; its one series is not on the dashboard, and
         # Feast's import costs ~10 s, so the unit tests cover it)
         published = cli("metrics", "publish", "--run-id", run_id)  # the DAG's final task
@@ -212,7 +216,7 @@ def real_retrain(servers: Servers, tmp_path_factory: pytest.TempPathFactory) -> 
     assert not m.textfile_path(ws).exists()  # every publish was pushed: no textfile fallback
     samples = pushed_samples(ws)
     wait_for_scrape(servers, samples)
-    return Published(samples, servers)
+    return Published(samples, servers, tuple(runs))
 
 
 @pytest.fixture(scope="module")
@@ -354,7 +358,12 @@ def test_every_panel_query_runs_and_ranker_panels_return_data(
 
 def test_retrain_facts_reached_prometheus(real_retrain: Published) -> None:
     base = real_retrain.servers.prometheus
-    assert scraped_series(base, "ranker_promotions_total")[(("forced", "true"),)] == 1.0  # day 1
+    runs = real_retrain.runs
+    assert runs[0]["promoted"], runs[0]  # day 1 became the champion (on merit or forced)
+    promotions = scraped_series(base, "ranker_promotions_total")
+    for forced in (True, False):
+        want = sum(1.0 for r in runs if r["promoted"] and bool(r["forced"]) == forced)
+        assert promotions[(("forced", "true" if forced else "false"),)] == want, (forced, runs)
     assert scraped_series(base, "ranker_runs_total")[(("status", "success"),)] == 2.0
     assert set(scraped_series(base, "ranker_eval_save_hit_at_3_ratio")) == {
         (("model", "candidate"),),

@@ -91,7 +91,9 @@ def test_two_processes_match_one_process_quality_and_keep_frozen_tables(tmp_path
     assert b1["table_optimizer"].keys() == a1["table_optimizer"].keys()
     assert all(int(v.count_nonzero()) == 0 for v in b1["table_optimizer"].values())
     # gradient scale: the joint epoch's Adagrad state has the 1-process magnitude (torchrec divides
-    # embedding gradients by the world size in the all-to-all backward; the loss scaling undoes it)
+    # embedding gradients by the world size in the all-to-all backward; the loss scaling undoes it).
+    # Adagrad state sums squared gradients, so a missed world-size factor shows as a ratio of 0.25;
+    # data order differs between 1 and 2 processes, which moves small tables' sums by up to ~1.5x.
     for key, value in b2["table_optimizer"].items():
         ratio = float(value.sum()) / float(a2["table_optimizer"][key].sum())
-        assert 0.7 < ratio < 1.4, (key, ratio)
+        assert 0.5 < ratio < 2.0, (key, ratio)
