@@ -43,7 +43,7 @@ def register(sub: argparse._SubParsersAction) -> None:  # type: ignore[type-arg]
     p.add_argument("--epochs", type=_int_list, default=(1, 2, 3, 4), help="epoch counts (1,2,3,4)")
     p.add_argument("--schedules", type=_str_list, default=("joint", "frozen", "delayed", "joint_then_frozen"))
     p.add_argument("--seeds", type=positive_int, default=3)
-    p.add_argument("--inits", type=_str_list, default=("scratch", "warm"), help="scratch,warm")
+    p.add_argument("--inits", type=_str_list, default=("scratch", "warm"), help="scratch,warm[,warm_dense]")
     p.add_argument(
         "--warm-offset-days",
         type=positive_int,

@@ -32,6 +32,7 @@ from ranking.schedule import FROZEN, schedule_letters
 log = logging.getLogger(__name__)
 
 FINAL_CHECKPOINT = "model.pt"
+TABLE_PREFIX = "sparse_arch."  # state-dict keys of the embedding tables (unsharded RankerModel)
 LOSS_CHECK_STEPS = 16  # steps between loss checks (NaN/inf) and progress updates
 
 
@@ -43,6 +44,7 @@ class TrainRequest:
     run_dir: Path
     warm_start: Path | None = None
     warm_start_source: str = "none"  # "none" | "champion" | "path"
+    warm_start_scope: str = "all"  # "all" | "dense": dense only = tables start from the seed's init
     resume: bool = False
     expected_feature_version: str | None = None
     progress: bool = True
@@ -102,6 +104,9 @@ def _load_warm_start(req: TrainRequest) -> dict[str, Any] | None:
             req.manifest.feature_version,
         )
     state: dict[str, Any] = payload["model"]
+    if req.warm_start_scope == "dense":
+        # the tables start from the seed's init; everything else continues from the checkpoint
+        return {k: v for k, v in state.items() if not k.startswith(TABLE_PREFIX)}
     return state
 
 
@@ -145,7 +150,8 @@ def build_sharded(
     """Model with fused table optimizer, sharded by DMP, loaded with ``init_state`` (unsharded) or
     the seed's initial weights: the same starting point whatever the world size.
 
-    From scratch, the output bias starts at the log-odds of ``prior_rate`` (the window's save rate):
+    A partial ``init_state`` (e.g. a dense-only warm start) overrides only the keys it holds; the
+    rest keep the seed's initial values. From scratch, the output bias starts at the log-odds of ``prior_rate`` (the window's save rate):
     a fresh model then predicts the base rate instead of ~0.5, so a short first run is calibrated
     (the gate's sanity check) instead of spending its first steps pulling the bias down."""
     import torch
@@ -164,11 +170,12 @@ def build_sharded(
     if init_state is None and prior_rate is not None and 0.0 < prior_rate < 1.0:
         with torch.no_grad():
             model.head.bias.fill_(math.log(prior_rate / (1.0 - prior_rate)))
-    state = (
-        init_state
-        if init_state is not None
-        else {k: v.detach().clone() for k, v in model.state_dict().items()}
-    )
+    state = {k: v.detach().clone() for k, v in model.state_dict().items()}
+    if init_state is not None:
+        unknown = set(init_state) - set(state)
+        if unknown:
+            raise CheckpointError(f"warm-start state has keys this model lacks: {sorted(unknown)[:5]}")
+        state.update(init_state)
     apply_table_optimizer(model, cfg.table_optimizer)
     dmp = distributed.shard(TrainTask(model, ctx.world_size), [t.name for t in cfg.tables], ctx)
     distributed.load_state_dict_into(dmp.state_dict(), state, prefix="model.")
@@ -451,6 +458,7 @@ class _Trainer:
             "warm_start": {
                 "source": req.warm_start_source,
                 "path": str(req.warm_start) if req.warm_start else None,
+                "scope": req.warm_start_scope if req.warm_start else None,
             },
             "resumed_after_epoch": start_epoch - 1 if req.resume and start_epoch > 1 else None,
             "world_size": self.ctx.world_size,

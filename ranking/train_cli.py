@@ -48,6 +48,12 @@ def register(sub: argparse._SubParsersAction) -> None:  # type: ignore[type-arg]
         default="champion",
         help="PATH to a checkpoint | champion (the registry's, if any) | none (default champion)",
     )
+    p.add_argument(
+        "--warm-start-scope",
+        choices=("all", "dense"),
+        default="all",
+        help="what the warm start loads: all weights (default) or the dense layers only (fresh tables)",
+    )
     p.add_argument("--out", default=None, help="run folder (default <home>/runs/<run id>)")
     p.add_argument(
         "--resume", action="store_true", help="continue the run in --out after its last complete epoch"
@@ -159,6 +165,7 @@ def _launch(args: argparse.Namespace, ws: Workspace, run_dir: Path, warm: Path |
         f"--schedule={args.schedule}",
         f"--pipeline={args.pipeline}",
         f"--warm-start={warm if warm is not None else 'none'}",
+        f"--warm-start-scope={args.warm_start_scope}",
         f"--out={run_dir}",
         f"--seed={args.seed}",
         f"--batch-size={args.batch_size}",
@@ -233,6 +240,7 @@ def _train(args: argparse.Namespace) -> CommandResult:
             run_dir=run_dir,
             warm_start=warm,
             warm_start_source=source,
+            warm_start_scope=args.warm_start_scope,
             resume=args.resume,
             expected_feature_version=_current_feature_version(),
             progress=not args.no_progress,

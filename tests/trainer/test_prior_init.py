@@ -50,3 +50,20 @@ def test_scratch_model_predicts_the_prior_and_warm_start_keeps_its_bias(ctx, mod
 
 def _unsharded(stack) -> dict[str, torch.Tensor]:  # type: ignore[no-untyped-def]
     return distributed.gather_state_dict(stack.dmp.state_dict(), True, strip_prefix="model.")
+
+
+def test_partial_warm_start_keeps_the_seed_tables_and_takes_the_rest(ctx, model_config) -> None:  # type: ignore[no-untyped-def]
+    """--warm-start-scope dense: dense layers (and bias) from the checkpoint, tables fresh."""
+    from ranking.checkpoint import CheckpointError
+    from ranking.train import TABLE_PREFIX
+
+    fresh = _unsharded(build_sharded(model_config, seed=6, ctx=ctx))
+    trained = {k: v + 1.0 for k, v in fresh.items()}  # a "checkpoint" that differs everywhere
+    dense_only = {k: v for k, v in trained.items() if not k.startswith(TABLE_PREFIX)}
+    assert dense_only and len(dense_only) < len(trained)
+    got = _unsharded(build_sharded(model_config, seed=6, ctx=ctx, init_state=dense_only, prior_rate=0.03))
+    for key, value in got.items():
+        want = fresh[key] if key.startswith(TABLE_PREFIX) else trained[key]
+        assert torch.equal(value, want), key
+    with pytest.raises(CheckpointError, match="keys this model lacks"):
+        build_sharded(model_config, seed=6, ctx=ctx, init_state={"no_such.weight": torch.zeros(1)})
