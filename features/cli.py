@@ -9,30 +9,18 @@ import argparse
 import os
 from pathlib import Path
 
-from ranking.cli_common import CommandResult, add_common, parse_date, positive_int, workspace
+from ranking.cli_common import (
+    CommandResult,
+    add_common,
+    fraction,
+    non_negative,
+    parse_date,
+    positive_int,
+    workspace,
+)
 from ranking.errors import RankerError
 
 DEFAULT_WINDOW_DAYS = 20
-
-
-def _fraction(value: str) -> float:
-    try:
-        x = float(value)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"not a number: {value!r}") from None
-    if not 0.0 <= x <= 1.0:
-        raise argparse.ArgumentTypeError(f"must be in [0, 1]: {x}")
-    return x
-
-
-def _non_negative(value: str) -> float:
-    try:
-        x = float(value)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"not a number: {value!r}") from None
-    if x < 0:
-        raise argparse.ArgumentTypeError(f"must be >= 0: {x}")
-    return x
 
 
 def _env_lag_hours() -> float | None:
@@ -40,7 +28,7 @@ def _env_lag_hours() -> float | None:
     if not raw:
         return None
     try:
-        return _non_negative(raw)
+        return non_negative(raw)
     except argparse.ArgumentTypeError as exc:
         raise RankerError(f"RANKER_MAX_SOURCE_LAG_HOURS: {exc}") from None
 
@@ -166,13 +154,11 @@ def register(sub: argparse._SubParsersAction) -> None:  # type: ignore[type-arg]
     p.add_argument("--requests-per-day", type=positive_int, default=None)
     p.add_argument("--slate-size", type=positive_int, default=None)
     p.add_argument("--seed", type=int, default=None)
-    p.add_argument("--id-effect-scale", type=_non_negative, default=None, help="std of per-ID logit offsets")
-    p.add_argument(
-        "--label-noise", type=_non_negative, default=None, help="std of per-impression logit noise"
-    )
-    p.add_argument("--user-exponent", type=_non_negative, default=None, help="power law of user activity")
-    p.add_argument("--pin-exponent", type=_non_negative, default=None, help="power law of pin popularity")
-    p.add_argument("--affinity-scale", type=_non_negative, default=None, help="weight of user x pin taste")
+    p.add_argument("--id-effect-scale", type=non_negative, default=None, help="std of per-ID logit offsets")
+    p.add_argument("--label-noise", type=non_negative, default=None, help="std of per-impression logit noise")
+    p.add_argument("--user-exponent", type=non_negative, default=None, help="power law of user activity")
+    p.add_argument("--pin-exponent", type=non_negative, default=None, help="power law of pin popularity")
+    p.add_argument("--affinity-scale", type=non_negative, default=None, help="weight of user x pin taste")
     p.set_defaults(handler=_synth, step="synth")
 
     p = add_common(data_sub.add_parser("import", help="import a real interaction log (.parquet or .csv)"))
@@ -217,17 +203,17 @@ def register(sub: argparse._SubParsersAction) -> None:  # type: ignore[type-arg]
         "--end", type=parse_date, required=True, help="eval day; training days are [end-days, end)"
     )
     p.add_argument("--days", type=positive_int, default=DEFAULT_WINDOW_DAYS)
-    p.add_argument("--min-coverage", type=_fraction, default=0.9, help="fraction of training days required")
-    p.add_argument("--min-label-rate", type=_fraction, default=0.001)
-    p.add_argument("--max-label-rate", type=_fraction, default=0.5)
-    p.add_argument("--max-null-rate", type=_fraction, default=0.5, help="per feature column and day")
+    p.add_argument("--min-coverage", type=fraction, default=0.9, help="fraction of training days required")
+    p.add_argument("--min-label-rate", type=fraction, default=0.001)
+    p.add_argument("--max-label-rate", type=fraction, default=0.5)
+    p.add_argument("--max-null-rate", type=fraction, default=0.5, help="per feature column and day")
     p.set_defaults(handler=_window, step="window")
 
     p = add_common(fsub.add_parser("freshness", help="newest source day and its lag"))
     p.add_argument("--end", type=parse_date, default=None, help="require this day; measure lag from its end")
     p.add_argument(
         "--max-lag-hours",
-        type=_non_negative,
+        type=non_negative,
         default=None,
         help="fail when the lag is larger (default: $RANKER_MAX_SOURCE_LAG_HOURS, else report only)",
     )

@@ -9,6 +9,7 @@ from __future__ import annotations
 import argparse
 import datetime as dt
 import json
+import math
 import sys
 from collections.abc import Callable
 from dataclasses import dataclass, field
@@ -51,6 +52,32 @@ def parse_date(value: str) -> dt.date:
         return dt.date.fromisoformat(value)
     except ValueError:
         raise argparse.ArgumentTypeError(f"not a date (YYYY-MM-DD): {value!r}") from None
+
+
+def float_in(low: float, high: float = math.inf, *, high_inclusive: bool = True) -> Callable[[str], float]:
+    """argparse type factory: a float in [low, high] (or [low, high)), with a clear error."""
+
+    def parse(value: str) -> float:
+        try:
+            x = float(value)
+        except ValueError:
+            raise argparse.ArgumentTypeError(f"not a number: {value!r}") from None
+        in_range = low <= x <= high if high_inclusive else low <= x < high
+        if not in_range:  # also rejects NaN
+            bound = (
+                f">= {low:g}"
+                if high == math.inf
+                else f"in [{low:g}, {high:g}{']' if high_inclusive else ')'}"
+            )
+            raise argparse.ArgumentTypeError(f"must be {bound}: {x}")
+        return x
+
+    return parse
+
+
+non_negative = float_in(0.0)
+fraction = float_in(0.0, 1.0)  # a share, both ends allowed
+fraction_below_one = float_in(0.0, 1.0, high_inclusive=False)
 
 
 def positive_int(value: str) -> int:

@@ -14,7 +14,15 @@ import time
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from ranking.cli_common import CommandResult, add_common, parse_date, positive_int, workspace
+from ranking.cli_common import (
+    CommandResult,
+    add_common,
+    fraction_below_one,
+    non_negative,
+    parse_date,
+    positive_int,
+    workspace,
+)
 from ranking.errors import RankerError, RegistryError
 
 if TYPE_CHECKING:
@@ -34,26 +42,6 @@ def version_arg(value: str) -> str:
     return value
 
 
-def fraction(value: str) -> float:
-    try:
-        x = float(value)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"not a number: {value!r}") from None
-    if not 0 <= x < 1:
-        raise argparse.ArgumentTypeError(f"must be in [0, 1): {x}")
-    return x
-
-
-def non_negative(value: str) -> float:
-    try:
-        x = float(value)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"not a number: {value!r}") from None
-    if not x >= 0:
-        raise argparse.ArgumentTypeError(f"must be >= 0: {x}")
-    return x
-
-
 def reason_arg(value: str) -> str:
     if not value.strip():
         raise argparse.ArgumentTypeError("the reason must not be empty")
@@ -71,7 +59,7 @@ def add_registry_option(parser: argparse.ArgumentParser) -> None:
 
 # gate options: (option, GateConfig field, argparse type, help)
 _GATE_OPTIONS: tuple[tuple[str, str, Any, str], ...] = (
-    ("--tolerance", "tolerance", fraction, "max relative save HIT@3 drop vs the champion"),
+    ("--tolerance", "tolerance", fraction_below_one, "max relative save HIT@3 drop vs the champion"),
     ("--min-hit", "min_save_hit_at_3", non_negative, "absolute floor on save HIT@3"),
     (
         "--min-lift-over-random",
