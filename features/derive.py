@@ -17,6 +17,7 @@ import pandas as pd
 import pyarrow as pa
 
 from features import sources
+from features.schema import PIN_NUMERIC, USER_NUMERIC
 from ranking.workspace import Workspace
 
 WINDOWS_DAYS = (7, 28)
@@ -27,33 +28,21 @@ def day_start(day: dt.date) -> pd.Timestamp:
     return pd.Timestamp(dt.datetime(day.year, day.month, day.day, tzinfo=_UTC))
 
 
-USER_SNAPSHOT_SCHEMA = pa.schema(
-    [
-        ("user_id", pa.int64()),
-        ("event_timestamp", pa.timestamp("us", tz="UTC")),
-        ("country", pa.string()),
-        ("impressions_7d", pa.int64()),
-        ("saves_7d", pa.int64()),
-        ("save_rate_7d", pa.float64()),
-        ("impressions_28d", pa.int64()),
-        ("saves_28d", pa.int64()),
-        ("save_rate_28d", pa.float64()),
-    ]
-)
-PIN_SNAPSHOT_SCHEMA = pa.schema(
-    [
-        ("pin_id", pa.int64()),
-        ("event_timestamp", pa.timestamp("us", tz="UTC")),
-        ("category", pa.string()),
-        ("impressions_7d", pa.int64()),
-        ("saves_7d", pa.int64()),
-        ("save_rate_7d", pa.float64()),
-        ("impressions_28d", pa.int64()),
-        ("saves_28d", pa.int64()),
-        ("save_rate_28d", pa.float64()),
-        ("age_days", pa.int64()),
-    ]
-)
+def _snapshot_schema(key: str, categorical: str, numeric: tuple[str, ...]) -> pa.Schema:
+    """A feature view's daily snapshot: its key, the snapshot time, one categorical attribute and
+    the numeric features named in features/schema.py (counts int64, rates float64)."""
+    return pa.schema(
+        [
+            (key, pa.int64()),
+            ("event_timestamp", pa.timestamp("us", tz="UTC")),
+            (categorical, pa.string()),
+            *((name, pa.float64() if name.startswith("save_rate") else pa.int64()) for name in numeric),
+        ]
+    )
+
+
+USER_SNAPSHOT_SCHEMA = _snapshot_schema("user_id", "country", USER_NUMERIC)
+PIN_SNAPSHOT_SCHEMA = _snapshot_schema("pin_id", "category", PIN_NUMERIC)
 
 
 @dataclass
