@@ -31,7 +31,7 @@ END = dt.date(2026, 11, 10)
 
 
 def _window(home: Path, rows: int, days: int, seed: int = 3) -> Any:
-    from ranking.data import read_window_manifest
+    from ranking.trainer.data import read_window_manifest
     from tests.trainer.windowgen import write_window
 
     path = write_window(home, END, days, rows // days, seed=seed, row_group_size=50_000, eval_rows=1000)
@@ -39,16 +39,16 @@ def _window(home: Path, rows: int, days: int, seed: int = 3) -> Any:
 
 
 def _epoch_batches(manifest: Any, cfg: Any, batch_size: int) -> list[Any]:
-    from ranking.data import list_units, plan_epoch, train_batches
+    from ranking.trainer.data import list_units, plan_epoch, train_batches
 
     plan = plan_epoch(list_units([p.path for p in manifest.train]), 1, batch_size, seed=0, epoch=1)
     return list(train_batches(plan, 0, cfg, 100_000, seed=0, epoch=1))
 
 
 def _run(stack: Any, batches: list[Any], phase: str, pipeline: str, timing: bool = True) -> dict[str, float]:
-    from ranking.schedule import FROZEN
-    from ranking.semisync import CpuPipeline
-    from ranking.timing import SectionClock, lookup_share
+    from ranking.trainer.pipelines import CpuPipeline
+    from ranking.trainer.schedule import FROZEN
+    from ranking.trainer.timing import SectionClock, lookup_share
 
     frozen = phase == FROZEN
     stack.task.model.embeddings_frozen = frozen
@@ -74,7 +74,7 @@ def _median(runs: list[dict[str, float]]) -> dict[str, float]:
 def _gather_vs_memcpy(stack: Any, batches: list[Any], cfg: Any, repeats: int) -> dict[str, float]:
     import torch
 
-    from ranking.semisync import EmbeddingInjector
+    from ranking.trainer.pipelines import EmbeddingInjector
 
     dims = sum(t.embedding_dim for t in cfg.tables)
     lookup = EmbeddingInjector(stack.task.model.sparse_arch).lookup
@@ -106,8 +106,8 @@ def _gather_vs_memcpy(stack: Any, batches: list[Any], cfg: Any, repeats: int) ->
 _RSS_CHILD = r"""
 import json, sys
 from pathlib import Path
-from ranking.config import default_model_config
-from ranking.data import list_units, plan_epoch, read_window_manifest, train_batches
+from ranking.trainer.config import default_model_config
+from ranking.trainer.data import list_units, plan_epoch, read_window_manifest, train_batches
 import torch, torchrec  # the trainer's imports: part of the baseline
 
 def status(field):
@@ -144,7 +144,7 @@ def _two_process(home: Path, args: argparse.Namespace) -> dict[str, Any]:
 
     out: dict[str, Any] = {}
     cfg_path = home / "bench_model_config.json"
-    from ranking.config import default_model_config
+    from ranking.trainer.config import default_model_config
 
     cfg_path.write_text(default_model_config(embedding_dim=args.embedding_dim).to_json())
     ranker = str(Path(sys.executable).with_name("ranker"))
@@ -225,10 +225,10 @@ def main(argv: list[str]) -> int:
     logging.disable(logging.WARNING)
     import torch
 
-    from ranking import distributed
-    from ranking.config import default_model_config
-    from ranking.schedule import FROZEN, JOINT
-    from ranking.train import build_sharded
+    from ranking.trainer import distributed
+    from ranking.trainer.config import default_model_config
+    from ranking.trainer.loop import build_sharded
+    from ranking.trainer.schedule import FROZEN, JOINT
 
     cfg = default_model_config(embedding_dim=args.embedding_dim)
     report: dict[str, Any] = {
@@ -278,9 +278,9 @@ def main(argv: list[str]) -> int:
         }
         report["gather"] = _gather_vs_memcpy(stack, batches, cfg, args.repeats)
         # one epoch streamed from parquet, end to end (read + decode + shuffle + train)
-        from ranking.data import list_units, plan_epoch, train_batches
-        from ranking.semisync import CpuPipeline
-        from ranking.timing import SectionClock
+        from ranking.trainer.data import list_units, plan_epoch, train_batches
+        from ranking.trainer.pipelines import CpuPipeline
+        from ranking.trainer.timing import SectionClock
 
         plan = plan_epoch(list_units([p.path for p in manifest.train]), 1, args.batch_size, seed=0, epoch=2)
         stack.task.model.embeddings_frozen = False

@@ -101,7 +101,7 @@ def main(argv: list[str]) -> int:
     import duckdb
 
     from features import feast_repo, window
-    from ranking.workspace import Workspace
+    from ranking.core.workspace import Workspace
 
     home = Path(args.keep) if args.keep else Path(tempfile.mkdtemp(prefix="bench-window-"))
     ws = Workspace.resolve(home)

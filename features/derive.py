@@ -18,7 +18,7 @@ import pyarrow as pa
 
 from features import sources
 from features.schema import PIN_NUMERIC, USER_NUMERIC
-from ranking.workspace import Workspace
+from ranking.core.workspace import Workspace
 
 WINDOWS_DAYS = (7, 28)
 _UTC = dt.UTC

@@ -27,9 +27,9 @@ import yaml
 from features import sources
 from features.derive import day_start
 from features.schema import FEATURE_SERVICE
-from ranking.atomic import atomic_write_json, atomic_write_text, read_json
-from ranking.errors import RankerError
-from ranking.workspace import Workspace
+from ranking.core.atomic import atomic_write_json, atomic_write_text, read_json
+from ranking.core.errors import RankerError
+from ranking.core.workspace import Workspace
 
 if TYPE_CHECKING:
     from feast import FeatureStore

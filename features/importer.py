@@ -28,8 +28,8 @@ import pyarrow as pa
 
 from features import derive, sources
 from features.schema import IMPRESSION_SCHEMA
-from ranking.errors import DataValidationError, RankerError
-from ranking.workspace import Workspace
+from ranking.core.errors import DataValidationError, RankerError
+from ranking.core.workspace import Workspace
 
 UNKNOWN = "unknown"
 

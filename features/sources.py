@@ -20,9 +20,9 @@ from pathlib import Path
 import pyarrow as pa
 import pyarrow.parquet as pq
 
-from ranking.atomic import atomic_dir, atomic_path
-from ranking.errors import DataValidationError
-from ranking.workspace import Workspace
+from ranking.core.atomic import atomic_dir, atomic_path
+from ranking.core.errors import DataValidationError
+from ranking.core.workspace import Workspace
 
 IMPRESSIONS, USERS, PINS = "impressions", "users", "pins"
 TABLES = (IMPRESSIONS, USERS, PINS)

@@ -25,8 +25,8 @@ import pyarrow as pa
 from features import sources
 from features.derive import SnapshotBuilder, day_start, write_snapshots
 from features.schema import IMPRESSION_SCHEMA
-from ranking.errors import RankerError
-from ranking.workspace import Workspace
+from ranking.core.errors import RankerError
+from ranking.core.workspace import Workspace
 
 
 @dataclass(frozen=True)

@@ -15,7 +15,7 @@ from typing import Any
 
 from features import feast_repo, window
 from features.synth import SynthConfig, generate
-from ranking.workspace import Workspace
+from ranking.core.workspace import Workspace
 
 TINY = {"users": 300, "pins": 400, "slate_size": 10}
 

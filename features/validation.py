@@ -13,7 +13,7 @@ from dataclasses import dataclass
 import pandas as pd
 import pyarrow as pa
 
-from ranking.errors import DataValidationError
+from ranking.core.errors import DataValidationError
 
 
 @dataclass(frozen=True)

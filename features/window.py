@@ -25,9 +25,9 @@ import pyarrow.parquet as pq
 from features import feast_repo, sources, validation
 from features.schema import EXAMPLE_COLUMNS, FEATURE_SERVICE, IMPRESSION_SCHEMA, LABEL
 from features.validation import WindowChecks
-from ranking.atomic import atomic_dir, atomic_write_json, read_json
-from ranking.errors import DataValidationError, RankerError
-from ranking.workspace import Workspace
+from ranking.core.atomic import atomic_dir, atomic_write_json, read_json
+from ranking.core.errors import DataValidationError, RankerError
+from ranking.core.workspace import Workspace
 
 if TYPE_CHECKING:
     from feast import FeatureStore

@@ -24,7 +24,7 @@ def tiny(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Any]:
 def private_home(tiny: dict[str, Any], tmp_path: Path) -> Path:
     """A fresh workspace holding a copy of the tiny workspace's source data, Feast applied."""
     from features import feast_repo
-    from ranking.workspace import Workspace
+    from ranking.core.workspace import Workspace
 
     home = tmp_path / "home"
     shutil.copytree(Path(tiny["home"]) / "source", home / "source")

@@ -16,8 +16,8 @@ import pytest
 from tinyspace import START, WINDOW_DAYS
 
 from features import sources
-from ranking.cli import main
-from ranking.workspace import Workspace
+from ranking.cli.main import main
+from ranking.core.workspace import Workspace
 
 END = START + dt.timedelta(days=6)
 
@@ -103,7 +103,7 @@ def test_bad_arguments_exit_2(argv: list[str], capsys: pytest.CaptureFixture[str
 
 
 def test_help_does_not_import_feast_or_torch() -> None:
-    code = "import sys, ranking.cli as c; c.build_parser(); print(any(m in sys.modules for m in ('feast', 'torch')))"
+    code = "import sys, ranking.cli.main as c; c.build_parser(); print(any(m in sys.modules for m in ('feast', 'torch')))"
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True).stdout
     assert out.strip() == "False"
 

@@ -11,8 +11,8 @@ import pytest
 from features import sources
 from features.importer import ImportConfig, import_events, stable_ids
 from features.schema import IMPRESSION_SCHEMA
-from ranking.errors import DataValidationError, RankerError
-from ranking.workspace import Workspace
+from ranking.core.errors import DataValidationError, RankerError
+from ranking.core.workspace import Workspace
 
 
 def _log() -> pd.DataFrame:

@@ -16,7 +16,7 @@ import pytest
 from tinyspace import START
 
 from features import sources
-from ranking.workspace import Workspace
+from ranking.core.workspace import Workspace
 
 pytestmark = [pytest.mark.slow, pytest.mark.integration]
 

@@ -14,8 +14,8 @@ from features import sources
 from features.derive import SnapshotBuilder, day_start
 from features.schema import IMPRESSION_SCHEMA
 from features.synth import SynthConfig, generate
-from ranking.errors import RankerError
-from ranking.workspace import Workspace
+from ranking.core.errors import RankerError
+from ranking.core.workspace import Workspace
 
 SMALL = {"users": 400, "pins": 500, "requests_per_day": 80, "slate_size": 10}
 

@@ -18,8 +18,8 @@ from tinyspace import START, WINDOW_DAYS
 from features import sources
 from features.schema import EXAMPLE_COLUMNS, FEATURE_SERVICE, IMPRESSION_SCHEMA
 from features.validation import WindowChecks
-from ranking.errors import DataValidationError, RankerError
-from ranking.workspace import Workspace
+from ranking.core.errors import DataValidationError, RankerError
+from ranking.core.workspace import Workspace
 
 pytestmark = pytest.mark.slow
 

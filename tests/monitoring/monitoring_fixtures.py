@@ -13,8 +13,8 @@ import urllib.request
 from pathlib import Path
 from typing import Any
 
-from ranking.atomic import atomic_write_json
-from ranking.workspace import Workspace
+from ranking.core.atomic import atomic_write_json
+from ranking.core.workspace import Workspace
 
 REPO = Path(__file__).resolve().parents[2]
 INFRA = REPO / "infra"

@@ -9,7 +9,7 @@ import re
 import yaml
 from monitoring_fixtures import INFRA
 
-from ranking.monitoring import CATALOGUE
+from ranking.monitoring.metrics import CATALOGUE
 
 DASHBOARD = json.loads((INFRA / "grafana/dashboards/ranker-retrain.json").read_text())
 RULES = yaml.safe_load((INFRA / "prometheus/rules/ranker.rules.yml").read_text())

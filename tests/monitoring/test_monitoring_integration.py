@@ -43,8 +43,8 @@ from monitoring_fixtures import (
 )
 
 from features.testing import make_tiny_workspace
-from ranking import monitoring as m
-from ranking.workspace import Workspace
+from ranking.core.workspace import Workspace
+from ranking.monitoring import metrics as m
 
 pytestmark = [pytest.mark.integration, pytest.mark.slow]
 

@@ -13,9 +13,9 @@ from typing import ClassVar
 import pytest
 from monitoring_fixtures import free_port, write_contract_run, write_summary
 
-from ranking import monitoring as m
-from ranking.cli import main
-from ranking.workspace import Workspace
+from ranking.cli.main import main
+from ranking.core.workspace import Workspace
+from ranking.monitoring import metrics as m
 
 NOW = 1_796_000_000.0  # 2026-11-29T..Z, fixed for determinism
 DAY = 86400.0

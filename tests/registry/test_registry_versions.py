@@ -10,8 +10,9 @@ from pathlib import Path
 import fsspec
 import pytest
 
-from ranking.errors import RegistryError
-from ranking.registry import (
+from ranking.core.errors import RegistryError
+from ranking.core.workspace import Workspace
+from ranking.registry.store import (
     Registry,
     _train_summary,
     blessing_problem,
@@ -20,7 +21,6 @@ from ranking.registry import (
     training_window,
     validate_version_id,
 )
-from ranking.workspace import Workspace
 
 RunFactory = Callable[..., Path]
 

@@ -11,7 +11,7 @@ from pathlib import Path
 
 import pytest
 
-from ranking.study import (
+from ranking.study.study import (
     Cell,
     StudyError,
     StudySpec,

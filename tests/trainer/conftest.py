@@ -28,15 +28,15 @@ def window_home(tmp_path_factory: pytest.TempPathFactory) -> Path:
 
 @pytest.fixture(scope="session")
 def manifest(window_home: Path):  # type: ignore[no-untyped-def]
-    from ranking.data import read_window_manifest, window_manifest_path
-    from ranking.workspace import Workspace
+    from ranking.core.workspace import Workspace
+    from ranking.trainer.data import read_window_manifest, window_manifest_path
 
     return read_window_manifest(window_manifest_path(Workspace(window_home), END, DAYS))
 
 
 @pytest.fixture(scope="session")
 def model_config():  # type: ignore[no-untyped-def]
-    from ranking.config import default_model_config
+    from ranking.trainer.config import default_model_config
 
     return default_model_config(embedding_dim=8, table_rows=TABLE_ROWS, dense_arch=(16, 8), over_arch=(16, 8))
 

@@ -11,7 +11,8 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 import pytest
 
-from ranking.data import (
+from ranking.core.errors import DataValidationError
+from ranking.trainer.data import (
     Chunk,
     Unit,
     hash_ids,
@@ -25,7 +26,6 @@ from ranking.data import (
     train_batches,
     validate_window,
 )
-from ranking.errors import DataValidationError
 from tests.trainer.conftest import END
 from tests.trainer.windowgen import write_window
 
@@ -194,8 +194,8 @@ def test_bad_labels_are_an_error_naming_the_file(tmp_path: Path, manifest, model
 def _peak_numpy_bytes(home: Path, days: int, model_config) -> int:  # type: ignore[no-untyped-def]
     import tracemalloc
 
-    from ranking.data import window_manifest_path
-    from ranking.workspace import Workspace
+    from ranking.core.workspace import Workspace
+    from ranking.trainer.data import window_manifest_path
 
     m = read_window_manifest(window_manifest_path(Workspace(home), END, days))
     plan = plan_epoch(list_units([p.path for p in m.train]), 1, 256, seed=0, epoch=1)
@@ -218,7 +218,7 @@ def test_peak_memory_does_not_grow_with_window_length(tmp_path: Path, model_conf
 def test_prefetch_keeps_order_raises_producer_errors_and_stops_when_closed() -> None:
     import threading
 
-    from ranking.data import prefetch
+    from ranking.trainer.data import prefetch
 
     assert list(prefetch(iter(range(100)), depth=3)) == list(range(100))
 

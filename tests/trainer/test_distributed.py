@@ -9,7 +9,7 @@ from pathlib import Path
 import pytest
 import torch
 
-from ranking.checkpoint import load_checkpoint
+from ranking.trainer.checkpoint import load_checkpoint
 from tests.trainer.conftest import END, ranker_cmd, ranker_env
 from tests.trainer.windowgen import write_window
 

@@ -11,11 +11,11 @@ import pyarrow.parquet as pq
 import pytest
 import torch
 
-from ranking.checkpoint import CheckpointError, load_checkpoint, save_checkpoint
-from ranking.errors import DataValidationError
-from ranking.evaluate import metrics_of, score_checkpoint
-from ranking.offline_metrics import compute_metrics, save_hit_at_k
-from ranking.train import run_training
+from ranking.core.errors import DataValidationError
+from ranking.evaluation.metrics import compute_metrics, save_hit_at_k
+from ranking.trainer.checkpoint import CheckpointError, load_checkpoint, save_checkpoint
+from ranking.trainer.loop import run_training
+from ranking.trainer.scoring import metrics_of, score_checkpoint
 from tests.trainer.test_train_run import request
 
 

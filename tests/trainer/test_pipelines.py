@@ -13,13 +13,13 @@ from collections.abc import Iterator
 import pytest
 import torch
 
-from ranking import distributed
-from ranking.data import list_units, plan_epoch, train_batches
-from ranking.model import TrainBatch
-from ranking.schedule import FROZEN, JOINT
-from ranking.semisync import CpuPipeline, EmbeddingInjector, detached
-from ranking.timing import SectionClock
-from ranking.train import ShardedStack, build_sharded
+from ranking.trainer import distributed
+from ranking.trainer.data import list_units, plan_epoch, train_batches
+from ranking.trainer.loop import ShardedStack, build_sharded
+from ranking.trainer.model import TrainBatch
+from ranking.trainer.pipelines import CpuPipeline, EmbeddingInjector, detached
+from ranking.trainer.schedule import FROZEN, JOINT
+from ranking.trainer.timing import SectionClock
 
 BATCH = 128
 
@@ -89,7 +89,7 @@ def test_frozen_epoch_keeps_tables_and_their_optimizer_state_byte_identical(
 
 def test_frozen_forward_of_the_plain_model_sends_no_gradient_to_tables(model_config) -> None:  # type: ignore[no-untyped-def]
     """The detach lives in the model (what torchrec's own pipelines run on GPU)."""
-    from ranking.model import RankerModel, TrainTask
+    from ranking.trainer.model import RankerModel, TrainTask
 
     torch.manual_seed(0)
     task = TrainTask(RankerModel(model_config))
@@ -107,7 +107,7 @@ def test_frozen_forward_of_the_plain_model_sends_no_gradient_to_tables(model_con
 def batches_plain(cfg) -> list[TrainBatch]:  # type: ignore[no-untyped-def]
     import numpy as np
 
-    from ranking.data import Chunk, to_train_batch
+    from ranking.trainer.data import Chunk, to_train_batch
 
     rng = np.random.default_rng(0)
     n = 32
@@ -176,7 +176,7 @@ def test_joint_epoch_semisync_matches_one_step_stale_reference(ctx, manifest, mo
 
 
 def test_lookup_sections_are_timed_per_phase(ctx, manifest, model_config) -> None:  # type: ignore[no-untyped-def]
-    from ranking.timing import lookup_share
+    from ranking.trainer.timing import lookup_share
 
     stack = build_sharded(model_config, seed=1, ctx=ctx)
     for phase in (FROZEN, JOINT):

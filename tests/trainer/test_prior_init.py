@@ -9,9 +9,9 @@ from collections.abc import Iterator
 import pytest
 import torch
 
-from ranking import distributed
-from ranking.data import Partition
-from ranking.train import build_sharded
+from ranking.trainer import distributed
+from ranking.trainer.data import Partition
+from ranking.trainer.loop import build_sharded
 
 
 @pytest.fixture(scope="module")
@@ -54,8 +54,8 @@ def _unsharded(stack) -> dict[str, torch.Tensor]:  # type: ignore[no-untyped-def
 
 def test_partial_warm_start_keeps_the_seed_tables_and_takes_the_rest(ctx, model_config) -> None:  # type: ignore[no-untyped-def]
     """--warm-start-scope dense: dense layers (and bias) from the checkpoint, tables fresh."""
-    from ranking.checkpoint import CheckpointError
-    from ranking.train import TABLE_PREFIX
+    from ranking.trainer.checkpoint import CheckpointError
+    from ranking.trainer.loop import TABLE_PREFIX
 
     fresh = _unsharded(build_sharded(model_config, seed=6, ctx=ctx))
     trained = {k: v + 1.0 for k, v in fresh.items()}  # a "checkpoint" that differs everywhere

@@ -6,9 +6,9 @@ import io
 import json
 from pathlib import Path
 
-from ranking.plots import plot_curve
-from ranking.progress import EpochProgress
-from ranking.timing import SectionClock, lookup_share
+from ranking.trainer.plots import plot_curve
+from ranking.trainer.progress import EpochProgress
+from ranking.trainer.timing import SectionClock, lookup_share
 
 
 class _Tty(io.StringIO):

@@ -11,7 +11,7 @@ from pathlib import Path
 import pytest
 import torch
 
-from ranking.checkpoint import (
+from ranking.trainer.checkpoint import (
     CheckpointError,
     epoch_checkpoint_path,
     latest_complete_checkpoint,
@@ -19,7 +19,7 @@ from ranking.checkpoint import (
     save_checkpoint,
     verify_checkpoint,
 )
-from ranking.train import run_training
+from ranking.trainer.loop import run_training
 from tests.trainer.conftest import DAYS, END, ranker_cmd, ranker_env
 from tests.trainer.test_train_run import request
 

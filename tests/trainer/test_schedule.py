@@ -2,8 +2,8 @@ from __future__ import annotations
 
 import pytest
 
-from ranking.config import ConfigError
-from ranking.schedule import resolve_schedule, schedule_letters
+from ranking.trainer.config import ConfigError
+from ranking.trainer.schedule import resolve_schedule, schedule_letters
 
 
 @pytest.mark.parametrize(

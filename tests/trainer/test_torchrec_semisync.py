@@ -15,11 +15,11 @@ from typing import Any
 import pytest
 import torch
 
-from ranking import distributed
-from ranking.schedule import FROZEN, JOINT
-from ranking.semisync import CpuPipeline, run_torchrec_epoch, semisync_kwargs, timed_semisync_class
-from ranking.timing import SectionClock
-from ranking.train import build_sharded
+from ranking.trainer import distributed
+from ranking.trainer.loop import build_sharded
+from ranking.trainer.pipelines import CpuPipeline, run_torchrec_epoch, semisync_kwargs, timed_semisync_class
+from ranking.trainer.schedule import FROZEN, JOINT
+from ranking.trainer.timing import SectionClock
 from tests.trainer.test_pipelines import batches, snapshot
 
 

@@ -11,11 +11,11 @@ import pandas as pd
 import pytest
 import torch
 
-from ranking.checkpoint import CheckpointError, load_checkpoint, save_checkpoint
-from ranking.config import TrainConfig
-from ranking.errors import DataValidationError, RankerError, TrainingFailed
-from ranking.schedule import resolve_schedule
-from ranking.train import TrainRequest, run_training
+from ranking.core.errors import DataValidationError, RankerError, TrainingFailed
+from ranking.trainer.checkpoint import CheckpointError, load_checkpoint, save_checkpoint
+from ranking.trainer.config import TrainConfig
+from ranking.trainer.loop import TrainRequest, run_training
+from ranking.trainer.schedule import resolve_schedule
 from tests.trainer.conftest import DAYS, END, ranker_cmd, ranker_env
 
 EPOCH_FIELDS = {
@@ -190,7 +190,7 @@ def test_existing_run_folder_needs_resume(tmp_path: Path, manifest, model_config
 def test_cli_errors_are_one_line_exit_2(
     tmp_path: Path, window_home: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
-    from ranking.cli import main
+    from ranking.cli.main import main
 
     rc = main(
         ["train", "--home", str(tmp_path), "--end", "2026-11-10", "--warm-start", "none", "--no-register"]
@@ -236,7 +236,7 @@ def test_cli_errors_are_one_line_exit_2(
 def test_cli_refuses_a_window_built_with_other_feature_definitions(
     tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
-    from ranking.cli import main
+    from ranking.cli.main import main
     from tests.trainer.windowgen import write_window
 
     write_window(tmp_path, END, 2, 300, feature_version="0123456789abcdef")
@@ -262,7 +262,7 @@ def test_cli_refuses_a_window_built_with_other_feature_definitions(
 def test_cli_import_stays_light() -> None:
     import sys
 
-    code = "import sys, ranking.cli; ranking.cli.build_parser(); print(sorted(m for m in ('torch','torchrec','pandas','pyarrow') if m in sys.modules))"
+    code = "import sys, ranking.cli.main; ranking.cli.main.build_parser(); print(sorted(m for m in ('torch','torchrec','pandas','pyarrow') if m in sys.modules))"
     out = subprocess.run(
         [sys.executable, "-c", code], capture_output=True, text=True, timeout=60, check=True
     ).stdout

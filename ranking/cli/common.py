@@ -1,0 +1,112 @@
+"""Shared CLI plumbing: common options, JSON summaries, step-summary files, error handling.
+
+Every command handler takes the parsed args and returns a :class:`CommandResult`. The handler
+imports heavy modules (torch, feast) inside its body, so ``ranker --help`` stays fast.
+"""
+
+from __future__ import annotations
+
+import argparse
+import datetime as dt
+import json
+import math
+import sys
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from typing import Any
+
+from ranking.core.workspace import Workspace, validate_run_id
+
+
+@dataclass
+class CommandResult:
+    summary: dict[str, Any] = field(default_factory=dict)
+    exit_code: int = 0
+    text: str | None = None  # human-readable output when --json is not given
+    quiet: bool = False  # print and record nothing (e.g. non-zero ranks of a torchrun job)
+
+
+Handler = Callable[[argparse.Namespace], CommandResult]
+
+
+def add_common(parser: argparse.ArgumentParser) -> argparse.ArgumentParser:
+    """Options every command takes: --home, --json, --run-id."""
+    parser.add_argument("--home", default=None, help="workspace folder (default: $RANKER_HOME, else ./var)")
+    parser.add_argument("--json", action="store_true", help="print one JSON object summarising what was done")
+    parser.add_argument(
+        "--run-id",
+        type=validate_run_id,
+        default=None,
+        help="pipeline run id: also write the summary to <home>/pipeline/<run-id>/<step>.json",
+    )
+    return parser
+
+
+def workspace(args: argparse.Namespace) -> Workspace:
+    return Workspace.resolve(getattr(args, "home", None))
+
+
+def parse_date(value: str) -> dt.date:
+    """argparse type for YYYY-MM-DD dates, with a clear error."""
+    try:
+        return dt.date.fromisoformat(value)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"not a date (YYYY-MM-DD): {value!r}") from None
+
+
+def float_in(low: float, high: float = math.inf, *, high_inclusive: bool = True) -> Callable[[str], float]:
+    """argparse type factory: a float in [low, high] (or [low, high)), with a clear error."""
+
+    def parse(value: str) -> float:
+        try:
+            x = float(value)
+        except ValueError:
+            raise argparse.ArgumentTypeError(f"not a number: {value!r}") from None
+        in_range = low <= x <= high if high_inclusive else low <= x < high
+        if not in_range:  # also rejects NaN
+            bound = (
+                f">= {low:g}"
+                if high == math.inf
+                else f"in [{low:g}, {high:g}{']' if high_inclusive else ')'}"
+            )
+            raise argparse.ArgumentTypeError(f"must be {bound}: {x}")
+        return x
+
+    return parse
+
+
+non_negative = float_in(0.0)
+fraction = float_in(0.0, 1.0)  # a share, both ends allowed
+fraction_below_one = float_in(0.0, 1.0, high_inclusive=False)
+
+
+def positive_int(value: str) -> int:
+    try:
+        n = int(value)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"not an integer: {value!r}") from None
+    if n <= 0:
+        raise argparse.ArgumentTypeError(f"must be > 0: {n}")
+    return n
+
+
+def emit(args: argparse.Namespace, step: str, result: CommandResult) -> None:
+    """Print the result and, with --run-id, record it as this pipeline run's step summary."""
+    from ranking.core.atomic import atomic_write_json
+
+    if result.quiet:
+        return
+    summary = dict(result.summary)
+    summary.setdefault("step", step)
+    summary.setdefault("exit_code", result.exit_code)
+    run_id = getattr(args, "run_id", None)
+    if run_id:
+        summary.setdefault("run_id", run_id)
+        atomic_write_json(workspace(args).step_summary_path(run_id, step), summary)
+    if getattr(args, "json", False):
+        print(json.dumps(summary, sort_keys=True, default=str))
+    elif result.text:
+        print(result.text)
+    else:
+        print(json.dumps(summary, indent=2, sort_keys=True, default=str))
+    sys.stdout.flush()

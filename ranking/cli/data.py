@@ -1,0 +1,108 @@
+"""``ranker data synth|import``: the source interaction log (synthetic or imported)."""
+
+from __future__ import annotations
+
+import argparse
+from pathlib import Path
+
+from ranking.cli.common import (
+    CommandResult,
+    add_common,
+    non_negative,
+    parse_date,
+    positive_int,
+    workspace,
+)
+
+
+def _column(value: str) -> str:
+    if not value or len(value) > 128 or any(c in value for c in "\0\n"):
+        raise argparse.ArgumentTypeError(f"not a column name: {value!r}")
+    return value
+
+
+def _synth(args: argparse.Namespace) -> CommandResult:
+    from features.synth import SynthConfig, generate
+
+    knobs = {
+        k: getattr(args, k)
+        for k in (
+            *("users", "pins", "new_pins_per_day", "requests_per_day", "slate_size", "seed"),
+            *("id_effect_scale", "label_noise", "user_exponent", "pin_exponent", "affinity_scale"),
+        )
+        if getattr(args, k) is not None
+    }
+    summary = generate(workspace(args), SynthConfig(start=args.start, days=args.days, **knobs))
+    text = (
+        f"wrote {summary['impressions']:,} impressions ({summary['save_rate']:.2%} saved),"
+        f" {summary['start']}..{summary['end']}, into {summary['source']}"
+    )
+    return CommandResult(summary, text=text)
+
+
+def _import(args: argparse.Namespace) -> CommandResult:
+    from features.importer import ImportConfig, import_events
+
+    cfg = ImportConfig(
+        events=Path(args.events),
+        user_col=args.user_col,
+        item_col=args.item_col,
+        time_col=args.time_col,
+        label_col=args.label_col,
+        rating_col=args.rating_col,
+        label_threshold=args.label_threshold,
+        request_col=args.request_col,
+        user_attribute_col=args.user_attribute_col,
+        item_attribute_col=args.item_attribute_col,
+        replace=args.replace,
+    )
+    summary = import_events(workspace(args), cfg)
+    text = f"imported {summary['impressions']:,} impressions over {summary['days']} days into {summary['source']}"
+    return CommandResult(summary, text=text)
+
+
+def register(sub: argparse._SubParsersAction) -> None:  # type: ignore[type-arg]
+    """Add ``data`` to ``ranker``."""
+    data = sub.add_parser("data", help="source data: synth | import")
+    data_sub = data.add_subparsers(dest="data_command", metavar="SUBCOMMAND", required=True)
+
+    p = add_common(
+        data_sub.add_parser("synth", help="generate a synthetic home-feed log (deterministic by seed)")
+    )
+    p.add_argument("--start", type=parse_date, required=True, help="first day (YYYY-MM-DD)")
+    p.add_argument("--days", type=positive_int, required=True)
+    p.add_argument("--users", type=positive_int, default=None)
+    p.add_argument("--pins", type=positive_int, default=None, help="pins in the catalogue on the first day")
+    p.add_argument("--new-pins-per-day", type=int, default=None)
+    p.add_argument("--requests-per-day", type=positive_int, default=None)
+    p.add_argument("--slate-size", type=positive_int, default=None)
+    p.add_argument("--seed", type=int, default=None)
+    p.add_argument("--id-effect-scale", type=non_negative, default=None, help="std of per-ID logit offsets")
+    p.add_argument("--label-noise", type=non_negative, default=None, help="std of per-impression logit noise")
+    p.add_argument("--user-exponent", type=non_negative, default=None, help="power law of user activity")
+    p.add_argument("--pin-exponent", type=non_negative, default=None, help="power law of pin popularity")
+    p.add_argument("--affinity-scale", type=non_negative, default=None, help="weight of user x pin taste")
+    p.set_defaults(handler=_synth, step="synth")
+
+    p = add_common(data_sub.add_parser("import", help="import a real interaction log (.parquet or .csv)"))
+    p.add_argument("--events", required=True, help="interaction log file (.parquet or .csv)")
+    p.add_argument("--user-col", type=_column, default="user_id")
+    p.add_argument("--item-col", type=_column, default="item_id")
+    p.add_argument("--time-col", type=_column, default="timestamp")
+    label = p.add_mutually_exclusive_group()
+    label.add_argument("--label-col", type=_column, default=None, help="0/1 label column (default: 'label')")
+    label.add_argument(
+        "--rating-col", type=_column, default=None, help="rating column; label = rating >= threshold"
+    )
+    p.add_argument("--label-threshold", type=float, default=None, help="with --rating-col: positive at >= X")
+    p.add_argument(
+        "--request-col", type=_column, default=None, help="request id column (default: user x day)"
+    )
+    p.add_argument(
+        "--user-attribute-col", type=_column, default=None, help="categorical user attribute -> country"
+    )
+    p.add_argument(
+        "--item-attribute-col", type=_column, default=None, help="categorical item attribute -> category"
+    )
+    p.add_argument("--replace", action="store_true", help="delete the workspace's existing source data first")
+    p.set_defaults(handler=_import, step="import")

@@ -1,0 +1,129 @@
+"""``ranker features apply|materialize|window|freshness``: the Feast repository and training windows.
+
+Handlers import pandas/feast inside their bodies so that ``ranker --help`` stays fast.
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+
+from ranking.cli.common import (
+    CommandResult,
+    add_common,
+    fraction,
+    non_negative,
+    parse_date,
+    positive_int,
+    workspace,
+)
+from ranking.core.errors import RankerError
+
+DEFAULT_WINDOW_DAYS = 20
+
+
+def _env_lag_hours() -> float | None:
+    raw = os.environ.get("RANKER_MAX_SOURCE_LAG_HOURS", "").strip()
+    if not raw:
+        return None
+    try:
+        return non_negative(raw)
+    except argparse.ArgumentTypeError as exc:
+        raise RankerError(f"RANKER_MAX_SOURCE_LAG_HOURS: {exc}") from None
+
+
+def _apply(args: argparse.Namespace) -> CommandResult:
+    from features.feast_repo import apply
+
+    summary = apply(workspace(args))
+    return CommandResult(summary, text=f"applied Feast repo (feature version {summary['feature_version']})")
+
+
+def _materialize(args: argparse.Namespace) -> CommandResult:
+    from features.feast_repo import materialize
+
+    summary = materialize(workspace(args), args.end)
+    return CommandResult(summary, text=f"materialized ({summary['mode']}) up to {summary['end']}")
+
+
+def _window(args: argparse.Namespace) -> CommandResult:
+    from features.validation import WindowChecks
+    from features.window import build_window, manifest_path
+
+    ws = workspace(args)
+    checks = WindowChecks(
+        min_coverage=args.min_coverage,
+        min_label_rate=args.min_label_rate,
+        max_label_rate=args.max_label_rate,
+        max_null_rate=args.max_null_rate,
+    )
+    m = build_window(ws, args.end, args.days, checks)
+    summary = {
+        k: m[k]
+        for k in (
+            "window_id",
+            "end",
+            "days",
+            "rows_train",
+            "rows_eval",
+            "label_rate",
+            "days_built",
+            "days_reused",
+            "missing_days",
+            "feature_version",
+            "duration_seconds",
+        )
+    }
+    summary["manifest"] = str(manifest_path(ws, args.end, args.days))
+    text = (
+        f"window {m['end']} ({m['days']}d): {m['rows_train']:,} train rows, {m['rows_eval']:,} eval rows,"
+        f" {m['days_built']} days built, {m['days_reused']} reused -> {summary['manifest']}"
+    )
+    return CommandResult(summary, text=text)
+
+
+def _freshness(args: argparse.Namespace) -> CommandResult:
+    from features.window import freshness
+
+    max_lag = args.max_lag_hours if args.max_lag_hours is not None else _env_lag_hours()
+    summary = freshness(workspace(args), args.end, max_lag)
+    text = f"latest source day {summary['latest_source_date']}, lag {summary['lag_seconds'] / 3600:.1f} h"
+    return CommandResult(summary, text=text)
+
+
+def register(sub: argparse._SubParsersAction) -> None:  # type: ignore[type-arg]
+    """Add ``features`` to ``ranker``."""
+    feats = sub.add_parser(
+        "features", help="Feast repo and training windows: apply | materialize | window | freshness"
+    )
+    fsub = feats.add_subparsers(dest="features_command", metavar="SUBCOMMAND", required=True)
+
+    p = add_common(
+        fsub.add_parser("apply", help="register the Feast repository (features/repo) in the workspace")
+    )
+    p.set_defaults(handler=_apply, step="apply")
+
+    p = add_common(fsub.add_parser("materialize", help="load the online store (first run: full range)"))
+    p.add_argument("--end", type=parse_date, default=None, help="features as of the end of this day")
+    p.set_defaults(handler=_materialize, step="materialize")
+
+    p = add_common(fsub.add_parser("window", help="build the training window [end-days, end) + eval day end"))
+    p.add_argument(
+        "--end", type=parse_date, required=True, help="eval day; training days are [end-days, end)"
+    )
+    p.add_argument("--days", type=positive_int, default=DEFAULT_WINDOW_DAYS)
+    p.add_argument("--min-coverage", type=fraction, default=0.9, help="fraction of training days required")
+    p.add_argument("--min-label-rate", type=fraction, default=0.001)
+    p.add_argument("--max-label-rate", type=fraction, default=0.5)
+    p.add_argument("--max-null-rate", type=fraction, default=0.5, help="per feature column and day")
+    p.set_defaults(handler=_window, step="window")
+
+    p = add_common(fsub.add_parser("freshness", help="newest source day and its lag"))
+    p.add_argument("--end", type=parse_date, default=None, help="require this day; measure lag from its end")
+    p.add_argument(
+        "--max-lag-hours",
+        type=non_negative,
+        default=None,
+        help="fail when the lag is larger (default: $RANKER_MAX_SOURCE_LAG_HOURS, else report only)",
+    )
+    p.set_defaults(handler=_freshness, step="freshness")

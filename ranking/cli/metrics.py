@@ -1,0 +1,102 @@
+"""``ranker metrics publish|show`` — a pipeline run's Prometheus metrics (see ranking/monitoring.py)."""
+
+from __future__ import annotations
+
+import argparse
+from pathlib import Path
+
+from ranking.cli.common import CommandResult, add_common, positive_int, workspace
+from ranking.core.errors import RankerError
+
+
+def register(sub: argparse._SubParsersAction) -> None:  # type: ignore[type-arg]
+    """Add ``metrics publish`` and ``metrics show`` to ``ranker``."""
+    metrics = sub.add_parser("metrics", help="publish or show a pipeline run's Prometheus metrics")
+    msub = metrics.add_subparsers(dest="metrics_command", metavar="SUBCOMMAND")
+
+    publish = msub.add_parser(
+        "publish",
+        help="turn a run's step summaries into metrics: Pushgateway if configured, else a textfile",
+        description="Reads <home>/pipeline/<run-id>/*.json (+ failures/*.json), updates the "
+        "workspace's metric state (counters, last-success time) and pushes the metrics to the "
+        "Pushgateway (--pushgateway or $RANKER_PUSHGATEWAY_URL), retrying; without one, or when "
+        "every push fails, writes them atomically to <home>/metrics/ranker.prom. A failed push "
+        "never fails this command.",
+    )
+    add_common(publish)
+    publish.add_argument(
+        "--status",
+        choices=("success", "failed"),
+        default=None,
+        help="final status of the run (default: failed if it has failure records)",
+    )
+    publish.add_argument("--failed-step", default=None, help="the step that failed (with --status failed)")
+    publish.add_argument(
+        "--pushgateway",
+        default=None,
+        help="Pushgateway base URL (default: $RANKER_PUSHGATEWAY_URL; '' = none)",
+    )
+    publish.add_argument("--job", default=None, help="Pushgateway grouping key job (default: ranker_retrain)")
+    publish.add_argument("--push-attempts", type=positive_int, default=3)
+    publish.add_argument(
+        "--textfile", default=None, help="textfile-collector output (default: <home>/metrics/ranker.prom)"
+    )
+    publish.set_defaults(handler=_publish, step="metrics")
+
+    show = msub.add_parser("show", help="print the metrics of the last publish in this workspace")
+    add_common(show)
+    show.set_defaults(handler=_show, step="metrics-show")
+
+
+def _textfile(value: str | None) -> Path | None:
+    if value is None:
+        return None
+    path = Path(value).expanduser()
+    if path.suffix != ".prom" or any(ord(c) < 32 for c in value):
+        raise RankerError(f"--textfile {value!r}: must be a path ending in .prom")
+    return path.resolve()
+
+
+def _publish(args: argparse.Namespace) -> CommandResult:
+    from ranking.monitoring import metrics as monitoring
+
+    if not args.run_id:
+        raise RankerError("metrics publish needs --run-id (the pipeline run whose summaries to read)")
+    if args.failed_step is not None and args.status == "success":
+        raise RankerError("--failed-step only goes with --status failed")
+    url = monitoring.resolve_pushgateway(args.pushgateway)
+    push = None
+    if url is not None:
+        push = monitoring.PushConfig(
+            url=url, job=args.job or monitoring.DEFAULT_JOB, attempts=args.push_attempts
+        )
+    elif args.job is not None:
+        monitoring.validate_job(args.job)
+    result = monitoring.publish(
+        workspace(args),
+        args.run_id,
+        status=args.status,
+        failed_step=args.failed_step,
+        push=push,
+        textfile=_textfile(args.textfile),
+    )
+    summary = result.summary()
+    text = (
+        f"run {result.run_id} ({result.status}): {len(result.samples)} series -> "
+        f"{result.delivery} {result.target}"
+        + (f" (push failed: {result.push.error})" if result.push and not result.push.ok else "")
+    )
+    return CommandResult(summary=summary, text=text)
+
+
+def _show(args: argparse.Namespace) -> CommandResult:
+    from ranking.monitoring import metrics as monitoring
+
+    ws = workspace(args)
+    last = monitoring.load_state(ws).last_publish
+    if not last:
+        raise RankerError(f"no metrics published yet in {ws.root} (run `ranker metrics publish --run-id R`)")
+    exposition = str(last.get("exposition", ""))
+    summary = {k: v for k, v in last.items() if k != "exposition"}
+    summary["series"] = monitoring.parse_exposition(exposition)
+    return CommandResult(summary=summary, text=exposition.rstrip("\n"))

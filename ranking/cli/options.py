@@ -1,0 +1,105 @@
+"""Options shared by the registry commands: version ids, reasons, --registry and the gate thresholds."""
+
+from __future__ import annotations
+
+import argparse
+from typing import TYPE_CHECKING, Any
+
+from ranking.cli.common import (
+    fraction_below_one,
+    non_negative,
+    positive_int,
+    workspace,
+)
+from ranking.core.ids import is_version_id
+
+if TYPE_CHECKING:
+    from ranking.core.workspace import Workspace
+    from ranking.gate.checks import GateConfig
+    from ranking.registry.store import Registry
+
+
+def version_arg(value: str) -> str:
+    """argparse type for version ids (they reach registry paths)."""
+    if not is_version_id(value):
+        raise argparse.ArgumentTypeError(f"not a version id (v followed by digits, e.g. v0003): {value!r}")
+    return value
+
+
+def reason_arg(value: str) -> str:
+    if not value.strip():
+        raise argparse.ArgumentTypeError("the reason must not be empty")
+    return value.strip()
+
+
+def add_registry_option(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument(
+        "--registry",
+        default=None,
+        metavar="URL",
+        help="registry root: a folder or fsspec URL (default: $RANKER_REGISTRY, else <home>/registry)",
+    )
+
+
+_GATE_OPTIONS: tuple[tuple[str, str, Any, str], ...] = (
+    ("--tolerance", "tolerance", fraction_below_one, "max relative save HIT@3 drop vs the champion"),
+    ("--min-hit", "min_save_hit_at_3", non_negative, "absolute floor on save HIT@3"),
+    (
+        "--min-lift-over-random",
+        "min_lift_over_random",
+        non_negative,
+        "HIT@3 must beat random ranking by this",
+    ),
+    ("--max-auc-drop", "max_auc_drop", non_negative, "max AUC drop vs the champion (absolute)"),
+    ("--max-ne-rise", "max_ne_rise", non_negative, "max normalized-entropy rise vs the champion"),
+    ("--calibration-low", "calibration_low", non_negative, "lowest mean prediction / base rate"),
+    ("--calibration-high", "calibration_high", non_negative, "highest mean prediction / base rate"),
+    ("--bootstrap-samples", "bootstrap_samples", positive_int, "bootstrap resamples for the CI"),
+)
+
+_GATE_FLAGS: tuple[tuple[str, str, str], ...] = (
+    ("--require-ci", "require_ci", "the CI's lower bound must also clear -tolerance"),
+    ("--allow-unfair", "allow_unfair", "compare even if a model was trained on the eval day (recorded)"),
+)
+
+
+def _dest(option: str) -> str:
+    return option.lstrip("-").replace("-", "_")
+
+
+def add_gate_options(parser: argparse.ArgumentParser) -> None:
+    """Gate thresholds (defaults: ranking.gate.checks.GateConfig, rationale in docs/registry.md)."""
+    for option, _, kind, text in _GATE_OPTIONS:
+        parser.add_argument(option, type=kind, default=None, help=text)
+    for option, _, text in _GATE_FLAGS:
+        parser.add_argument(option, action="store_true", help=text)
+
+
+def gate_passthrough(args: argparse.Namespace) -> list[str]:
+    """The gate options of ``args`` as command-line words (``ranker run`` hands them to the gate)."""
+    words: list[str] = []
+    for option, _, _, _ in _GATE_OPTIONS:
+        value = getattr(args, _dest(option), None)
+        if value is not None:
+            words += [option, str(value)]
+    words += [option for option, _, _ in _GATE_FLAGS if getattr(args, _dest(option), False)]
+    return words
+
+
+def gate_config(args: argparse.Namespace) -> GateConfig:
+    from ranking.gate.checks import GateConfig
+
+    values: dict[str, Any] = {}
+    for option, name, _, _ in _GATE_OPTIONS:
+        if getattr(args, _dest(option), None) is not None:
+            values[name] = getattr(args, _dest(option))
+    for option, name, _ in _GATE_FLAGS:
+        values[name] = bool(getattr(args, _dest(option), False))
+    return GateConfig(**values)
+
+
+def open_registry(args: argparse.Namespace) -> tuple[Workspace, Registry]:
+    from ranking.registry.store import Registry
+
+    ws = workspace(args)
+    return ws, Registry.for_workspace(ws, getattr(args, "registry", None))

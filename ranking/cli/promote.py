@@ -1,0 +1,47 @@
+"""``ranker promote``: make a (blessed) version the champion."""
+
+from __future__ import annotations
+
+import argparse
+from typing import TYPE_CHECKING, Any
+
+from ranking.cli.common import (
+    CommandResult,
+    add_common,
+)
+from ranking.cli.options import add_registry_option, open_registry, reason_arg, version_arg
+
+if TYPE_CHECKING:
+    pass
+
+
+def handle_promote(args: argparse.Namespace) -> CommandResult:
+    _, reg = open_registry(args)
+    event, previous = reg.promote(
+        args.version, reason=args.reason, force=args.force, run_id=args.run_id, who=args.who
+    )
+    summary: dict[str, Any] = {
+        "version": args.version,
+        "previous": previous,
+        "reason": args.reason,
+        "forced": bool(event and event.forced),
+        "noop": event is None,
+        "seq": event.seq if event else None,
+    }
+    if event is None:
+        text = f"{args.version} already is the champion; nothing changed"
+    else:
+        text = f"champion: {previous or '(none)'} -> {args.version}" + (" (forced)" if event.forced else "")
+    return CommandResult(summary, text=text)
+
+
+def register(sub: argparse._SubParsersAction) -> None:  # type: ignore[type-arg]
+    """Add ``promote`` to ``ranker``."""
+    p = sub.add_parser("promote", help="make a (blessed) version the champion")
+    p.add_argument("version", type=version_arg)
+    p.add_argument("--reason", type=reason_arg, required=True)
+    p.add_argument("--force", action="store_true", help="promote even without a passing gate verdict")
+    p.add_argument("--who", default=None, help="who is promoting (default: $RANKER_ACTOR, else the OS user)")
+    add_registry_option(p)
+    add_common(p)
+    p.set_defaults(handler=handle_promote, step="promote")

@@ -1,0 +1,142 @@
+"""`ranker study`: the schedule study (ranking/study.py) as one command."""
+
+from __future__ import annotations
+
+import argparse
+import os
+import sys
+import time
+from collections.abc import Callable
+from pathlib import Path
+
+from ranking.cli.common import CommandResult, add_common, parse_date, positive_int, workspace
+
+
+def _int_list(value: str) -> tuple[int, ...]:
+    try:
+        items = tuple(int(v) for v in value.split(",") if v.strip())
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"not a comma list of integers: {value!r}") from None
+    if not items or min(items) <= 0:
+        raise argparse.ArgumentTypeError(f"need positive integers: {value!r}")
+    return items
+
+
+def _str_list(value: str) -> tuple[str, ...]:
+    items = tuple(v.strip() for v in value.split(",") if v.strip())
+    if not items:
+        raise argparse.ArgumentTypeError("empty list")
+    return items
+
+
+def register(sub: argparse._SubParsersAction) -> None:  # type: ignore[type-arg]
+    p = sub.add_parser(
+        "study",
+        help="schedule study: every schedule x epochs x window x seed, relative to 1-epoch joint",
+        description="Train every combination from the same starting point on the same data, "
+        "evaluate all on the same eval day, write a Markdown + PNG + JSON report. Finished runs are "
+        "reused when the study is re-run.",
+    )
+    add_common(p)
+    p.add_argument("--end", type=parse_date, required=True, help="eval day (windows end here)")
+    p.add_argument("--windows", type=_int_list, default=(10, 20), help="window lengths in days (10,20)")
+    p.add_argument("--epochs", type=_int_list, default=(1, 2, 3, 4), help="epoch counts (1,2,3,4)")
+    p.add_argument("--schedules", type=_str_list, default=("joint", "frozen", "delayed", "joint_then_frozen"))
+    p.add_argument("--seeds", type=positive_int, default=3)
+    p.add_argument("--inits", type=_str_list, default=("scratch", "warm"), help="scratch,warm[,warm_dense]")
+    p.add_argument(
+        "--warm-offset-days",
+        type=positive_int,
+        default=None,
+        help="warm start trained on the window ending this many days earlier (default: the window length)",
+    )
+    p.add_argument("--pipeline", choices=("semisync", "sync"), default="semisync")
+    p.add_argument("--batch-size", type=positive_int, default=1024)
+    p.add_argument("--model-config", type=Path, default=None)
+    p.add_argument("--parallel", type=positive_int, default=None, help="runs at a time (default: CPU cores)")
+    p.add_argument("--name", default=None, help="study folder under <home>/studies (default study-<end>)")
+    p.add_argument(
+        "--report-dir", type=Path, default=None, help="also copy the report here (e.g. docs/study)"
+    )
+    p.set_defaults(handler=_study, step="study")
+
+
+def _progress_printer() -> Callable[[str, int, int, float], None]:
+    from ranking.trainer.progress import log_event
+
+    bar = None
+    if sys.stderr.isatty():
+        from tqdm import tqdm
+
+        bar = tqdm(unit="run", desc="study", file=sys.stderr)
+
+    def show(key: str, done: int, total: int, elapsed: float) -> None:
+        eta = elapsed / done * (total - done) if done else float("nan")
+        if bar is not None:
+            bar.total = total
+            bar.set_postfix_str(key)
+            bar.update(1)
+        else:
+            log_event(
+                "study_progress",
+                run=key,
+                done=done,
+                total=total,
+                elapsed_s=round(elapsed, 1),
+                eta_s=round(eta),
+            )
+
+    return show
+
+
+def _study(args: argparse.Namespace) -> CommandResult:
+    import shutil
+
+    from ranking.study.study import StudyRunner, StudySpec, build_report, study_dir_for, write_report
+
+    ws = workspace(args)
+    spec = StudySpec(
+        end=args.end,
+        windows=args.windows,
+        epochs=args.epochs,
+        schedules=args.schedules,
+        seeds=args.seeds,
+        inits=args.inits,
+        warm_offset_days=args.warm_offset_days,
+        pipeline=args.pipeline,
+        batch_size=args.batch_size,
+        model_config=str(args.model_config.resolve()) if args.model_config else None,
+    )
+    study_dir = study_dir_for(ws, spec, args.name)
+    runner = StudyRunner(
+        ws,
+        spec,
+        study_dir,
+        parallel=args.parallel or max(1, os.cpu_count() or 1),
+        on_progress=_progress_printer(),
+    )
+    start = time.perf_counter()
+    results = runner.run()
+    report = build_report(spec, results, time.perf_counter() - start)
+    paths = write_report(report, study_dir)
+    if args.report_dir:
+        args.report_dir.mkdir(parents=True, exist_ok=True)
+        for p in paths.values():
+            shutil.copy2(p, args.report_dir / Path(p).name)
+    summary = {
+        "study_dir": str(study_dir),
+        "report": paths,
+        "runs": report["runs"],
+        "reused": report["reused"],
+        "wall_seconds": report["wall_seconds"],
+        "seed_comparison": report["seed_comparison"],
+    }
+    text = "\n".join(
+        [f"study report: {paths['markdown']}"]
+        + [
+            f"  [{c['init']}] {c['finding']}: seed {c['seed_pct']:+.2f}% ours "
+            f"{c['ours_pct_mean']:+.2f}% ± {c['ours_pct_sd']:.2f} -> {c['verdict']}"
+            for c in report["seed_comparison"]
+        ]
+    )
+    return CommandResult(summary=summary, text=text)

@@ -1,0 +1,450 @@
+"""Champion/challenger promotion gate: a pure function from score frames to a report.
+
+Inputs are per-impression score frames (``request_id, pin_id, saved, score``) of the candidate
+and, when there is one, the champion, both on the same eval day. Every check is reported with its
+value, threshold and a sentence; the decision is ``pass`` only if every check passed. Defaults and
+their rationale: docs/registry.md.
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+import math
+from dataclasses import asdict, dataclass, field
+from typing import TYPE_CHECKING, Any
+
+import numpy as np
+
+from ranking.core.errors import RankerError
+from ranking.evaluation.metrics import compute_metrics, hits_per_request
+
+if TYPE_CHECKING:
+    import pandas as pd
+
+SCORE_COLUMNS: tuple[str, ...] = ("request_id", "pin_id", "saved", "score")
+
+
+class GateInputError(RankerError):
+    """The score frames cannot be compared (missing columns, different rows or labels)."""
+
+
+@dataclass(frozen=True)
+class GateConfig:
+    """Thresholds of the gate. Relative values are fractions (0.01 = 1%)."""
+
+    # value floor: HIT@3 must be at least max(min_save_hit_at_3, random-ranking HIT@3 × (1 + lift))
+    min_save_hit_at_3: float = 0.0
+    min_lift_over_random: float = 0.05
+    # candidate vs champion: relative change of save HIT@3 must be >= -tolerance
+    tolerance: float = 0.01
+    # guardrails (absolute): AUC may drop at most this much, NE may rise at most this much
+    max_auc_drop: float = 0.005
+    max_ne_rise: float = 0.01
+    # sanity: calibration = mean prediction / base rate within [low, high]; scores must vary
+    calibration_low: float = 0.5
+    calibration_high: float = 2.0
+    min_score_std: float = 1e-6
+    # paired bootstrap over requests for the relative change of HIT@3
+    bootstrap_samples: int = 1000
+    ci_level: float = 0.95
+    require_ci: bool = False  # if set: the CI's lower bound must also be >= -tolerance
+    seed: int = 0
+    # a champion trained on the eval day would be judged on its training data: fail closed
+    allow_unfair: bool = False
+
+    def __post_init__(self) -> None:
+        problems = []
+        if not 0 <= self.tolerance < 1:
+            problems.append(f"tolerance must be in [0, 1): {self.tolerance}")
+        if not 0 < self.ci_level < 1:
+            problems.append(f"ci_level must be in (0, 1): {self.ci_level}")
+        if self.bootstrap_samples < 1:
+            problems.append(f"bootstrap_samples must be >= 1: {self.bootstrap_samples}")
+        if not 0 < self.calibration_low <= 1 <= self.calibration_high:
+            problems.append(
+                f"calibration bounds must satisfy 0 < low <= 1 <= high: {self.calibration_low}, {self.calibration_high}"
+            )
+        for name in (
+            "min_save_hit_at_3",
+            "min_lift_over_random",
+            "max_auc_drop",
+            "max_ne_rise",
+            "min_score_std",
+        ):
+            value = getattr(self, name)
+            if not (math.isfinite(value) and value >= 0):
+                problems.append(f"{name} must be a finite number >= 0: {value}")
+        if problems:
+            raise RankerError("invalid gate configuration: " + "; ".join(problems))
+
+    def to_dict(self) -> dict[str, Any]:
+        return asdict(self)
+
+
+@dataclass(frozen=True)
+class Check:
+    name: str
+    passed: bool
+    value: float | None
+    threshold: float | list[float] | None
+    detail: str
+
+    def to_dict(self) -> dict[str, Any]:
+        return asdict(self)
+
+
+@dataclass(frozen=True)
+class TrainingWindow:
+    """Days ``[start, end)`` a model was trained on."""
+
+    start: dt.date
+    end: dt.date
+
+    def covers(self, day: dt.date) -> bool:
+        return self.start <= day < self.end
+
+    def __str__(self) -> str:
+        return f"[{self.start}, {self.end})"
+
+
+@dataclass(frozen=True)
+class GateReport:
+    decision: str  # pass | reject
+    checks: list[Check]
+    candidate: dict[str, Any]
+    champion: dict[str, Any] | None
+    relative_change: float | None  # of save HIT@3, candidate vs champion
+    ci: list[float] | None  # paired bootstrap interval of relative_change
+    eval_date: str | None
+    config: dict[str, Any] = field(default_factory=dict)
+
+    @property
+    def passed(self) -> bool:
+        return self.decision == "pass"
+
+    @property
+    def failed_checks(self) -> list[str]:
+        return [c.name for c in self.checks if not c.passed]
+
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            "decision": self.decision,
+            "checks": [c.to_dict() for c in self.checks],
+            "failed_checks": self.failed_checks,
+            "candidate": self.candidate,
+            "champion": self.champion,
+            "relative_change": self.relative_change,
+            "ci": self.ci,
+            "eval_date": self.eval_date,
+            "config": self.config,
+        }
+
+
+# --------------------------------------------------------------------------------------------
+# inputs
+# --------------------------------------------------------------------------------------------
+
+
+def _require_columns(frame: pd.DataFrame, who: str) -> None:
+    missing = [c for c in SCORE_COLUMNS if c not in frame.columns]
+    if missing:
+        raise GateInputError(f"{who} scores lack columns {missing} (need {list(SCORE_COLUMNS)})")
+    if len(frame) == 0:
+        raise GateInputError(f"{who} scores are empty")
+    if frame.duplicated(["request_id", "pin_id"]).any():
+        n = int(frame.duplicated(["request_id", "pin_id"]).sum())
+        raise GateInputError(f"{who} scores have {n} duplicate (request_id, pin_id) rows")
+
+
+def align_scores(candidate: pd.DataFrame, champion: pd.DataFrame) -> pd.DataFrame:
+    """Join the two frames row for row: columns request_id, pin_id, saved, cand, champ.
+
+    Both must score exactly the same impressions with the same labels; anything else means they
+    were not evaluated on the same day and the comparison would be meaningless.
+    """
+    _require_columns(candidate, "candidate")
+    _require_columns(champion, "champion")
+    keys = ["request_id", "pin_id"]
+    merged = candidate[[*keys, "saved", "score"]].merge(
+        champion[[*keys, "saved", "score"]],
+        on=keys,
+        how="outer",
+        suffixes=("_cand", "_champ"),
+        indicator=True,
+    )
+    only_cand = int((merged["_merge"] == "left_only").sum())
+    only_champ = int((merged["_merge"] == "right_only").sum())
+    if only_cand or only_champ:
+        raise GateInputError(
+            f"candidate and champion were not scored on the same impressions: {only_cand} rows only in the "
+            f"candidate's scores, {only_champ} only in the champion's (same eval day and window?)"
+        )
+    differing = int((merged["saved_cand"] != merged["saved_champ"]).sum())
+    if differing:
+        raise GateInputError(
+            f"candidate and champion scores disagree on the label of {differing} impressions"
+        )
+    return merged.rename(columns={"saved_cand": "saved", "score_cand": "cand", "score_champ": "champ"})[
+        [*keys, "saved", "cand", "champ"]
+    ].sort_values(keys, kind="mergesort", ignore_index=True)
+
+
+# --------------------------------------------------------------------------------------------
+# statistics
+# --------------------------------------------------------------------------------------------
+
+
+def random_ranking_hit_at_k(request_ids: Any, labels: Any, k: int = 3) -> float:
+    """Expected save HIT@k of a model that ranks each slate uniformly at random.
+
+    A saved pin in a slate of n lands in the top k with probability min(k, n) / n.
+    """
+    _, codes = np.unique(np.asarray(request_ids), return_inverse=True)
+    codes = np.asarray(codes).reshape(-1)
+    y = np.asarray(labels, dtype=np.float64)
+    sizes = np.bincount(codes)
+    saves = np.bincount(codes, weights=y, minlength=len(sizes))
+    total = saves.sum()
+    if total <= 0:
+        return float("nan")
+    return float((saves * np.minimum(k, sizes) / sizes).sum() / total)
+
+
+def _ratio_change(new: float, old: float) -> float | None:
+    if not (math.isfinite(new) and math.isfinite(old)) or old <= 0:
+        return None
+    return new / old - 1.0
+
+
+def paired_bootstrap_ci(
+    cand_hits: np.ndarray, champ_hits: np.ndarray, *, samples: int, level: float, seed: int
+) -> list[float] | None:
+    """Percentile CI of HIT@3(candidate) / HIT@3(champion) − 1, resampling requests (paired).
+
+    Inputs are per-request hit counts over requests with at least one save; both models share the
+    request's save count, so it cancels in the ratio.
+    """
+    n = len(cand_hits)
+    if n == 0 or champ_hits.sum() <= 0:
+        return None
+    rng = np.random.default_rng(seed)
+    changes = np.empty(samples, dtype=np.float64)
+    chunk = max(1, min(samples, 4_000_000 // n))  # bound the (chunk × n) index matrix
+    for lo in range(0, samples, chunk):
+        hi = min(samples, lo + chunk)
+        idx = rng.integers(0, n, size=(hi - lo, n))
+        num = cand_hits[idx].sum(axis=1)
+        den = champ_hits[idx].sum(axis=1)
+        with np.errstate(divide="ignore", invalid="ignore"):
+            changes[lo:hi] = np.where(den > 0, num / den - 1.0, np.nan)
+    changes = changes[np.isfinite(changes)]
+    if len(changes) == 0:
+        return None
+    alpha = (1.0 - level) / 2.0
+    return [float(np.quantile(changes, alpha)), float(np.quantile(changes, 1.0 - alpha))]
+
+
+# --------------------------------------------------------------------------------------------
+# the gate
+# --------------------------------------------------------------------------------------------
+
+
+def _fmt(x: float | None) -> str:
+    return "n/a" if x is None or not math.isfinite(x) else f"{x:.4f}"
+
+
+def _sanity_checks(scores: np.ndarray, calibration: float, config: GateConfig) -> list[Check]:
+    finite = np.isfinite(scores)
+    in_range = finite & (scores >= 0.0) & (scores <= 1.0)
+    bad = int(len(scores) - in_range.sum())
+    checks = [
+        Check(
+            "scores_finite",
+            bad == 0,
+            float(bad),
+            0.0,
+            f"{bad} of {len(scores)} scores are NaN, infinite or outside [0, 1]",
+        )
+    ]
+    std = float(np.std(scores[finite])) if finite.any() else 0.0
+    checks.append(
+        Check(
+            "scores_not_constant",
+            std > config.min_score_std,
+            std,
+            config.min_score_std,
+            f"score standard deviation {std:.3g} (must exceed {config.min_score_std:g})",
+        )
+    )
+    cal_ok = math.isfinite(calibration) and config.calibration_low <= calibration <= config.calibration_high
+    checks.append(
+        Check(
+            "calibration",
+            cal_ok,
+            calibration if math.isfinite(calibration) else None,
+            [config.calibration_low, config.calibration_high],
+            f"mean prediction / base save rate = {_fmt(calibration)} "
+            f"(bounds [{config.calibration_low:g}, {config.calibration_high:g}])",
+        )
+    )
+    return checks
+
+
+def _fairness_check(
+    eval_date: dt.date | None,
+    candidate_window: TrainingWindow | None,
+    champion_window: TrainingWindow | None,
+    config: GateConfig,
+) -> Check:
+    problems = []
+    if eval_date is None:
+        problems.append("the eval day is unknown")
+    else:
+        for who, window in (("champion", champion_window), ("candidate", candidate_window)):
+            if window is None:
+                problems.append(f"the {who}'s training window is unknown")
+            elif window.covers(eval_date):
+                problems.append(f"the {who} was trained on the eval day {eval_date} (window {window})")
+    if not problems:
+        return Check(
+            "fair_comparison", True, None, None, f"neither model was trained on the eval day {eval_date}"
+        )
+    detail = "unfair comparison: " + "; ".join(problems)
+    if config.allow_unfair:
+        return Check("fair_comparison", True, None, None, detail + " — overridden (--allow-unfair)")
+    return Check("fair_comparison", False, None, None, detail + " — fails closed (override: --allow-unfair)")
+
+
+def run_gate(
+    candidate: pd.DataFrame,
+    champion: pd.DataFrame | None,
+    config: GateConfig | None = None,
+    *,
+    eval_date: dt.date | None = None,
+    candidate_window: TrainingWindow | None = None,
+    champion_window: TrainingWindow | None = None,
+) -> GateReport:
+    """Judge a candidate against the champion (or, on the first run, on absolute checks only)."""
+    config = config or GateConfig()
+    _require_columns(candidate, "candidate")
+    if champion is not None:
+        frame = align_scores(candidate, champion)
+        cand_scores = frame["cand"].to_numpy(dtype=np.float64)
+    else:
+        frame = candidate[["request_id", "pin_id", "saved", "score"]].rename(columns={"score": "cand"})
+        cand_scores = frame["cand"].to_numpy(dtype=np.float64)
+    request_ids = frame["request_id"].factorize()[0]  # int codes: grouping strings is 5-10x slower
+    labels = frame["saved"].to_numpy(dtype=np.float64)
+    if not np.isin(labels, (0.0, 1.0)).all():
+        raise GateInputError("the 'saved' column must hold 0/1 labels")
+    if labels.sum() == 0:
+        raise GateInputError("the eval day has no saves: save HIT@3 is undefined")
+
+    cand_metrics = compute_metrics(request_ids, labels, cand_scores)
+    random_hit = random_ranking_hit_at_k(request_ids, labels)
+    candidate_summary: dict[str, Any] = {**cand_metrics.to_dict(), "random_save_hit_at_3": random_hit}
+
+    checks = _sanity_checks(cand_scores, cand_metrics.calibration, config)
+    floor = max(config.min_save_hit_at_3, random_hit * (1.0 + config.min_lift_over_random))
+    hit = cand_metrics.save_hit_at_3
+    checks.append(
+        Check(
+            "save_hit_at_3_floor",
+            math.isfinite(hit) and hit >= floor,
+            hit,
+            floor,
+            f"save HIT@3 {_fmt(hit)} vs floor {_fmt(floor)} = max({config.min_save_hit_at_3:g}, random ranking "
+            f"{_fmt(random_hit)} × {1 + config.min_lift_over_random:g})",
+        )
+    )
+
+    champion_summary: dict[str, Any] | None = None
+    relative_change: float | None = None
+    ci: list[float] | None = None
+    if champion is not None:
+        champ_scores = frame["champ"].to_numpy(dtype=np.float64)
+        champ_metrics = compute_metrics(request_ids, labels, champ_scores)
+        champion_summary = champ_metrics.to_dict()
+        checks.append(_fairness_check(eval_date, candidate_window, champion_window, config))
+
+        relative_change = _ratio_change(hit, champ_metrics.save_hit_at_3)
+        checks.append(
+            Check(
+                "save_hit_at_3_change",
+                relative_change is not None and relative_change >= -config.tolerance,
+                relative_change,
+                -config.tolerance,
+                f"save HIT@3 {_fmt(hit)} vs champion {_fmt(champ_metrics.save_hit_at_3)}: relative change "
+                f"{_fmt(relative_change)} (must be >= {-config.tolerance:g})",
+            )
+        )
+        auc_drop = champ_metrics.auc - cand_metrics.auc
+        checks.append(
+            Check(
+                "auc_drop",
+                math.isfinite(auc_drop) and auc_drop <= config.max_auc_drop,
+                auc_drop if math.isfinite(auc_drop) else None,
+                config.max_auc_drop,
+                f"AUC {_fmt(cand_metrics.auc)} vs champion {_fmt(champ_metrics.auc)}: drop {_fmt(auc_drop)} "
+                f"(max {config.max_auc_drop:g})",
+            )
+        )
+        ne_rise = cand_metrics.ne - champ_metrics.ne
+        checks.append(
+            Check(
+                "ne_rise",
+                math.isfinite(ne_rise) and ne_rise <= config.max_ne_rise,
+                ne_rise if math.isfinite(ne_rise) else None,
+                config.max_ne_rise,
+                f"NE {_fmt(cand_metrics.ne)} vs champion {_fmt(champ_metrics.ne)}: rise {_fmt(ne_rise)} "
+                f"(max {config.max_ne_rise:g})",
+            )
+        )
+        cand_hits, saves = hits_per_request(request_ids, labels, cand_scores)
+        champ_hits, _ = hits_per_request(request_ids, labels, champ_scores)
+        with_save = saves > 0
+        ci = paired_bootstrap_ci(
+            cand_hits[with_save],
+            champ_hits[with_save],
+            samples=config.bootstrap_samples,
+            level=config.ci_level,
+            seed=config.seed,
+        )
+        ci_text = f"[{_fmt(ci[0])}, {_fmt(ci[1])}]" if ci else "n/a"
+        ci_detail = (
+            f"{config.ci_level:.0%} paired bootstrap CI of the relative change over "
+            f"{int(with_save.sum())} requests with a save ({config.bootstrap_samples} resamples): {ci_text}"
+        )
+        if config.require_ci:
+            ci_ok = ci is not None and ci[0] >= -config.tolerance
+            checks.append(
+                Check(
+                    "save_hit_at_3_ci",
+                    ci_ok,
+                    ci[0] if ci else None,
+                    -config.tolerance,
+                    ci_detail + f"; lower bound must be >= {-config.tolerance:g}",
+                )
+            )
+        else:
+            checks.append(
+                Check(
+                    "save_hit_at_3_ci",
+                    True,
+                    ci[0] if ci else None,
+                    None,
+                    ci_detail + " (reported, not required)",
+                )
+            )
+
+    decision = "pass" if all(c.passed for c in checks) else "reject"
+    return GateReport(
+        decision=decision,
+        checks=checks,
+        candidate=candidate_summary,
+        champion=champion_summary,
+        relative_change=relative_change,
+        ci=ci,
+        eval_date=eval_date.isoformat() if eval_date else None,
+        config=config.to_dict(),
+    )

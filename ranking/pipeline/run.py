@@ -1,0 +1,258 @@
+"""``ranker run`` — the whole retrain without Airflow: window → train → gate → promote | reject →
+metrics publish. Each step is the same ``ranker`` subcommand the DAG calls, run in-process through
+its own parser and handler under one pipeline run id, so every step's summary lands in
+``<home>/pipeline/<run id>/<step>.json`` exactly as it would from the DAG.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import datetime as dt
+import logging
+import os
+import secrets
+import time
+from collections.abc import Iterator
+from dataclasses import dataclass, field
+from typing import Any, Protocol
+
+from ranking.core.errors import RankerError
+
+log = logging.getLogger(__name__)
+
+
+@dataclass
+class StepOutcome:
+    step: str
+    exit_code: int
+    summary: dict[str, Any]
+    duration_seconds: float
+    error: str | None = None
+
+    def brief(self) -> dict[str, Any]:
+        out: dict[str, Any] = {
+            "step": self.step,
+            "exit_code": self.exit_code,
+            "duration_seconds": round(self.duration_seconds, 3),
+        }
+        if self.error:
+            out["error"] = self.error
+        return out
+
+
+@dataclass
+class RunPlan:
+    """What ``ranker run`` was asked to do (validated before any step runs)."""
+
+    end: dt.date
+    days: int | None = None
+    epochs: int | None = None
+    schedule: str | None = None
+    pipeline: str | None = None
+    dry_run: bool = False
+    force_promote: bool = False
+    reason: str | None = None
+    registry: str | None = None
+    gate_args: list[str] = field(default_factory=list)
+
+    def __post_init__(self) -> None:
+        if self.force_promote and not (self.reason and self.reason.strip()):
+            raise RankerError(
+                "--force-promote needs --reason TEXT (it is recorded in the champion's history)"
+            )
+        if self.force_promote and self.dry_run:
+            raise RankerError("--force-promote and --dry-run contradict each other")
+
+
+def new_run_id(end: dt.date) -> str:
+    stamp = dt.datetime.now(dt.UTC).strftime("%Y%m%dT%H%M%SZ")
+    return f"manual__{end.isoformat()}__{stamp}-{secrets.token_hex(2)}"
+
+
+class StepRunner(Protocol):
+    """Runs one ``ranker`` step (argv without --home/--run-id/--json) and records its outcome;
+    the CLI provides the in-process implementation (:class:`ranking.cli.steps.InProcessSteps`)."""
+
+    outcomes: list[StepOutcome]
+
+    def run(self, argv: list[str]) -> StepOutcome: ...
+
+
+@dataclass
+class RunResult:
+    summary: dict[str, Any]
+    exit_code: int
+    text: str
+
+
+@contextlib.contextmanager
+def _registry_env(url: str | None) -> Iterator[None]:
+    """`ranker train` finds the registry through $RANKER_REGISTRY: point it at --registry too."""
+    if url is None:
+        yield
+        return
+    from ranking.registry.store import REGISTRY_ENV
+
+    before = os.environ.get(REGISTRY_ENV)
+    os.environ[REGISTRY_ENV] = url
+    try:
+        yield
+    finally:
+        if before is None:
+            os.environ.pop(REGISTRY_ENV, None)
+        else:
+            os.environ[REGISTRY_ENV] = before
+
+
+def execute(plan: RunPlan, home: str, run_id: str, runner: StepRunner) -> RunResult:
+    """Run the pipeline; the returned summary is the `run` step's."""
+    with _registry_env(plan.registry):
+        return _execute(plan, home, run_id, runner)
+
+
+def _execute(plan: RunPlan, home: str, run_id: str, runner: StepRunner) -> RunResult:
+    started = time.perf_counter()
+    end = plan.end.isoformat()
+    registry = ["--registry", plan.registry] if plan.registry else []
+    summary: dict[str, Any] = {
+        "run_id": run_id,
+        "end": end,
+        "days": plan.days,
+        "dry_run": plan.dry_run,
+        "decision": None,
+        "version": None,
+        "promoted": False,
+        "forced": False,
+        "kept_champion": False,
+    }
+    exit_code = 0
+    finished = False
+    try:
+        window = ["features", "window", "--end", end] + (["--days", str(plan.days)] if plan.days else [])
+        outcome = runner.run(window)
+        if outcome.exit_code != 0:
+            raise _StepFailed(outcome)
+        summary["days"] = outcome.summary.get("days", plan.days)  # the builder's default when not given
+
+        train = ["train", "--end", end]
+        for flag, value in (
+            ("--days", plan.days),
+            ("--epochs", plan.epochs),
+            ("--schedule", plan.schedule),
+            ("--pipeline", plan.pipeline),
+        ):
+            if value is not None:
+                train += [flag, str(value)]
+        outcome = runner.run(train)
+        if outcome.exit_code != 0:
+            raise _StepFailed(outcome)
+        version = _registered_version(outcome.summary, home, run_id, plan.registry)
+        summary["version"] = version
+
+        gate = runner.run(["gate", "--candidate", version, "--end", end, *plan.gate_args, *registry])
+        if gate.exit_code not in (0, 1):
+            raise _StepFailed(gate)
+        summary["decision"] = gate.summary.get("decision")
+        summary["failed_checks"] = gate.summary.get("failed_checks", [])
+
+        if plan.dry_run:
+            log.info("ranker run: dry run — the champion is left as it is")
+            exit_code = gate.exit_code
+        elif (
+            gate.exit_code == 0
+            and not plan.force_promote
+            and _champion_trained_for(home, plan.registry) == end
+        ):
+            # like the DAG: one promotion per window end; a rerun of the date keeps the champion
+            log.info("ranker run: the champion was already trained for %s; keeping it", end)
+            summary["kept_champion"] = True
+        elif gate.exit_code == 0 or plan.force_promote:
+            reason = plan.reason or f"gate passed on {end} (run {run_id})"
+            promote = ["promote", version, "--reason", reason, *registry]
+            if gate.exit_code != 0:
+                promote.append("--force")
+            outcome = runner.run(promote)
+            if outcome.exit_code != 0:
+                raise _StepFailed(outcome)
+            summary["promoted"] = not outcome.summary.get("noop", False)
+            summary["forced"] = bool(outcome.summary.get("forced"))
+        else:
+            outcome = runner.run(["reject", version, *registry])
+            if outcome.exit_code != 0:
+                raise _StepFailed(outcome)
+            exit_code = 1
+        finished = True
+    except _StepFailed as failed:
+        summary["error"] = (
+            f"step {failed.outcome.step} failed: {failed.outcome.error or 'exit ' + str(failed.outcome.exit_code)}"
+        )
+        summary["failed_step"] = failed.outcome.step
+        exit_code, finished = 2, True
+    except RankerError as exc:  # between steps (e.g. the trained run could not be registered)
+        summary["error"] = str(exc)
+        summary["failed_step"] = runner.outcomes[-1].step if runner.outcomes else "run"
+        exit_code, finished = 2, True
+    finally:
+        # a crash (not a RankerError) propagates after this, so it is published as a failure too
+        _publish_metrics(runner, summary.get("failed_step") or (None if finished else "run"))
+
+    summary["steps"] = [o.brief() for o in runner.outcomes]
+    summary["champion"] = _champion(home, plan.registry)
+    summary["duration_seconds"] = round(time.perf_counter() - started, 3)
+    text = (
+        f"run {run_id}: version {summary['version'] or '-'}, gate {summary['decision'] or '-'}, "
+        f"{'promoted' if summary['promoted'] else 'not promoted'}; champion {summary['champion'] or '(none)'}"
+        + (f"; {summary['error']}" if "error" in summary else "")
+    )
+    return RunResult(summary, exit_code=exit_code, text=text)
+
+
+def _publish_metrics(runner: StepRunner, failed_step: str | None) -> None:
+    """Publish whatever happened, like the DAG's final task; a failed publish never fails the run."""
+    status = ["--status", "failed", "--failed-step", failed_step] if failed_step else ["--status", "success"]
+    try:
+        published = runner.run(["metrics", "publish", *status])
+    except Exception as exc:  # monitoring must never turn a retrain into a failure
+        log.warning("ranker run: metrics publish crashed: %s", exc)
+        return
+    if published.exit_code != 0:
+        log.warning("ranker run: metrics publish failed: %s", published.error)
+
+
+class _StepFailed(Exception):
+    def __init__(self, outcome: StepOutcome) -> None:
+        super().__init__(outcome.step)
+        self.outcome = outcome
+
+
+def _registered_version(train_summary: dict[str, Any], home: str, run_id: str, registry: str | None) -> str:
+    """The version `ranker train` registered; registers its run folder if it did not."""
+    version = train_summary.get("version")
+    if version:
+        return str(version)
+    run_dir = train_summary.get("run_dir")
+    if not run_dir:
+        raise RankerError("`ranker train` reported neither a registered version nor a run_dir")
+    from pathlib import Path
+
+    from ranking.core.workspace import Workspace
+    from ranking.registry.store import register_run
+
+    return register_run(Workspace.resolve(home), Path(run_dir), run_id, registry)
+
+
+def _champion_trained_for(home: str, registry: str | None) -> str | None:
+    """The window end (= eval day) the current champion was trained for, if known."""
+    from ranking.core.workspace import Workspace
+    from ranking.registry.store import Registry
+
+    reg = Registry.for_workspace(Workspace.resolve(home), registry)
+    champion = reg.champion()
+    return reg.record(champion).train.get("train_end") if champion else None
+
+
+def _champion(home: str, registry: str | None) -> str | None:
+    from ranking.core.workspace import Workspace
+    from ranking.registry.store import Registry
+
+    return Registry.for_workspace(Workspace.resolve(home), registry).champion()

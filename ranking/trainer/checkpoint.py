@@ -1,0 +1,98 @@
+"""Checkpoints: atomic ``torch.save`` + a ``.sha256`` sidecar written after it.
+
+A checkpoint is *complete* when both files exist and the digest matches; a crash between the two
+leaves an incomplete one that ``--resume`` skips. Loading always uses ``weights_only=True``, so
+payloads hold only tensors and plain Python values (configs are stored as dicts).
+"""
+
+from __future__ import annotations
+
+import logging
+import re
+from pathlib import Path
+from typing import Any
+
+from ranking.core.atomic import atomic_path, atomic_write_text
+from ranking.core.errors import RankerError
+from ranking.core.hashing import sha256_file
+
+log = logging.getLogger(__name__)
+
+FORMAT_VERSION = 1
+CHECKSUM_SUFFIX = ".sha256"
+_EPOCH_FILE = re.compile(r"^epoch-(\d+)\.pt$")
+
+
+class CheckpointError(RankerError):
+    """A checkpoint is missing, corrupt (checksum mismatch) or does not fit."""
+
+
+def checksum_path(path: Path) -> Path:
+    return path.with_name(path.name + CHECKSUM_SUFFIX)
+
+
+def save_checkpoint(path: Path, payload: dict[str, Any]) -> str:
+    """Write ``payload`` atomically, then its checksum; returns the sha256."""
+    import torch
+
+    with atomic_path(path) as tmp:
+        torch.save({"format": FORMAT_VERSION, **payload}, tmp)
+        digest = sha256_file(tmp)
+    atomic_write_text(checksum_path(path), f"{digest}  {path.name}\n")
+    return digest
+
+
+def verify_checkpoint(path: Path) -> str:
+    """The file's sha256 if it matches its sidecar; CheckpointError otherwise."""
+    if not path.is_file():
+        raise CheckpointError(f"checkpoint not found: {path}")
+    side = checksum_path(path)
+    if not side.is_file():
+        raise CheckpointError(f"checkpoint {path} has no {CHECKSUM_SUFFIX} file (incomplete write?)")
+    expected = side.read_text().split()[0] if side.read_text().strip() else ""
+    actual = sha256_file(path)
+    if actual != expected:
+        raise CheckpointError(
+            f"checkpoint {path} is corrupt: sha256 {actual[:12]}… != recorded {expected[:12]}…"
+        )
+    return actual
+
+
+def load_checkpoint(path: Path, verify: bool = True) -> dict[str, Any]:
+    """Load a checkpoint (tensors + plain values only). With ``verify`` a sidecar checksum, when
+    present, must match; a file without a sidecar (e.g. copied by hand) still loads."""
+    import torch
+
+    if not path.is_file():
+        raise CheckpointError(f"checkpoint not found: {path}")
+    if verify and checksum_path(path).is_file():
+        verify_checkpoint(path)
+    try:
+        payload = torch.load(path, map_location="cpu", weights_only=True)
+    except Exception as exc:  # unpickling errors come in many types
+        raise CheckpointError(f"cannot load checkpoint {path}: {exc}") from None
+    if not isinstance(payload, dict) or "model" not in payload:
+        raise CheckpointError(f"{path} is not a ranker checkpoint (no 'model' state)")
+    return payload
+
+
+def epoch_checkpoint_path(run_dir: Path, epoch: int) -> Path:
+    return run_dir / "checkpoints" / f"epoch-{epoch}.pt"
+
+
+def latest_complete_checkpoint(run_dir: Path) -> tuple[int, Path] | None:
+    """The highest epoch whose checkpoint verifies; incomplete or corrupt ones are skipped."""
+    folder = run_dir / "checkpoints"
+    if not folder.is_dir():
+        return None
+    found = sorted(
+        ((int(m.group(1)), p) for p in folder.iterdir() if (m := _EPOCH_FILE.match(p.name))), reverse=True
+    )
+    for epoch, path in found:
+        try:
+            verify_checkpoint(path)
+        except CheckpointError as exc:
+            log.warning("skipping checkpoint: %s", exc)
+            continue
+        return epoch, path
+    return None

@@ -1,0 +1,492 @@
+"""Streaming the window's example partitions into training and eval batches.
+
+Nothing here loads a window into memory: partitions are read one parquet row group at a time
+(in slices), pass through a bounded, seeded shuffle buffer, and leave as batches. Memory is
+bounded by the row-group slice + the shuffle buffer, whatever the window length.
+
+Sharding across ranks: the unit of work is one (partition file, row group). Every epoch the units
+are permuted with a seed shared by all ranks and dealt greedily to the rank with the fewest rows,
+so each rank reads a disjoint set and the row counts stay balanced. All ranks must take the same
+number of steps (collectives), so each rank splits its rows into exactly ``steps`` batches; no row
+is dropped. Each row is weighted by 1 / rows in the global step so the ranks' losses sum to the
+mean over the global batch whatever the split (see ranking.trainer.model.TrainTask for the gradients).
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+import math
+from collections.abc import Iterator, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+import numpy as np
+
+from features.schema import LABEL, REQUEST_KEY
+from ranking.core.atomic import read_json
+from ranking.core.errors import DataValidationError
+from ranking.core.workspace import Workspace
+from ranking.trainer.config import ModelConfig
+
+if TYPE_CHECKING:
+    import pyarrow as pa
+
+    from ranking.trainer.model import TrainBatch
+
+READ_SLICE_ROWS = 65_536  # rows decoded at a time inside a row group
+
+
+# ---------------------------------------------------------------- window manifest
+
+
+@dataclass(frozen=True)
+class Partition:
+    date: str
+    path: Path
+    rows: int
+    label_rate: float | None = None
+
+
+@dataclass(frozen=True)
+class WindowManifest:
+    window_id: str
+    end: str
+    days: int
+    train: tuple[Partition, ...]
+    eval: Partition
+    feature_version: str
+    path: Path
+
+    @property
+    def rows_train(self) -> int:
+        return sum(p.rows for p in self.train)
+
+    @property
+    def train_label_rate(self) -> float | None:
+        """Save rate over the training days (None when the manifest does not record it)."""
+        if not self.train or any(p.label_rate is None for p in self.train) or not self.rows_train:
+            return None
+        return sum(p.rows * (p.label_rate or 0.0) for p in self.train) / self.rows_train
+
+    def summary(self) -> dict[str, Any]:
+        return {
+            "window_id": self.window_id,
+            "manifest": str(self.path),
+            "end": self.end,
+            "days": self.days,
+            "rows_train": self.rows_train,
+            "rows_eval": self.eval.rows,
+            "feature_version": self.feature_version,
+            "train_dates": [p.date for p in self.train],
+            "eval_date": self.eval.date,
+        }
+
+
+def window_manifest_path(ws: Workspace, end: dt.date, days: int) -> Path:
+    return ws.windows / f"{end.isoformat()}_{int(days)}d" / "manifest.json"
+
+
+def _partition(raw: Any, where: str) -> Partition:
+    if not isinstance(raw, dict) or "path" not in raw or "rows" not in raw:
+        raise DataValidationError(f"window manifest: {where} entry needs 'path' and 'rows': {raw!r}")
+    rate = raw.get("label_rate")
+    return Partition(
+        date=str(raw.get("date", "")),
+        path=Path(raw["path"]),
+        rows=int(raw["rows"]),
+        label_rate=float(rate) if rate is not None else None,
+    )
+
+
+def read_window_manifest(path: Path) -> WindowManifest:
+    """Parse a window manifest (docs/architecture.md "Window manifest")."""
+    if not path.is_file():
+        raise DataValidationError(
+            f"no window manifest at {path}: build the window first (ranker features window --end ... --days ...)"
+        )
+    try:
+        raw = read_json(path)
+    except ValueError as exc:
+        raise DataValidationError(f"window manifest {path} is not valid JSON: {exc}") from None
+    for key in ("window_id", "train", "eval", "feature_version"):
+        if key not in raw:
+            raise DataValidationError(f"window manifest {path} lacks {key!r}")
+    return WindowManifest(
+        window_id=str(raw["window_id"]),
+        end=str(raw.get("end", "")),
+        days=int(raw.get("days", len(raw["train"]))),
+        train=tuple(_partition(p, "train") for p in raw["train"]),
+        eval=_partition(raw["eval"], "eval"),
+        feature_version=str(raw["feature_version"]),
+        path=path,
+    )
+
+
+def required_columns(cfg: ModelConfig, eval_keys: bool = False) -> list[str]:
+    cols = [*cfg.sparse_features, *cfg.dense_features, LABEL]
+    if eval_keys:
+        cols = [REQUEST_KEY, "pin_id", *[c for c in cols if c not in (REQUEST_KEY, "pin_id")]]
+    return list(dict.fromkeys(cols))
+
+
+def check_partition(part: Partition, columns: Sequence[str], what: str) -> None:
+    """The file exists, holds the needed columns and as many rows as the manifest says."""
+    import pyarrow.parquet as pq
+
+    if not part.path.is_file():
+        raise DataValidationError(f"{what} partition {part.date or ''} missing: {part.path}")
+    meta = pq.read_metadata(part.path)
+    names = set(meta.schema.to_arrow_schema().names)
+    missing = [c for c in columns if c not in names]
+    if missing:
+        raise DataValidationError(f"{what} partition {part.path} lacks columns {missing}")
+    if meta.num_rows != part.rows:
+        raise DataValidationError(
+            f"{what} partition {part.path} holds {meta.num_rows} rows but the manifest says {part.rows}"
+        )
+
+
+def validate_window(
+    manifest: WindowManifest, cfg: ModelConfig, expected_feature_version: str | None = None
+) -> None:
+    """Fail before training on an empty window, missing columns or foreign feature definitions."""
+    if expected_feature_version is not None and manifest.feature_version != expected_feature_version:
+        raise DataValidationError(
+            f"window {manifest.path} was built with feature definitions {manifest.feature_version!r}, "
+            f"expected {expected_feature_version!r}: rebuild the window"
+        )
+    if not manifest.train or manifest.rows_train == 0:
+        raise DataValidationError(f"window {manifest.path} has no training rows")
+    if manifest.eval.rows == 0:
+        raise DataValidationError(f"window {manifest.path} has an empty eval day")
+    cols = required_columns(cfg)
+    for part in manifest.train:
+        check_partition(part, cols, "train")
+    check_partition(manifest.eval, required_columns(cfg, eval_keys=True), "eval")
+
+
+# ---------------------------------------------------------------- encoding (pure)
+
+
+def hash_ids(values: pa.Array | pa.ChunkedArray, num_embeddings: int) -> np.ndarray:
+    """Stable hash of categorical values into [0, num_embeddings): same id -> same row in every
+    process and every run; unseen ids land on some row instead of failing. Nulls hash as a value
+    of their own."""
+    import pandas as pd
+    import pyarrow as pa
+    import pyarrow.compute as pc
+
+    if isinstance(values, pa.ChunkedArray):
+        values = values.combine_chunks()
+    if pa.types.is_integer(values.type):
+        raw = pc.fill_null(values.cast(pa.int64()), -(2**62)).to_numpy(zero_copy_only=False)
+        hashed = pd.util.hash_array(raw, categorize=False)
+    elif (
+        pa.types.is_string(values.type)
+        or pa.types.is_large_string(values.type)
+        or pa.types.is_dictionary(values.type)
+    ):
+        if not pa.types.is_dictionary(values.type):
+            values = pc.dictionary_encode(values)
+        # hash each distinct value once, then gather (categorical columns have few values)
+        dictionary = values.dictionary.cast(pa.string()).to_numpy(zero_copy_only=False).astype(object)
+        table = pd.util.hash_array(np.append(dictionary, "\x00<null>").astype(object), categorize=False)
+        idx = pc.fill_null(values.indices.cast(pa.int64()), len(dictionary)).to_numpy(zero_copy_only=False)
+        hashed = table[idx]
+    else:
+        raise DataValidationError(f"sparse feature of type {values.type} is not supported (int or string)")
+    return (hashed % np.uint64(num_embeddings)).astype(np.int64)
+
+
+def normalize_dense(matrix: np.ndarray) -> np.ndarray:
+    """Nulls/NaN/inf -> 0, then sign(x)·log1p(|x|): counts span orders of magnitude, rates do not
+    change much. Pure and per-row, so training and scoring agree without fitted statistics."""
+    x = np.nan_to_num(matrix.astype(np.float32, copy=False), nan=0.0, posinf=0.0, neginf=0.0)
+    return np.sign(x) * np.log1p(np.abs(x))
+
+
+@dataclass
+class Chunk:
+    """Encoded rows: ids [n, tables] int64, dense [n, D] float32, labels [n] float32, and for
+    eval the keys (request ids, pin ids)."""
+
+    ids: np.ndarray
+    dense: np.ndarray
+    labels: np.ndarray
+    request_ids: np.ndarray | None = None
+    pin_ids: np.ndarray | None = None
+
+    def __len__(self) -> int:
+        return int(self.labels.shape[0])
+
+    def take(self, idx: np.ndarray | slice) -> Chunk:
+        return Chunk(
+            self.ids[idx],
+            self.dense[idx],
+            self.labels[idx],
+            None if self.request_ids is None else self.request_ids[idx],
+            None if self.pin_ids is None else self.pin_ids[idx],
+        )
+
+    @staticmethod
+    def concat(chunks: Sequence[Chunk]) -> Chunk:
+        if len(chunks) == 1:
+            return chunks[0]
+        keys = chunks[0].request_ids is not None
+        return Chunk(
+            np.concatenate([c.ids for c in chunks]),
+            np.concatenate([c.dense for c in chunks]),
+            np.concatenate([c.labels for c in chunks]),
+            np.concatenate([c.request_ids for c in chunks]) if keys else None,  # type: ignore[misc]
+            np.concatenate([c.pin_ids for c in chunks]) if keys else None,  # type: ignore[misc]
+        )
+
+
+def encode(table: pa.Table | pa.RecordBatch, cfg: ModelConfig, where: str, keys: bool = False) -> Chunk:
+    """Arrow rows -> Chunk. Bad labels are an error naming the file (no row is dropped)."""
+    import pyarrow as pa
+    import pyarrow.compute as pc
+
+    n = table.num_rows
+    ids = np.empty((n, len(cfg.tables)), dtype=np.int64)
+    for j, t in enumerate(cfg.tables):
+        ids[:, j] = hash_ids(table.column(t.feature), t.num_embeddings)
+    dense = np.empty((n, len(cfg.dense_features)), dtype=np.float32)
+    for j, name in enumerate(cfg.dense_features):
+        col = table.column(name)
+        if not (pa.types.is_integer(col.type) or pa.types.is_floating(col.type)):
+            raise DataValidationError(f"{where}: dense feature {name} has type {col.type}, expected numeric")
+        dense[:, j] = pc.fill_null(col.cast(pa.float64()), 0.0).to_numpy(zero_copy_only=False)
+    label_col = table.column(LABEL)
+    if label_col.null_count:
+        raise DataValidationError(f"{where}: {label_col.null_count} rows have a null {LABEL!r} label")
+    labels = label_col.cast(pa.float32()).to_numpy(zero_copy_only=False)
+    if n and not np.isin(labels, (0.0, 1.0)).all():
+        bad = np.unique(labels[~np.isin(labels, (0.0, 1.0))])[:5]
+        raise DataValidationError(f"{where}: label {LABEL!r} must be 0/1, found {bad.tolist()}")
+    chunk = Chunk(ids, normalize_dense(dense), np.array(labels, dtype=np.float32))  # writable copy
+    if keys:
+        chunk.request_ids = table.column(REQUEST_KEY).to_numpy(zero_copy_only=False)
+        chunk.pin_ids = table.column("pin_id").to_numpy(zero_copy_only=False)
+    return chunk
+
+
+# ---------------------------------------------------------------- epoch plan (pure)
+
+
+@dataclass(frozen=True)
+class Unit:
+    """One row group of one partition file: the unit of reading and of sharding."""
+
+    path: str
+    row_group: int
+    rows: int
+
+
+def list_units(paths: Sequence[Path]) -> list[Unit]:
+    import pyarrow.parquet as pq
+
+    units: list[Unit] = []
+    for path in paths:
+        meta = pq.read_metadata(path)
+        units.extend(
+            Unit(str(path), g, meta.row_group(g).num_rows)
+            for g in range(meta.num_row_groups)
+            if meta.row_group(g).num_rows > 0
+        )
+    return units
+
+
+@dataclass(frozen=True)
+class EpochPlan:
+    units_per_rank: tuple[tuple[Unit, ...], ...]
+    batch_sizes: np.ndarray  # [world, steps] rows of each rank's batch at each step
+
+    @property
+    def steps(self) -> int:
+        return int(self.batch_sizes.shape[1])
+
+    @property
+    def rows(self) -> int:
+        return int(self.batch_sizes.sum())
+
+    def global_rows(self, step: int) -> int:
+        return int(self.batch_sizes[:, step].sum())
+
+
+def plan_epoch(units: Sequence[Unit], world: int, global_batch: int, seed: int, epoch: int) -> EpochPlan:
+    """Deal units to ranks (seeded permutation, greedy to the least-loaded rank) and size batches
+    so that every rank takes the same number of steps and every row is used once."""
+    if not units:
+        raise DataValidationError("no rows to train on")
+    rng = np.random.default_rng([seed, epoch, 0x5EED])
+    order = rng.permutation(len(units))
+    assigned: list[list[Unit]] = [[] for _ in range(world)]
+    load = np.zeros(world, dtype=np.int64)
+    for i in order:
+        r = int(np.argmin(load))  # ties -> lowest rank: deterministic
+        assigned[r].append(units[i])
+        load[r] += units[i].rows
+    local_batch = max(1, math.ceil(global_batch / world))
+    steps = math.ceil(int(load.max()) / local_batch)
+    if int(load.min()) < steps:
+        raise DataValidationError(
+            f"cannot balance {int(load.sum())} rows in {len(units)} row groups over {world} ranks "
+            f"(a rank would get {int(load.min())} rows for {steps} steps): use fewer processes, a "
+            f"larger window or smaller parquet row groups"
+        )
+    sizes = np.stack([(n // steps) + (np.arange(steps) < n % steps) for n in load.tolist()]).astype(np.int64)
+    return EpochPlan(tuple(tuple(a) for a in assigned), sizes)
+
+
+# ---------------------------------------------------------------- streaming
+
+
+def read_units(units: Sequence[Unit], cfg: ModelConfig, keys: bool = False) -> Iterator[Chunk]:
+    """Decode row groups slice by slice, in the given order."""
+    import pyarrow.parquet as pq
+
+    columns = required_columns(cfg, eval_keys=keys)
+    for unit in units:
+        pf = pq.ParquetFile(unit.path)
+        for rb in pf.iter_batches(batch_size=READ_SLICE_ROWS, row_groups=[unit.row_group], columns=columns):
+            yield encode(rb, cfg, where=f"{unit.path} (row group {unit.row_group})", keys=keys)
+
+
+def shuffle_stream(chunks: Iterator[Chunk], buffer_rows: int, rng: np.random.Generator) -> Iterator[Chunk]:
+    """Bounded shuffle: hold up to ``buffer_rows`` rows; when full, permute and release half."""
+    if buffer_rows <= 0:
+        yield from chunks
+        return
+    held: list[Chunk] = []
+    size = 0
+    for chunk in chunks:
+        held.append(chunk)
+        size += len(chunk)
+        if size >= buffer_rows:
+            buf = Chunk.concat(held).take(rng.permutation(size))
+            keep = buffer_rows // 2
+            yield buf.take(slice(0, size - keep))
+            held, size = [buf.take(slice(size - keep, size))], keep
+    if size:
+        buf = Chunk.concat(held)
+        yield buf.take(rng.permutation(size))
+
+
+def rebatch(chunks: Iterator[Chunk], sizes: Sequence[int]) -> Iterator[Chunk]:
+    """Cut a stream of chunks into batches of exactly ``sizes`` rows (the stream must hold
+    exactly sum(sizes) rows; anything else is an error, not a silent drop)."""
+    pending: list[Chunk] = []
+    have = 0
+    it = iter(chunks)
+    for want in sizes:
+        while have < want:
+            try:
+                c = next(it)
+            except StopIteration:
+                raise DataValidationError(
+                    f"data ended early: {have} rows left for a batch of {want}"
+                ) from None
+            pending.append(c)
+            have += len(c)
+        buf = Chunk.concat(pending)
+        yield buf.take(slice(0, want))
+        rest = buf.take(slice(want, have))
+        pending, have = ([rest] if len(rest) else []), have - want
+    extra = have + sum(len(c) for c in it)
+    if extra:
+        raise DataValidationError(f"data holds {extra} rows more than its row-group metadata says")
+
+
+def to_train_batch(chunk: Chunk, cfg: ModelConfig, weight: float) -> TrainBatch:
+    import torch
+    from torchrec import KeyedJaggedTensor
+
+    from ranking.trainer.model import TrainBatch
+
+    n = len(chunk)
+    kjt = KeyedJaggedTensor.from_lengths_sync(
+        keys=list(cfg.sparse_features),
+        values=torch.from_numpy(np.ascontiguousarray(chunk.ids.T).reshape(-1)),
+        lengths=torch.ones(n * len(cfg.tables), dtype=torch.int32),
+    )
+    return TrainBatch(
+        dense_features=torch.from_numpy(chunk.dense),
+        sparse_features=kjt,
+        labels=torch.from_numpy(chunk.labels),
+        weights=torch.full((n,), weight, dtype=torch.float32),
+    )
+
+
+def train_batches(
+    plan: EpochPlan, rank: int, cfg: ModelConfig, shuffle_buffer_rows: int, seed: int, epoch: int
+) -> Iterator[TrainBatch]:
+    """This rank's batches for one epoch, in a seeded order."""
+    rng = np.random.default_rng([seed, epoch, rank])
+    stream = shuffle_stream(read_units(plan.units_per_rank[rank], cfg), shuffle_buffer_rows, rng)
+    for step, chunk in enumerate(rebatch(stream, plan.batch_sizes[rank].tolist())):
+        yield to_train_batch(chunk, cfg, 1.0 / plan.global_rows(step))
+
+
+class _End:
+    pass
+
+
+def prefetch(items: Iterator[Any], depth: int = 4) -> Iterator[Any]:
+    """Produce ``items`` on a background thread (parquet decoding, hashing and batch building run
+    while the training thread computes; arrow and numpy release the GIL for much of it). Order is
+    unchanged; an error in the producer is raised here; closing the iterator stops the producer."""
+    import queue
+    import threading
+
+    q: queue.Queue[Any] = queue.Queue(maxsize=depth)
+    stop = threading.Event()
+
+    def produce() -> None:
+        try:
+            for item in items:
+                while not stop.is_set():
+                    try:
+                        q.put(item, timeout=0.1)
+                        break
+                    except queue.Full:
+                        continue
+                if stop.is_set():
+                    return
+            q.put(_End())
+        except BaseException as exc:  # handed to the consumer
+            q.put(exc)
+
+    thread = threading.Thread(target=produce, name="batch-prefetch", daemon=True)
+    thread.start()
+    try:
+        while True:
+            item = q.get()
+            if isinstance(item, _End):
+                return
+            if isinstance(item, BaseException):
+                raise item
+            yield item
+    finally:
+        stop.set()
+        while thread.is_alive():  # unblock a producer waiting on a full queue
+            try:
+                q.get_nowait()
+            except queue.Empty:
+                thread.join(timeout=0.1)
+
+
+def eval_chunks(paths: Sequence[Path], cfg: ModelConfig, batch_rows: int) -> Iterator[Chunk]:
+    """The eval day in file order, with request/pin keys, in batches of at most ``batch_rows``."""
+    pending: list[Chunk] = []
+    have = 0
+    for chunk in read_units(list_units(paths), cfg, keys=True):
+        pending.append(chunk)
+        have += len(chunk)
+        while have >= batch_rows:
+            buf = Chunk.concat(pending)
+            yield buf.take(slice(0, batch_rows))
+            pending, have = [buf.take(slice(batch_rows, have))], have - batch_rows
+    if have:
+        yield Chunk.concat(pending)

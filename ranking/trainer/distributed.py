@@ -1,0 +1,271 @@
+"""Process group, DistributedModelParallel, and moving unsharded state in and out of shards.
+
+One code path for every world size: a single process runs a gloo group of size 1 (an in-memory
+store, no port), torchrun-launched workers join the group torchrun describes (gloo on CPU, nccl
+on GPU). The tables are always sharded by torchrec's planner onto the fused fbgemm kernel
+(table- or row-wise; data-parallel tables cannot be pipelined by semi-sync).
+"""
+
+from __future__ import annotations
+
+import os
+import sys
+from collections.abc import Sequence
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any
+
+from ranking.core.errors import RankerError
+
+if TYPE_CHECKING:
+    import torch
+    from torch import nn
+
+# column-wise is left out: each column shard keeps its own row-wise optimizer state, which has no
+# single unsharded form to checkpoint and resume from
+SHARDING_TYPES = ("table_wise", "row_wise")
+
+
+@dataclass(frozen=True)
+class DistContext:
+    rank: int
+    world_size: int
+    local_rank: int
+    device: torch.device
+    backend: str
+    owns_group: bool  # we created the process group (and tear it down)
+
+    @property
+    def is_main(self) -> bool:
+        return self.rank == 0
+
+
+class _LibraryNoise:
+    """Drops below-ERROR records that torchrec/torch log through the root logger
+    (``logging.warning(...)`` in their modules), keeping everyone else's."""
+
+    _PATHS = ("/torchrec/", "/torch/distributed/", "/torch/fx/", "/fbgemm_gpu/")
+
+    def filter(self, record: Any) -> bool:
+        import logging
+
+        return record.levelno >= logging.ERROR or not any(p in record.pathname for p in self._PATHS)
+
+
+_NOISE_FILTER = _LibraryNoise()
+
+
+def quiet_library_noise() -> None:
+    """torchrec/torch warn on every run about things this setup does on purpose (a directly built
+    topology for the planner, ShardedTensor state dicts): keep them out of the job's log unless
+    debugging. Only their records are dropped; the trainer's own log lines stay."""
+    import logging
+    import warnings
+
+    if logging.getLogger().getEffectiveLevel() <= logging.DEBUG:
+        return
+    warnings.filterwarnings("ignore", category=FutureWarning, module=r"(torch|torchrec|fbgemm_gpu)(\.|$)")
+    warnings.filterwarnings("ignore", category=UserWarning, module=r"(torch|torchrec|fbgemm_gpu)(\.|$)")
+    warnings.filterwarnings("ignore", category=FutureWarning, module=r"ranking\.distributed")  # ShardedTensor
+    for name in ("torchrec", "torch.distributed", "torch.fx"):
+        logging.getLogger(name).setLevel(logging.ERROR)
+    root = logging.getLogger()
+    if _NOISE_FILTER not in root.filters:
+        root.addFilter(_NOISE_FILTER)
+
+
+def launched_by_torchrun() -> bool:
+    return "TORCHELASTIC_RUN_ID" in os.environ or ("RANK" in os.environ and "WORLD_SIZE" in os.environ)
+
+
+def init_distributed(prefer_cuda: bool = True) -> DistContext:
+    import torch
+    import torch.distributed as dist
+
+    cuda = prefer_cuda and torch.cuda.is_available()
+    backend = "nccl" if cuda else "gloo"
+    if launched_by_torchrun():
+        local_rank = int(os.environ.get("LOCAL_RANK", "0"))
+        device = torch.device("cuda", local_rank) if cuda else torch.device("cpu")
+        if cuda:
+            torch.cuda.set_device(device)
+        if not dist.is_initialized():
+            dist.init_process_group(backend=backend)
+            owns = True
+        else:
+            owns = False
+        return DistContext(dist.get_rank(), dist.get_world_size(), local_rank, device, backend, owns)
+    device = torch.device("cuda", 0) if cuda else torch.device("cpu")
+    owns = False
+    if not dist.is_initialized():
+        dist.init_process_group(backend=backend, store=dist.HashStore(), rank=0, world_size=1)
+        owns = True
+    return DistContext(dist.get_rank(), dist.get_world_size(), 0, device, backend, owns)
+
+
+def shutdown(ctx: DistContext) -> None:
+    import torch.distributed as dist
+
+    if ctx.owns_group and dist.is_initialized():
+        dist.destroy_process_group()
+
+
+def barrier() -> None:
+    import torch.distributed as dist
+
+    if dist.is_initialized() and dist.get_world_size() > 1:
+        dist.barrier()
+
+
+def shard(task: nn.Module, table_names: Sequence[str], ctx: DistContext) -> Any:
+    """Wrap ``task`` in DistributedModelParallel with fused tables sharded by the planner."""
+    import torch.distributed as dist
+    from torchrec.distributed import DistributedModelParallel
+    from torchrec.distributed.embeddingbag import EmbeddingBagCollectionSharder
+    from torchrec.distributed.planner import EmbeddingShardingPlanner, ParameterConstraints, Topology
+
+    topology = Topology(world_size=ctx.world_size, compute_device=ctx.device.type)
+    # tiny tables would be planned data-parallel, which semi-sync cannot pipeline
+    constraints = {
+        name: ParameterConstraints(sharding_types=list(SHARDING_TYPES), compute_kernels=["fused"])
+        for name in table_names
+    }
+    sharders: list[Any] = [EmbeddingBagCollectionSharder()]
+    planner = EmbeddingShardingPlanner(topology=topology, constraints=constraints)
+    plan = planner.collective_plan(task, sharders, dist.GroupMember.WORLD)
+    return DistributedModelParallel(task, device=ctx.device, plan=plan, sharders=sharders)
+
+
+def sharding_summary(dmp: Any) -> dict[str, str]:
+    """{table: "sharding type/kernel@ranks"} from the plan DMP used."""
+    out: dict[str, str] = {}
+    for module_plan in dmp.plan.plan.values():
+        for table, param in module_plan.items():
+            ranks = ",".join(str(r) for r in (param.ranks or []))
+            out[table] = f"{param.sharding_type}/{param.compute_kernel}@{ranks}"
+    return out
+
+
+def unwrap(dmp: Any) -> nn.Module:
+    """The user module inside DMP (and DDP)."""
+    return dmp.module if hasattr(dmp, "module") else dmp
+
+
+def _is_sharded(value: Any) -> bool:
+    return hasattr(value, "local_shards") and hasattr(value, "metadata")
+
+
+def _dtype_of(value: Any) -> Any:
+    return value.metadata().tensor_properties.dtype
+
+
+def gather_state_dict(state: dict[str, Any], is_main: bool, strip_prefix: str = "") -> dict[str, Any]:
+    """Unsharded copy of a (possibly sharded) state dict on rank 0; {} elsewhere. Collective.
+
+    Every rank sends its local shards (offsets + data) to rank 0, which assembles them; a rank may
+    hold entries another rank lacks (the fused optimizer only lists its local tables). Plain
+    tensors are replicated, so rank 0's copy is taken.
+    """
+    import torch
+    import torch.distributed as dist
+
+    local: list[tuple[str, Any, Any, Any]] = []
+    for key, value in state.items():
+        name = key[len(strip_prefix) :] if strip_prefix and key.startswith(strip_prefix) else key
+        if _is_sharded(value):
+            shards = [
+                (
+                    tuple(s.metadata.shard_offsets),
+                    tuple(s.metadata.shard_sizes),
+                    s.tensor.detach().cpu().clone(),
+                )
+                for s in value.local_shards()
+            ]
+            local.append((name, tuple(value.size()), _dtype_of(value), shards))
+        elif is_main:
+            local.append((name, None, None, value.detach().cpu().clone()))
+    world = dist.get_world_size() if dist.is_initialized() else 1
+    parts: list[Any] = [local]
+    if world > 1:
+        parts = [None] * world if is_main else []
+        dist.gather_object(local, parts if is_main else None, dst=0)
+    if not is_main:
+        return {}
+    out: dict[str, Any] = {}
+    covered: dict[str, int] = {}
+    for part in parts:
+        for name, size, dtype, data in part:
+            if size is None:
+                out[name] = data
+                continue
+            full = out.setdefault(name, torch.zeros(size, dtype=dtype))
+            for offsets, sizes, tensor in data:
+                index = tuple(slice(o, o + n) for o, n in zip(offsets, sizes, strict=True))
+                full[index] = tensor
+                covered[name] = covered.get(name, 0) + tensor.numel()
+    for name, count in covered.items():
+        if count != out[name].numel():
+            raise RankerError(
+                f"shards of {name} cover {count} of {out[name].numel()} values: cannot unshard it "
+                "(overlapping or missing shards)"
+            )
+    return dict(sorted(out.items()))
+
+
+def copy_full_into(target: Any, full: torch.Tensor) -> None:
+    """Copy a dense tensor into a ShardedTensor's local shards (or a plain tensor) in place."""
+    import torch
+
+    with torch.no_grad():
+        if not _is_sharded(target):
+            target.copy_(full.to(target.device))
+            return
+        if tuple(target.metadata().size) != tuple(full.shape):
+            raise RankerError(
+                f"state shape {tuple(full.shape)} does not match {tuple(target.metadata().size)}"
+            )
+        for shard_ in target.local_shards():
+            offsets = shard_.metadata.shard_offsets
+            sizes = shard_.metadata.shard_sizes
+            index = tuple(slice(o, o + s) for o, s in zip(offsets, sizes, strict=True))
+            shard_.tensor.copy_(full[index].to(shard_.tensor.device))
+
+
+def load_state_dict_into(state: dict[str, Any], full: dict[str, Any], prefix: str = "") -> None:
+    """Copy an unsharded state dict into a live (possibly sharded) one; keys must match exactly."""
+    wanted = {k[len(prefix) :] if prefix and k.startswith(prefix) else k for k in state}
+    missing = sorted(wanted - set(full))
+    unexpected = sorted(set(full) - wanted)
+    if missing or unexpected:
+        raise RankerError(
+            f"checkpoint does not fit the model: missing {missing[:5]}, unexpected {unexpected[:5]}"
+        )
+    for key, target in state.items():
+        name = key[len(prefix) :] if prefix and key.startswith(prefix) else key
+        copy_full_into(target, full[name])
+
+
+def table_optimizer_state(dmp: Any) -> dict[str, Any]:
+    """Flat {param.state_name: (sharded) tensor} of the fused table optimizer."""
+    flat: dict[str, Any] = {}
+    for param_key, states in dmp.fused_optimizer.state_dict()["state"].items():
+        for state_key, value in states.items():
+            if hasattr(value, "size"):
+                flat[f"{param_key}::{state_key}"] = value
+    return flat
+
+
+def torchrun_command(nproc: int, module_argv: Sequence[str]) -> list[str]:
+    """``python -m torch.distributed.run --standalone --nproc-per-node N -m ranking.cli ...``"""
+    if nproc < 1:
+        raise RankerError(f"--nproc must be >= 1, got {nproc}")
+    return [
+        sys.executable,
+        "-m",
+        "torch.distributed.run",
+        "--standalone",
+        "--nnodes=1",
+        f"--nproc-per-node={nproc}",
+        "-m",
+        "ranking.cli",
+        *module_argv,
+    ]

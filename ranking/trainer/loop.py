@@ -1,0 +1,492 @@
+"""The training job: window -> sharded model -> one phase per epoch -> checkpoints -> eval.
+
+Every rank runs :func:`run_training`; rank 0 alone writes files and returns the summary. The same
+function runs in one process (a gloo group of size 1) and under torchrun (see
+ranking/distributed.py). Run folder layout: docs/architecture.md "Training run folder".
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+import json
+import logging
+import math
+import time
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from ranking.core.atomic import atomic_write_json, atomic_write_text
+from ranking.core.errors import RankerError, TrainingFailed
+from ranking.trainer.checkpoint import (
+    CheckpointError,
+    epoch_checkpoint_path,
+    latest_complete_checkpoint,
+    load_checkpoint,
+    save_checkpoint,
+)
+from ranking.trainer.config import ModelConfig, TrainConfig
+from ranking.trainer.data import WindowManifest, list_units, plan_epoch, train_batches, validate_window
+from ranking.trainer.schedule import FROZEN, schedule_letters
+
+log = logging.getLogger(__name__)
+
+FINAL_CHECKPOINT = "model.pt"
+TABLE_PREFIX = "sparse_arch."  # state-dict keys of the embedding tables (unsharded RankerModel)
+LOSS_CHECK_STEPS = 16  # steps between loss checks (NaN/inf) and progress updates
+
+
+@dataclass(frozen=True)
+class TrainRequest:
+    manifest: WindowManifest
+    model_config: ModelConfig
+    train_config: TrainConfig
+    run_dir: Path
+    warm_start: Path | None = None
+    warm_start_source: str = "none"  # "none" | "champion" | "path"
+    warm_start_scope: str = "all"  # "all" | "dense": dense only = tables start from the seed's init
+    resume: bool = False
+    expected_feature_version: str | None = None
+    progress: bool = True
+    threads: int | None = None  # torch intra-op threads (None: torch's default)
+
+
+def architecture_of(cfg: ModelConfig) -> dict[str, Any]:
+    """The parts of a ModelConfig that shape the weights (optimizers excluded)."""
+    d = cfg.to_dict()
+    d.pop("table_optimizer")
+    d.pop("dense_optimizer")
+    return d
+
+
+def code_version() -> str:
+    import subprocess
+    from importlib.metadata import version
+
+    pkg = version("ranker-retrain")
+    try:
+        sha = subprocess.run(
+            ["git", "rev-parse", "--short=12", "HEAD"],
+            cwd=Path(__file__).resolve().parent,
+            capture_output=True,
+            text=True,
+            timeout=10,
+            check=True,
+        ).stdout.strip()
+    except (OSError, subprocess.SubprocessError):
+        return pkg
+    return f"{pkg}+g{sha}"
+
+
+def _check_run_dir(req: TrainRequest) -> None:
+    existing = (req.run_dir / FINAL_CHECKPOINT).exists() or (req.run_dir / "checkpoints").is_dir()
+    if existing and not req.resume:
+        raise RankerError(f"run folder {req.run_dir} already holds a run: pass --resume or another --out")
+
+
+def _load_warm_start(req: TrainRequest) -> dict[str, Any] | None:
+    if req.warm_start is None:
+        return None
+    payload = load_checkpoint(req.warm_start)
+    from ranking.trainer.scoring import model_config_of
+
+    theirs = model_config_of(req.warm_start, payload)
+    if architecture_of(theirs) != architecture_of(req.model_config):
+        raise CheckpointError(
+            f"warm-start checkpoint {req.warm_start} has another architecture (tables/layers) than "
+            "this run's model config: pass --warm-start none or the same --model-config"
+        )
+    if payload.get("feature_version") not in (None, req.manifest.feature_version):
+        log.warning(
+            "warm start %s was trained on feature definitions %s, this window uses %s",
+            req.warm_start,
+            payload.get("feature_version"),
+            req.manifest.feature_version,
+        )
+    state: dict[str, Any] = payload["model"]
+    if req.warm_start_scope == "dense":
+        # the tables start from the seed's init; everything else continues from the checkpoint
+        return {k: v for k, v in state.items() if not k.startswith(TABLE_PREFIX)}
+    return state
+
+
+def _load_resume(req: TrainRequest) -> dict[str, Any] | None:
+    if not req.resume:
+        return None
+    found = latest_complete_checkpoint(req.run_dir)
+    if found is None:
+        log.info("--resume: no complete checkpoint in %s, starting from epoch 1", req.run_dir)
+        return None
+    epoch, path = found
+    payload = load_checkpoint(path)
+    expected: dict[str, Any] = {
+        "train_config": req.train_config.to_dict(),
+        "model_config": req.model_config.to_dict(),
+        "window_id": req.manifest.window_id,
+    }
+    for key, want in expected.items():
+        # compare as JSON: tuples and lists are the same setting
+        if json.dumps(payload.get(key), sort_keys=True) != json.dumps(want, sort_keys=True):
+            raise CheckpointError(f"--resume: {path} was written with another {key}; use a new --out")
+    log.info("--resume: continuing after epoch %d (%s)", epoch, path)
+    return payload
+
+
+@dataclass
+class ShardedStack:
+    dmp: Any  # DistributedModelParallel(TrainTask)
+    task: Any  # the TrainTask inside it
+    optimizer: Any  # dense optimizer (never holds table parameters)
+    sharding: dict[str, str]
+
+
+def build_sharded(
+    cfg: ModelConfig,
+    seed: int,
+    ctx: Any,
+    init_state: dict[str, Any] | None = None,
+    prior_rate: float | None = None,
+) -> ShardedStack:
+    """Model with fused table optimizer, sharded by DMP, loaded with ``init_state`` (unsharded) or
+    the seed's initial weights: the same starting point whatever the world size.
+
+    A partial ``init_state`` (e.g. a dense-only warm start) overrides only the keys it holds; the
+    rest keep the seed's initial values. From scratch, the output bias starts at the log-odds of ``prior_rate`` (the window's save rate):
+    a fresh model then predicts the base rate instead of ~0.5, so a short first run is calibrated
+    (the gate's sanity check) instead of spending its first steps pulling the bias down."""
+    import torch
+
+    from ranking.trainer import distributed
+    from ranking.trainer.model import (
+        RankerModel,
+        TrainTask,
+        apply_table_optimizer,
+        build_dense_optimizer,
+        dense_parameters,
+    )
+
+    torch.manual_seed(seed)
+    model = RankerModel(cfg, device=torch.device("cpu"))
+    if init_state is None and prior_rate is not None and 0.0 < prior_rate < 1.0:
+        with torch.no_grad():
+            model.head.bias.fill_(math.log(prior_rate / (1.0 - prior_rate)))
+    state = {k: v.detach().clone() for k, v in model.state_dict().items()}
+    if init_state is not None:
+        unknown = set(init_state) - set(state)
+        if unknown:
+            raise CheckpointError(f"warm-start state has keys this model lacks: {sorted(unknown)[:5]}")
+        state.update(init_state)
+    apply_table_optimizer(model, cfg.table_optimizer)
+    dmp = distributed.shard(TrainTask(model, ctx.world_size), [t.name for t in cfg.tables], ctx)
+    distributed.load_state_dict_into(dmp.state_dict(), state, prefix="model.")
+    task = distributed.unwrap(dmp)
+    optimizer = build_dense_optimizer(dense_parameters(task), cfg.dense_optimizer)
+    return ShardedStack(dmp, task, optimizer, distributed.sharding_summary(dmp))
+
+
+def run_training(req: TrainRequest) -> dict[str, Any]:
+    """Train on every rank; rank 0 returns the summary (other ranks return {})."""
+    from ranking.trainer import distributed
+
+    distributed.quiet_library_noise()
+    if req.threads is not None:
+        import torch
+
+        torch.set_num_threads(req.threads)
+    ctx = distributed.init_distributed()
+    try:
+        return _Trainer(req, ctx).run()
+    finally:
+        distributed.shutdown(ctx)
+
+
+class _Trainer:
+    def __init__(self, req: TrainRequest, ctx: Any) -> None:
+        self.req = req
+        self.ctx = ctx
+        self.cfg = req.model_config
+        self.tc = req.train_config
+
+    # -------------------------------------------------------------- setup
+    def _build(self, init_state: dict[str, Any] | None) -> None:
+        stack = build_sharded(
+            self.cfg, self.tc.seed, self.ctx, init_state, prior_rate=self.req.manifest.train_label_rate
+        )
+        self.dmp, self.task, self.optimizer = stack.dmp, stack.task, stack.optimizer
+        self.sharding = stack.sharding
+
+    def _restore(self, payload: dict[str, Any]) -> None:
+        from ranking.trainer import distributed
+
+        distributed.load_state_dict_into(self.dmp.state_dict(), payload["model"], prefix="model.")
+        live = distributed.table_optimizer_state(self.dmp)  # this rank's tables only
+        saved = payload["table_optimizer"]
+        if not set(live) <= set(saved):
+            raise CheckpointError("checkpoint table-optimizer state does not fit this model")
+        for key, value in live.items():
+            distributed.copy_full_into(value, saved[key])
+        self.optimizer.load_state_dict(payload["dense_optimizer"])
+
+    # -------------------------------------------------------------- state out
+    def _gather(self) -> tuple[dict[str, Any], dict[str, Any]]:
+        """Unsharded model and table-optimizer state on rank 0 (collective)."""
+        from ranking.trainer import distributed
+
+        model_state = distributed.gather_state_dict(
+            self.dmp.state_dict(), self.ctx.is_main, strip_prefix="model."
+        )
+        table_opt = distributed.gather_state_dict(
+            distributed.table_optimizer_state(self.dmp), self.ctx.is_main
+        )
+        return model_state, table_opt
+
+    def _payload(
+        self, model_state: dict[str, Any], epoch: int, epochs: list[dict[str, Any]]
+    ) -> dict[str, Any]:
+        return {
+            "model": model_state,
+            "model_config": self.cfg.to_dict(),
+            "train_config": self.tc.to_dict(),
+            "epoch": epoch,
+            "epochs": epochs,
+            "window_id": self.req.manifest.window_id,
+            "feature_version": self.req.manifest.feature_version,
+        }
+
+    # -------------------------------------------------------------- one epoch
+    def _epoch(self, epoch: int, units: list[Any], pipeline: Any) -> dict[str, Any]:
+        import torch
+        import torch.distributed as dist
+
+        from ranking.trainer.pipelines import run_torchrec_epoch, torchrec_pipeline
+        from ranking.trainer.progress import EpochProgress
+        from ranking.trainer.timing import lookup_share
+
+        phase = self.tc.schedule[epoch - 1]
+        frozen = phase == FROZEN
+        self.task.model.embeddings_frozen = frozen
+        plan = plan_epoch(units, self.ctx.world_size, self.tc.batch_size, self.tc.seed, epoch)
+        batches = train_batches(
+            plan, self.ctx.rank, self.cfg, self.tc.shuffle_buffer_rows, self.tc.seed, epoch
+        )
+        progress = EpochProgress(
+            epoch,
+            self.tc.epochs,
+            phase,
+            plan.steps,
+            plan.rows,
+            enabled=self.req.progress and self.ctx.is_main,
+        )
+        self.clock.reset()
+        steps_done = 0
+        loss_sum = 0.0
+        multi = self.ctx.world_size > 1
+        pending: list[torch.Tensor] = []
+
+        def flush() -> None:
+            """Check and account the pending steps' losses: one host sync (and, with several
+            ranks, one all-reduce) per LOSS_CHECK_STEPS steps instead of per step."""
+            nonlocal steps_done, loss_sum
+            if not pending:
+                return
+            losses = torch.stack([x.detach().float().reshape(()) for x in pending]).cpu()
+            pending.clear()
+            if multi:
+                dist.all_reduce(losses)  # each rank's share -> the global-batch mean per step
+            for value in losses.tolist():
+                if not math.isfinite(value):
+                    raise TrainingFailed(
+                        f"non-finite loss ({value}) at epoch {epoch} step {steps_done + 1}: training stopped, "
+                        "no final checkpoint written"
+                    )
+                global_rows = plan.global_rows(steps_done)
+                loss_sum += value * global_rows
+                progress.update(global_rows, value * global_rows)
+                steps_done += 1
+
+        def on_step(local_loss: torch.Tensor, rows: int) -> None:
+            pending.append(local_loss)
+            if len(pending) >= LOSS_CHECK_STEPS:
+                flush()
+
+        start = time.perf_counter()
+        if self.ctx.device.type == "cuda" and self.tc.pipeline == "semisync":
+            run_torchrec_epoch(
+                torchrec_pipeline(self.dmp, self.optimizer, self.ctx.device, self.clock),
+                batches,  # torchrec copies each batch to the device on its memcpy stream
+                on_step,
+            )
+        elif self.ctx.device.type == "cuda":  # sync: the plain step loop, timed with CUDA events
+            pipeline.run_epoch((b.to(self.ctx.device, non_blocking=True) for b in batches), frozen, on_step)
+        else:
+            pipeline.run_epoch(batches, frozen, on_step)
+        flush()
+        seconds = time.perf_counter() - start
+        if steps_done != plan.steps:
+            raise TrainingFailed(f"epoch {epoch} ran {steps_done} steps, the plan has {plan.steps}")
+        share = lookup_share(self.clock.resolve(), seconds)
+        ratios = torch.tensor([share.lookup_ratio, share.exposed_lookup_ratio], dtype=torch.float64)
+        slowest = torch.tensor([seconds], dtype=torch.float64)
+        if multi:  # ratios: mean over ranks; time: the slowest rank
+            dist.all_reduce(ratios)
+            ratios /= self.ctx.world_size
+            dist.all_reduce(slowest, op=dist.ReduceOp.MAX)
+        seconds = float(slowest[0])
+        stats = {
+            "epoch": epoch,
+            "phase": phase,
+            "loss": loss_sum / plan.rows,
+            "samples": plan.rows,
+            "steps": plan.steps,
+            "samples_per_second": plan.rows / seconds if seconds > 0 else float("nan"),
+            "lookup_ratio": float(ratios[0]),
+            "exposed_lookup_ratio": float(ratios[1]),
+            "duration_seconds": seconds,
+        }
+        progress.close(**{k: v for k, v in stats.items() if k not in ("epoch", "phase")})
+        return stats
+
+    # -------------------------------------------------------------- the run
+    def run(self) -> dict[str, Any]:
+        from ranking.trainer import distributed
+        from ranking.trainer.pipelines import CpuPipeline
+        from ranking.trainer.plots import plot_curve
+        from ranking.trainer.scoring import build_scoring_model, metrics_of, score_model, write_scores
+        from ranking.trainer.timing import SectionClock
+
+        req, ctx = self.req, self.ctx
+        t_start = time.perf_counter()
+        started_at = dt.datetime.now(dt.UTC).isoformat()
+        validate_window(req.manifest, self.cfg, req.expected_feature_version)
+        _check_run_dir(req)
+        resume = _load_resume(req)
+        warm_state = _load_warm_start(req) if resume is None else None
+        self._build(warm_state)
+        epochs: list[dict[str, Any]] = []
+        start_epoch = 1
+        if resume is not None:
+            self._restore(resume)
+            epochs = list(resume["epochs"])
+            start_epoch = int(resume["epoch"]) + 1
+        if ctx.is_main:
+            req.run_dir.mkdir(parents=True, exist_ok=True)
+            atomic_write_text(req.run_dir / "model_config.json", self.cfg.to_json() + "\n")
+        self.clock = SectionClock(enabled=self.tc.timing, cuda=ctx.device.type == "cuda")
+        pipeline = CpuPipeline(self.dmp, self.optimizer, self.clock, semisync=self.tc.pipeline == "semisync")
+        units = list_units([p.path for p in req.manifest.train])
+        eval_paths = [req.manifest.eval.path]
+        scores = None
+        model_state: dict[str, Any] = {}
+        for epoch in range(start_epoch, self.tc.epochs + 1):
+            stats = self._epoch(epoch, units, pipeline)
+            model_state, table_opt = self._gather()
+            if ctx.is_main:
+                if self.tc.eval_each_epoch or epoch == self.tc.epochs:
+                    scores = score_model(
+                        build_scoring_model(self.cfg, model_state), eval_paths, self.tc.eval_batch_size
+                    )
+                    stats["eval"] = metrics_of(scores).to_dict()
+                epochs.append(stats)
+                payload = self._payload(model_state, epoch, epochs)
+                payload["table_optimizer"] = table_opt
+                payload["dense_optimizer"] = self.optimizer.state_dict()
+                save_checkpoint(epoch_checkpoint_path(req.run_dir, epoch), payload)
+            distributed.barrier()
+        if start_epoch > self.tc.epochs:  # resumed after the last epoch's checkpoint
+            model_state, _ = self._gather()
+        if not ctx.is_main:
+            return {}
+        if scores is None:
+            scores = score_model(
+                build_scoring_model(self.cfg, model_state), eval_paths, self.tc.eval_batch_size
+            )
+        final_eval = metrics_of(scores).to_dict()
+        return self._finish(
+            epochs,
+            model_state,
+            scores,
+            final_eval,
+            t_start,
+            started_at,
+            start_epoch,
+            plot_curve,
+            write_scores,
+        )
+
+    def _finish(
+        self,
+        epochs: list[dict[str, Any]],
+        model_state: dict[str, Any],
+        scores: Any,
+        final_eval: dict[str, Any],
+        t_start: float,
+        started_at: str,
+        start_epoch: int,
+        plot_curve: Any,
+        write_scores: Any,
+    ) -> dict[str, Any]:
+        req, tc, run_dir = self.req, self.tc, self.req.run_dir
+        by_phase: dict[str, dict[str, float]] = {}
+        for e in epochs:
+            agg = by_phase.setdefault(
+                e["phase"], {"seconds": 0.0, "lookup": 0.0, "exposed": 0.0, "samples": 0.0}
+            )
+            agg["seconds"] += e["duration_seconds"]
+            agg["lookup"] += e["lookup_ratio"] * e["duration_seconds"]
+            agg["exposed"] += e["exposed_lookup_ratio"] * e["duration_seconds"]
+            agg["samples"] += e["samples"]
+        train_seconds = sum(e["duration_seconds"] for e in epochs)
+        summary: dict[str, Any] = {
+            "run_dir": str(run_dir),
+            "schedule": schedule_letters(tc.schedule),
+            "schedule_spec": tc.schedule_spec,
+            "pipeline": tc.pipeline,
+            "seed": tc.seed,
+            "epochs": epochs,
+            "eval": final_eval,
+            "samples_per_second": sum(e["samples"] for e in epochs) / train_seconds
+            if train_seconds
+            else None,
+            "wall_seconds_by_phase": {p: a["seconds"] for p, a in by_phase.items()},
+            "lookup_ratio_by_phase": {
+                p: a["lookup"] / a["seconds"] for p, a in by_phase.items() if a["seconds"]
+            },
+            "exposed_lookup_ratio_by_phase": {
+                p: a["exposed"] / a["seconds"] for p, a in by_phase.items() if a["seconds"]
+            },
+            "window": req.manifest.summary(),
+            "warm_start": {
+                "source": req.warm_start_source,
+                "path": str(req.warm_start) if req.warm_start else None,
+                "scope": req.warm_start_scope if req.warm_start else None,
+            },
+            "resumed_after_epoch": start_epoch - 1 if req.resume and start_epoch > 1 else None,
+            "world_size": self.ctx.world_size,
+            "device": self.ctx.device.type,
+            "sharding": self.sharding,
+            "code_version": code_version(),
+            "started_at": started_at,
+        }
+        write_scores(run_dir / "eval_scores.parquet", scores)
+        atomic_write_json(run_dir / "eval.json", {**final_eval, "eval_date": req.manifest.eval.date})
+        plot_curve(run_dir / "curve.png", epochs)
+        summary["duration_seconds"] = time.perf_counter() - t_start
+        manifest = {
+            **{
+                k: summary[k]
+                for k in ("schedule", "schedule_spec", "pipeline", "seed", "epochs", "warm_start")
+            },
+            "window": req.manifest.summary(),
+            "window_id": req.manifest.window_id,
+            "window_manifest": str(req.manifest.path),
+            "feature_version": req.manifest.feature_version,
+            "train_config": tc.to_dict(),
+            "code_version": summary["code_version"],
+            "world_size": self.ctx.world_size,
+            "created_at": dt.datetime.now(dt.UTC).isoformat(),
+        }
+        atomic_write_json(run_dir / "train_manifest.json", manifest)
+        final = self._payload(model_state, tc.epochs, epochs)
+        final["eval"] = final_eval
+        save_checkpoint(run_dir / FINAL_CHECKPOINT, final)  # last: its presence marks a finished run
+        return summary

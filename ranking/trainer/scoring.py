@@ -1,0 +1,120 @@
+"""Scoring a model on an eval day, streamed, and the offline metrics of those scores.
+
+``score_checkpoint`` is the interface the promotion gate uses: it rebuilds the (unsharded) model
+from a checkpoint and the model config stored in or beside it, and scores every row of the eval
+parquet in batches, keeping the request/pin keys for per-request grouping.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+import numpy as np
+
+from ranking.evaluation.metrics import OfflineMetrics, compute_metrics
+from ranking.trainer.checkpoint import CheckpointError, load_checkpoint
+from ranking.trainer.config import ModelConfig
+from ranking.trainer.data import check_partition, eval_chunks, list_units, required_columns
+
+if TYPE_CHECKING:
+    import pandas as pd
+
+    from ranking.trainer.model import RankerModel
+
+SCORE_COLUMNS = ("request_id", "pin_id", "saved", "score")
+
+
+def model_config_of(checkpoint: Path, payload: dict[str, Any]) -> ModelConfig:
+    """The config inside the checkpoint, else ``model_config.json`` beside it."""
+    if isinstance(payload.get("model_config"), dict):
+        return ModelConfig.from_dict(payload["model_config"])
+    beside = checkpoint.parent / "model_config.json"
+    if beside.is_file():
+        import json
+
+        return ModelConfig.from_dict(json.loads(beside.read_text()))
+    raise CheckpointError(f"{checkpoint}: no model config inside it and no model_config.json beside it")
+
+
+def build_scoring_model(cfg: ModelConfig, state: dict[str, Any]) -> RankerModel:
+    import torch
+
+    from ranking.trainer.model import RankerModel
+
+    model = RankerModel(cfg, device=torch.device("cpu"))
+    missing, unexpected = model.load_state_dict(state, strict=False)
+    if missing or unexpected:
+        raise CheckpointError(
+            f"checkpoint does not fit its model config: missing {missing[:5]}, unexpected {unexpected[:5]}"
+        )
+    model.eval()
+    return model
+
+
+def score_model(model: RankerModel, paths: list[Path], batch_size: int = 8192) -> pd.DataFrame:
+    """Score every row of ``paths`` (in file order) -> request_id, pin_id, saved, score."""
+    import pandas as pd
+    import torch
+
+    from ranking.trainer.data import to_train_batch
+
+    cfg = model.config
+    keys_r: list[np.ndarray] = []
+    keys_p: list[np.ndarray] = []
+    labels: list[np.ndarray] = []
+    scores: list[np.ndarray] = []
+    with torch.no_grad():
+        for chunk in eval_chunks(paths, cfg, batch_size):
+            batch = to_train_batch(chunk, cfg, weight=0.0)
+            logits = model(batch.dense_features, batch.sparse_features)
+            scores.append(torch.sigmoid(logits.double()).numpy())
+            keys_r.append(chunk.request_ids)  # type: ignore[arg-type]
+            keys_p.append(chunk.pin_ids)  # type: ignore[arg-type]
+            labels.append(chunk.labels.astype(np.int8))
+    if not scores:
+        return pd.DataFrame({c: [] for c in SCORE_COLUMNS})
+    return pd.DataFrame(
+        {
+            "request_id": np.concatenate(keys_r),
+            "pin_id": np.concatenate(keys_p),
+            "saved": np.concatenate(labels),
+            "score": np.concatenate(scores),
+        }
+    )
+
+
+def score_checkpoint(
+    checkpoint: Path, eval_parquet: Path | list[Path], batch_size: int = 8192
+) -> pd.DataFrame:
+    """Scores of a checkpoint on eval parquet: request_id, pin_id, saved, score (probability)."""
+    checkpoint = Path(checkpoint)
+    paths = [Path(p) for p in (eval_parquet if isinstance(eval_parquet, list) else [eval_parquet])]
+    payload = load_checkpoint(checkpoint)
+    cfg = model_config_of(checkpoint, payload)
+    model = build_scoring_model(cfg, payload["model"])
+    cols = required_columns(cfg, eval_keys=True)
+    from ranking.trainer.data import Partition
+
+    for p in paths:
+        rows = sum(u.rows for u in list_units([p])) if p.is_file() else 0
+        check_partition(Partition(date="", path=p, rows=rows), cols, "eval")
+    return score_model(model, paths, batch_size)
+
+
+def metrics_of(scores: pd.DataFrame) -> OfflineMetrics:
+    """save HIT@3, AUC, NE... grouped by request."""
+    return compute_metrics(
+        scores["request_id"].to_numpy(), scores["saved"].to_numpy(), scores["score"].to_numpy()
+    )
+
+
+def write_scores(path: Path, scores: pd.DataFrame) -> None:
+    """eval_scores.parquet, atomically."""
+    import pyarrow as pa
+    import pyarrow.parquet as pq
+
+    from ranking.core.atomic import atomic_path
+
+    with atomic_path(path) as tmp:
+        pq.write_table(pa.Table.from_pandas(scores, preserve_index=False), tmp)

@@ -1,0 +1,224 @@
+"""Gate decisions on constructed score sets: pass, each failing check, unfair, first run."""
+
+from __future__ import annotations
+
+import datetime as dt
+
+import numpy as np
+import pandas as pd
+import pytest
+from scoresets import make_eval_day, noisy, with_scores
+
+from ranking.core.errors import RankerError
+from ranking.evaluation.metrics import save_hit_at_k
+from ranking.gate.checks import (
+    GateConfig,
+    GateInputError,
+    TrainingWindow,
+    paired_bootstrap_ci,
+    random_ranking_hit_at_k,
+    run_gate,
+)
+
+EVAL_DAY = dt.date(2026, 1, 21)
+FAIR = {
+    "eval_date": EVAL_DAY,
+    "candidate_window": TrainingWindow(dt.date(2026, 1, 1), EVAL_DAY),
+    "champion_window": TrainingWindow(dt.date(2025, 12, 31), dt.date(2026, 1, 20)),
+}
+
+
+@pytest.fixture(scope="module")
+def day() -> tuple[pd.DataFrame, np.ndarray]:
+    return make_eval_day(requests=600, slate=10, seed=7)
+
+
+def check(report, name):  # type: ignore[no-untyped-def]
+    return next(c for c in report.checks if c.name == name)
+
+
+def test_better_candidate_passes_with_every_check_reported(day) -> None:  # type: ignore[no-untyped-def]
+    frame, p = day
+    report = run_gate(with_scores(frame, noisy(p, 0.3, 1)), with_scores(frame, noisy(p, 1.5, 2)), **FAIR)
+    assert report.decision == "pass", report.failed_checks
+    names = [c.name for c in report.checks]
+    assert names == [
+        "scores_finite",
+        "scores_not_constant",
+        "calibration",
+        "save_hit_at_3_floor",
+        "fair_comparison",
+        "save_hit_at_3_change",
+        "auc_drop",
+        "ne_rise",
+        "save_hit_at_3_ci",
+    ]
+    assert report.relative_change is not None and report.relative_change > 0
+    assert report.ci is not None and report.ci[0] < report.relative_change < report.ci[1]
+    body = report.to_dict()
+    assert (
+        body["failed_checks"] == [] and body["champion"]["save_hit_at_3"] < body["candidate"]["save_hit_at_3"]
+    )
+    for c in body["checks"]:
+        assert set(c) == {"name", "passed", "value", "threshold", "detail"} and c["detail"]
+
+
+def test_first_run_applies_only_absolute_checks(day) -> None:  # type: ignore[no-untyped-def]
+    frame, p = day
+    report = run_gate(with_scores(frame, noisy(p, 0.3, 1)), None, eval_date=EVAL_DAY)
+    assert report.decision == "pass"
+    assert [c.name for c in report.checks] == [
+        "scores_finite",
+        "scores_not_constant",
+        "calibration",
+        "save_hit_at_3_floor",
+    ]
+    assert report.champion is None and report.relative_change is None and report.ci is None
+
+
+def test_model_no_better_than_random_fails_the_floor(day) -> None:  # type: ignore[no-untyped-def]
+    frame, _ = day
+    rng = np.random.default_rng(3)
+    random_scores = rng.uniform(0.03, 0.09, size=len(frame))  # calibrated-ish, but ranks at random
+    report = run_gate(with_scores(frame, random_scores), None)
+    floor = check(report, "save_hit_at_3_floor")
+    assert report.decision == "reject" and report.failed_checks == ["save_hit_at_3_floor"]
+    assert floor.threshold == pytest.approx(
+        random_ranking_hit_at_k(frame["request_id"], frame["saved"]) * 1.05
+    )
+    assert report.to_dict()["candidate"]["random_save_hit_at_3"] == pytest.approx(0.3)
+    explicit = run_gate(with_scores(frame, noisy(day[1], 0.3, 1)), None, GateConfig(min_save_hit_at_3=0.99))
+    assert explicit.failed_checks == ["save_hit_at_3_floor"]
+
+
+def test_worse_candidate_fails_the_change_check(day) -> None:  # type: ignore[no-untyped-def]
+    frame, p = day
+    report = run_gate(with_scores(frame, noisy(p, 1.5, 2)), with_scores(frame, noisy(p, 0.3, 1)), **FAIR)
+    assert report.decision == "reject"
+    change = check(report, "save_hit_at_3_change")
+    assert (
+        not change.passed and change.value is not None and change.value < -0.01 and change.threshold == -0.01
+    )
+    # a tolerance wider than the drop lets it through the change check
+    wide = run_gate(
+        with_scores(frame, noisy(p, 1.5, 2)),
+        with_scores(frame, noisy(p, 0.3, 1)),
+        GateConfig(tolerance=0.9, max_auc_drop=1.0, max_ne_rise=1.0),
+        **FAIR,
+    )
+    assert wide.decision == "pass"
+
+
+def test_same_ranking_but_worse_auc_fails_the_guardrail(day) -> None:  # type: ignore[no-untyped-def]
+    """Within each request the order is the champion's (same HIT@3), but across requests the
+    scores are shuffled, so AUC drops: only the AUC guardrail can catch it."""
+    frame, p = day
+    champ = noisy(p, 0.3, 1)
+    codes = frame["request_id"].factorize()[0]
+    offsets = np.random.default_rng(5).uniform(-2.0, 2.0, size=codes.max() + 1)[codes]
+    logit = np.log(champ / (1 - champ)) + offsets
+    cand = 1 / (1 + np.exp(-logit))
+    cand *= champ.mean() / cand.mean()  # keep calibration sane
+    report = run_gate(with_scores(frame, cand), with_scores(frame, champ), **FAIR)
+    assert check(report, "save_hit_at_3_change").value == pytest.approx(0.0)
+    assert "auc_drop" in report.failed_checks and report.decision == "reject"
+
+
+def test_same_ranking_but_worse_log_loss_fails_the_ne_guardrail(day) -> None:  # type: ignore[no-untyped-def]
+    frame, p = day
+    champ = noisy(p, 0.3, 1)
+    logit = np.log(champ / (1 - champ))
+    cand = 1 / (1 + np.exp(-(0.35 * logit - 1.8)))  # monotone: same order, same AUC, flattened
+    report = run_gate(
+        with_scores(frame, cand), with_scores(frame, champ), GateConfig(calibration_high=3.0), **FAIR
+    )
+    assert check(report, "auc_drop").value == pytest.approx(0.0, abs=1e-12)
+    assert report.failed_checks == ["ne_rise"]
+
+
+def test_sanity_checks_catch_broken_models(day) -> None:  # type: ignore[no-untyped-def]
+    frame, p = day
+    good = noisy(p, 0.3, 1)
+    nan = good.copy()
+    nan[::50] = np.nan
+    assert "scores_finite" in run_gate(with_scores(frame, nan), None).failed_checks
+    constant = run_gate(with_scores(frame, np.full(len(frame), 0.06)), None)
+    assert {"scores_not_constant", "save_hit_at_3_floor"} <= set(constant.failed_checks)
+    # a constant model's HIT@3 is exactly the random-ranking expectation (ties share places)
+    assert constant.candidate["save_hit_at_3"] == pytest.approx(constant.candidate["random_save_hit_at_3"])
+    over = run_gate(with_scores(frame, np.clip(good * 3.0, 0, 1)), None)
+    assert over.failed_checks == ["calibration"]
+    assert check(over, "calibration").threshold == [0.5, 2.0]
+
+
+def test_unfair_comparison_fails_closed_unless_overridden(day) -> None:  # type: ignore[no-untyped-def]
+    frame, p = day
+    cand, champ = with_scores(frame, noisy(p, 0.3, 1)), with_scores(frame, noisy(p, 1.5, 2))
+    trained_on_eval_day = TrainingWindow(dt.date(2026, 1, 2), dt.date(2026, 1, 22))
+    unfair = {**FAIR, "champion_window": trained_on_eval_day}
+    report = run_gate(cand, champ, **unfair)
+    assert report.failed_checks == ["fair_comparison"]
+    assert "champion was trained on the eval day 2026-01-21" in check(report, "fair_comparison").detail
+    overridden = run_gate(cand, champ, GateConfig(allow_unfair=True), **unfair)
+    assert overridden.decision == "pass" and "overridden" in check(overridden, "fair_comparison").detail
+    unknown = run_gate(cand, champ, eval_date=EVAL_DAY, candidate_window=FAIR["candidate_window"])
+    assert unknown.failed_checks == ["fair_comparison"]
+    assert "champion's training window is unknown" in check(unknown, "fair_comparison").detail
+
+
+def test_required_ci_rejects_an_uncertain_tie(day) -> None:  # type: ignore[no-untyped-def]
+    frame, p = day
+    cand, champ = with_scores(frame, noisy(p, 0.8, 17)), with_scores(frame, noisy(p, 0.8, 117))
+    reported = run_gate(cand, champ, GateConfig(tolerance=0.05, max_auc_drop=1, max_ne_rise=1), **FAIR)
+    assert reported.decision == "pass" and reported.ci is not None and reported.ci[0] < -0.05
+    required = run_gate(
+        cand, champ, GateConfig(tolerance=0.05, max_auc_drop=1, max_ne_rise=1, require_ci=True), **FAIR
+    )
+    assert required.failed_checks == ["save_hit_at_3_ci"]
+
+
+def test_bootstrap_is_seeded_and_paired() -> None:
+    rng = np.random.default_rng(0)
+    champ = rng.integers(0, 3, size=400).astype(float)
+    a = paired_bootstrap_ci(champ, champ, samples=500, level=0.95, seed=1)
+    assert a == [0.0, 0.0]  # identical models: every paired resample has zero change
+    cand = champ + (rng.random(400) < 0.2)
+    b1 = paired_bootstrap_ci(cand, champ, samples=500, level=0.9, seed=1)
+    b2 = paired_bootstrap_ci(cand, champ, samples=500, level=0.9, seed=1)
+    assert b1 == b2 and b1 is not None and 0 < b1[0] < cand.sum() / champ.sum() - 1 < b1[1]
+    assert paired_bootstrap_ci(cand, np.zeros(400), samples=10, level=0.9, seed=1) is None
+
+
+def test_frames_from_different_days_cannot_be_compared(day) -> None:  # type: ignore[no-untyped-def]
+    frame, p = day
+    cand = with_scores(frame, noisy(p, 0.3, 1))
+    with pytest.raises(
+        GateInputError, match="not scored on the same impressions: 10 rows only in the candidate"
+    ):
+        run_gate(cand, cand.iloc[10:], **FAIR)
+    flipped = cand.copy()
+    flipped.loc[:4, "saved"] = 1 - flipped.loc[:4, "saved"]
+    with pytest.raises(GateInputError, match="disagree on the label of 5 impressions"):
+        run_gate(cand, flipped, **FAIR)
+    with pytest.raises(GateInputError, match=r"lack columns \['score'\]"):
+        run_gate(cand.drop(columns="score"), None)
+    with pytest.raises(GateInputError, match="duplicate"):
+        run_gate(pd.concat([cand, cand.iloc[:3]]), None)
+    with pytest.raises(GateInputError, match="no saves"):
+        run_gate(cand.assign(saved=0), None)
+
+
+def test_gate_config_is_validated() -> None:
+    with pytest.raises(RankerError, match="tolerance must be in"):
+        GateConfig(tolerance=1.5)
+    with pytest.raises(RankerError, match="calibration bounds"):
+        GateConfig(calibration_low=1.2)
+    with pytest.raises(RankerError, match="max_auc_drop must be a finite number"):
+        GateConfig(max_auc_drop=float("nan"))
+
+
+def test_random_ranking_baseline_matches_a_constant_model() -> None:
+    frame, _ = make_eval_day(requests=50, slate=7, seed=3)
+    baseline = random_ranking_hit_at_k(frame["request_id"], frame["saved"])
+    assert baseline == pytest.approx(3 / 7)
+    assert save_hit_at_k(frame["request_id"], frame["saved"], np.zeros(len(frame))) == pytest.approx(baseline)
