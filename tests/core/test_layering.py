@@ -1,0 +1,109 @@
+"""The package structure holds: no import cycle between packages, and ``features`` uses only
+``ranking.core`` from ``ranking``. Every import counts, including those inside functions (a cycle
+hidden behind a function-level import is still a cycle) and those under ``TYPE_CHECKING``."""
+
+from __future__ import annotations
+
+import ast
+from collections import defaultdict
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[2]
+
+
+def _package_of(module: str) -> str | None:
+    parts = module.split(".")
+    if parts[0] == "features":
+        return "features"
+    if parts[0] == "ranking" and len(parts) > 1:
+        return f"ranking.{parts[1]}"
+    return None
+
+
+def _module_name(path: Path) -> str:
+    rel = path.relative_to(ROOT).with_suffix("")
+    parts = list(rel.parts)
+    if parts[-1] == "__init__":
+        parts.pop()
+    return ".".join(parts)
+
+
+def _imports(path: Path) -> set[str]:
+    tree = ast.parse(path.read_text(), filename=str(path))
+    found: set[str] = set()
+    for node in ast.walk(tree):
+        if isinstance(node, ast.Import):
+            found.update(alias.name for alias in node.names)
+        elif isinstance(node, ast.ImportFrom) and node.module and node.level == 0:
+            found.add(node.module)
+            found.update(f"{node.module}.{alias.name}" for alias in node.names)
+    return found
+
+
+def package_graph() -> dict[str, set[str]]:
+    graph: dict[str, set[str]] = defaultdict(set)
+    for top in ("ranking", "features"):
+        for path in (ROOT / top).rglob("*.py"):
+            source = _package_of(_module_name(path))
+            if source is None or source == "ranking.__init__":
+                continue
+            graph[source]
+            for imported in _imports(path):
+                target = _package_of(imported)
+                # `from ranking import x` names ranking.x; a bare `ranking` is the root package
+                if target and target != source and target in _known_packages():
+                    graph[source].add(target)
+    return dict(graph)
+
+
+def _known_packages() -> set[str]:
+    pkgs = {"features"}
+    for path in (ROOT / "ranking").iterdir():
+        if path.is_dir() and (path / "__init__.py").is_file():
+            pkgs.add(f"ranking.{path.name}")
+    return pkgs
+
+
+def find_cycle(graph: dict[str, set[str]]) -> list[str] | None:
+    state: dict[str, int] = {}
+    stack: list[str] = []
+
+    def visit(node: str) -> list[str] | None:
+        state[node] = 1
+        stack.append(node)
+        for nxt in sorted(graph.get(node, ())):
+            if state.get(nxt) == 1:
+                return [*stack[stack.index(nxt) :], nxt]
+            if nxt not in state and (cycle := visit(nxt)):
+                return cycle
+        stack.pop()
+        state[node] = 2
+        return None
+
+    for node in sorted(graph):
+        if node not in state and (cycle := visit(node)):
+            return cycle
+    return None
+
+
+def test_no_import_cycle_between_packages() -> None:
+    graph = package_graph()
+    assert "ranking.core" in graph and "ranking.cli" in graph  # the scan sees the tree
+    cycle = find_cycle(graph)
+    assert cycle is None, "import cycle between packages: " + " -> ".join(cycle or [])
+
+
+def test_the_cycle_finder_finds_a_planted_cycle() -> None:
+    graph = package_graph()
+    graph = {k: set(v) for k, v in graph.items()}
+    graph["ranking.core"].add("ranking.cli")  # core -> cli -> ... -> core
+    assert find_cycle(graph) is not None
+
+
+def test_features_uses_only_ranking_core() -> None:
+    graph = package_graph()
+    assert graph["features"] <= {"ranking.core"}, graph["features"]
+
+
+def test_core_depends_on_nothing_else() -> None:
+    assert package_graph()["ranking.core"] == set()
