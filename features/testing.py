@@ -56,5 +56,5 @@ def make_tiny_workspace(
         info["apply"] = feast_repo.apply(ws)
         info["materialize"] = feast_repo.materialize(ws, end)
         info["window"] = window.build_window(ws, end, wdays)
-        info["manifest"] = str(window.manifest_path(ws, end, wdays))
+        info["manifest"] = str(ws.window_manifest(end, wdays))
     return info

@@ -14,8 +14,7 @@ import hashlib
 import json
 import logging
 import time
-from dataclasses import asdict, dataclass
-from pathlib import Path
+from dataclasses import asdict, dataclass, field
 from typing import TYPE_CHECKING, Any
 
 import pandas as pd
@@ -78,16 +77,8 @@ def example_schema(service: str = FEATURE_SERVICE) -> pa.Schema:
     return pa.schema([schema.field(c) for c in EXAMPLE_COLUMNS])
 
 
-def window_dir(ws: Workspace, end: dt.date, days: int) -> Path:
-    return ws.windows / f"{end.isoformat()}_{days}d"
-
-
-def manifest_path(ws: Workspace, end: dt.date, days: int) -> Path:
-    return window_dir(ws, end, days) / "manifest.json"
-
-
 def load_manifest(ws: Workspace, end: dt.date, days: int = DEFAULT_DAYS) -> dict[str, Any]:
-    path = manifest_path(ws, end, days)
+    path = ws.window_manifest(end, days)
     if not path.is_file():
         raise RankerError(
             f"no window manifest at {path}: run `ranker features window --end {end.isoformat()} --days {days}`"
@@ -225,7 +216,7 @@ def build_window(
     if days <= 0:
         raise RankerError(f"window days must be > 0, got {days}")
     started = time.perf_counter()
-    target = manifest_path(ws, end, days)
+    target = ws.window_manifest(end, days)
     try:
         manifest = _build(ws, end, days, checks, started)
     except Exception:
@@ -300,10 +291,53 @@ def _build(ws: Workspace, end: dt.date, days: int, checks: WindowChecks, started
     }
 
 
-def freshness(
-    ws: Workspace, end: dt.date | None = None, max_lag_hours: float | None = None
-) -> dict[str, Any]:
-    """Newest impression day in the source and its lag behind now (or behind the end of ``end``)."""
+@dataclass(frozen=True)
+class WindowRequest:
+    """Build (or reuse) the window ending at ``end`` (its eval day) and publish its manifest."""
+
+    workspace: Workspace
+    end: dt.date
+    days: int = DEFAULT_DAYS
+    checks: WindowChecks = field(default_factory=WindowChecks)
+
+
+# the manifest fields the ``window`` step summary carries (with the manifest's path)
+WINDOW_SUMMARY_FIELDS = (
+    "window_id",
+    "end",
+    "days",
+    "rows_train",
+    "rows_eval",
+    "label_rate",
+    "days_built",
+    "days_reused",
+    "missing_days",
+    "feature_version",
+    "duration_seconds",
+)
+
+
+def window_step(req: WindowRequest) -> dict[str, Any]:
+    """Build the window; the ``window`` step summary."""
+    manifest = build_window(req.workspace, req.end, req.days, req.checks)
+    summary = {k: manifest[k] for k in WINDOW_SUMMARY_FIELDS}
+    summary["manifest"] = str(req.workspace.window_manifest(req.end, req.days))
+    return summary
+
+
+@dataclass(frozen=True)
+class FreshnessRequest:
+    """How fresh the source is: its newest day, and its lag behind now (or behind ``end``'s end)."""
+
+    workspace: Workspace
+    end: dt.date | None = None  # require this day to have landed
+    max_lag_hours: float | None = None  # fail when the lag is larger (None: report only)
+
+
+def freshness(req: FreshnessRequest) -> dict[str, Any]:
+    """The ``freshness`` step summary; DataValidationError when ``end`` has not landed or the
+    source lags more than ``max_lag_hours``."""
+    ws, end, max_lag_hours = req.workspace, req.end, req.max_lag_hours
     days = sources.list_days(ws, sources.IMPRESSIONS)
     if not days:
         raise DataValidationError(f"no impressions in {ws.source}: the source is empty")

@@ -1,7 +1,9 @@
 """Shared CLI plumbing: common options, JSON summaries, step-summary files, error handling.
 
-Every command handler takes the parsed args and returns a :class:`CommandResult`. The handler
-imports heavy modules (torch, feast) inside its body, so ``ranker --help`` stays fast.
+Every command handler takes the parsed args, turns them into one typed request, calls one
+function of the package that owns the command and returns a :class:`CommandResult`; argparse's
+Namespace never leaves ``ranking.cli``. Handlers import heavy modules (torch, feast) inside their
+bodies, so ``ranker --help`` stays fast.
 """
 
 from __future__ import annotations

@@ -48,45 +48,27 @@ def _materialize(args: argparse.Namespace) -> CommandResult:
 
 def _window(args: argparse.Namespace) -> CommandResult:
     from features.validation import WindowChecks
-    from features.window import build_window, manifest_path
+    from features.window import WindowRequest, window_step
 
-    ws = workspace(args)
     checks = WindowChecks(
         min_coverage=args.min_coverage,
         min_label_rate=args.min_label_rate,
         max_label_rate=args.max_label_rate,
         max_null_rate=args.max_null_rate,
     )
-    m = build_window(ws, args.end, args.days, checks)
-    summary = {
-        k: m[k]
-        for k in (
-            "window_id",
-            "end",
-            "days",
-            "rows_train",
-            "rows_eval",
-            "label_rate",
-            "days_built",
-            "days_reused",
-            "missing_days",
-            "feature_version",
-            "duration_seconds",
-        )
-    }
-    summary["manifest"] = str(manifest_path(ws, args.end, args.days))
+    s = window_step(WindowRequest(workspace(args), args.end, args.days, checks))
     text = (
-        f"window {m['end']} ({m['days']}d): {m['rows_train']:,} train rows, {m['rows_eval']:,} eval rows,"
-        f" {m['days_built']} days built, {m['days_reused']} reused -> {summary['manifest']}"
+        f"window {s['end']} ({s['days']}d): {s['rows_train']:,} train rows, {s['rows_eval']:,} eval rows,"
+        f" {s['days_built']} days built, {s['days_reused']} reused -> {s['manifest']}"
     )
-    return CommandResult(summary, text=text)
+    return CommandResult(s, text=text)
 
 
 def _freshness(args: argparse.Namespace) -> CommandResult:
-    from features.window import freshness
+    from features.window import FreshnessRequest, freshness
 
     max_lag = args.max_lag_hours if args.max_lag_hours is not None else _env_lag_hours()
-    summary = freshness(workspace(args), args.end, max_lag)
+    summary = freshness(FreshnessRequest(workspace(args), args.end, max_lag))
     text = f"latest source day {summary['latest_source_date']}, lag {summary['lag_seconds'] / 3600:.1f} h"
     return CommandResult(summary, text=text)
 

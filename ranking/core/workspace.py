@@ -3,6 +3,7 @@ pipeline instance owns. Every component finds its files through this one map."""
 
 from __future__ import annotations
 
+import datetime as dt
 import os
 from dataclasses import dataclass
 from pathlib import Path
@@ -35,6 +36,10 @@ class Workspace:
     @property
     def windows(self) -> Path:
         return self.root / "windows"
+
+    def window_manifest(self, end: dt.date, days: int) -> Path:
+        """The manifest of the window ending at ``end`` (its eval day), ``days`` training days."""
+        return self.windows / f"{end.isoformat()}_{int(days)}d" / "manifest.json"
 
     # training runs (`ranker train --out`, default runs/<run id>)
     @property

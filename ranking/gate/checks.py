@@ -17,11 +17,10 @@ import numpy as np
 
 from ranking.core.errors import RankerError
 from ranking.evaluation.metrics import compute_metrics, hits_per_request
+from ranking.evaluation.scores import SCORE_COLUMNS
 
 if TYPE_CHECKING:
     import pandas as pd
-
-SCORE_COLUMNS: tuple[str, ...] = ("request_id", "pin_id", "saved", "score")
 
 
 class GateInputError(RankerError):

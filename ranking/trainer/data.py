@@ -14,7 +14,6 @@ mean over the global batch whatever the split (see ranking.trainer.model.TrainTa
 
 from __future__ import annotations
 
-import datetime as dt
 import math
 from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
@@ -26,7 +25,6 @@ import numpy as np
 from features.schema import LABEL, REQUEST_KEY
 from ranking.core.atomic import read_json
 from ranking.core.errors import DataValidationError
-from ranking.core.workspace import Workspace
 from ranking.trainer.config import ModelConfig
 
 if TYPE_CHECKING:
@@ -81,10 +79,6 @@ class WindowManifest:
             "train_dates": [p.date for p in self.train],
             "eval_date": self.eval.date,
         }
-
-
-def window_manifest_path(ws: Workspace, end: dt.date, days: int) -> Path:
-    return ws.windows / f"{end.isoformat()}_{int(days)}d" / "manifest.json"
 
 
 def _partition(raw: Any, where: str) -> Partition:
@@ -427,54 +421,6 @@ def train_batches(
     stream = shuffle_stream(read_units(plan.units_per_rank[rank], cfg), shuffle_buffer_rows, rng)
     for step, chunk in enumerate(rebatch(stream, plan.batch_sizes[rank].tolist())):
         yield to_train_batch(chunk, cfg, 1.0 / plan.global_rows(step))
-
-
-class _End:
-    pass
-
-
-def prefetch(items: Iterator[Any], depth: int = 4) -> Iterator[Any]:
-    """Produce ``items`` on a background thread (parquet decoding, hashing and batch building run
-    while the training thread computes; arrow and numpy release the GIL for much of it). Order is
-    unchanged; an error in the producer is raised here; closing the iterator stops the producer."""
-    import queue
-    import threading
-
-    q: queue.Queue[Any] = queue.Queue(maxsize=depth)
-    stop = threading.Event()
-
-    def produce() -> None:
-        try:
-            for item in items:
-                while not stop.is_set():
-                    try:
-                        q.put(item, timeout=0.1)
-                        break
-                    except queue.Full:
-                        continue
-                if stop.is_set():
-                    return
-            q.put(_End())
-        except BaseException as exc:  # handed to the consumer
-            q.put(exc)
-
-    thread = threading.Thread(target=produce, name="batch-prefetch", daemon=True)
-    thread.start()
-    try:
-        while True:
-            item = q.get()
-            if isinstance(item, _End):
-                return
-            if isinstance(item, BaseException):
-                raise item
-            yield item
-    finally:
-        stop.set()
-        while thread.is_alive():  # unblock a producer waiting on a full queue
-            try:
-                q.get_nowait()
-            except queue.Empty:
-                thread.join(timeout=0.1)
 
 
 def eval_chunks(paths: Sequence[Path], cfg: ModelConfig, batch_rows: int) -> Iterator[Chunk]:

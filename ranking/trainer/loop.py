@@ -2,7 +2,7 @@
 
 Every rank runs :func:`run_training`; rank 0 alone writes files and returns the summary. The same
 function runs in one process (a gloo group of size 1) and under torchrun (see
-ranking/distributed.py). Run folder layout: docs/architecture.md "Training run folder".
+ranking/trainer/distributed.py). Run folder layout: docs/architecture.md "Training run folder".
 """
 
 from __future__ import annotations
@@ -348,10 +348,11 @@ class _Trainer:
 
     # -------------------------------------------------------------- the run
     def run(self) -> dict[str, Any]:
+        from ranking.evaluation.scores import metrics_of, write_scores
         from ranking.trainer import distributed
         from ranking.trainer.pipelines import CpuPipeline
         from ranking.trainer.plots import plot_curve
-        from ranking.trainer.scoring import build_scoring_model, metrics_of, score_model, write_scores
+        from ranking.trainer.scoring import build_scoring_model, score_model
         from ranking.trainer.timing import SectionClock
 
         req, ctx = self.req, self.ctx

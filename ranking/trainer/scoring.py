@@ -1,4 +1,4 @@
-"""Scoring a model on an eval day, streamed, and the offline metrics of those scores.
+"""Scoring a model on an eval day, streamed, into a score frame (ranking.evaluation.scores).
 
 ``score_checkpoint`` is the interface the promotion gate uses: it rebuilds the (unsharded) model
 from a checkpoint and the model config stored in or beside it, and scores every row of the eval
@@ -12,17 +12,22 @@ from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
-from ranking.evaluation.metrics import OfflineMetrics, compute_metrics
+from ranking.evaluation.scores import SCORE_COLUMNS
 from ranking.trainer.checkpoint import CheckpointError, load_checkpoint
 from ranking.trainer.config import ModelConfig
-from ranking.trainer.data import check_partition, eval_chunks, list_units, required_columns
+from ranking.trainer.data import (
+    Partition,
+    check_partition,
+    eval_chunks,
+    list_units,
+    required_columns,
+    to_train_batch,
+)
 
 if TYPE_CHECKING:
     import pandas as pd
 
     from ranking.trainer.model import RankerModel
-
-SCORE_COLUMNS = ("request_id", "pin_id", "saved", "score")
 
 
 def model_config_of(checkpoint: Path, payload: dict[str, Any]) -> ModelConfig:
@@ -56,8 +61,6 @@ def score_model(model: RankerModel, paths: list[Path], batch_size: int = 8192) -
     """Score every row of ``paths`` (in file order) -> request_id, pin_id, saved, score."""
     import pandas as pd
     import torch
-
-    from ranking.trainer.data import to_train_batch
 
     cfg = model.config
     keys_r: list[np.ndarray] = []
@@ -94,27 +97,7 @@ def score_checkpoint(
     cfg = model_config_of(checkpoint, payload)
     model = build_scoring_model(cfg, payload["model"])
     cols = required_columns(cfg, eval_keys=True)
-    from ranking.trainer.data import Partition
-
     for p in paths:
         rows = sum(u.rows for u in list_units([p])) if p.is_file() else 0
         check_partition(Partition(date="", path=p, rows=rows), cols, "eval")
     return score_model(model, paths, batch_size)
-
-
-def metrics_of(scores: pd.DataFrame) -> OfflineMetrics:
-    """save HIT@3, AUC, NE... grouped by request."""
-    return compute_metrics(
-        scores["request_id"].to_numpy(), scores["saved"].to_numpy(), scores["score"].to_numpy()
-    )
-
-
-def write_scores(path: Path, scores: pd.DataFrame) -> None:
-    """eval_scores.parquet, atomically."""
-    import pyarrow as pa
-    import pyarrow.parquet as pq
-
-    from ranking.core.atomic import atomic_path
-
-    with atomic_path(path) as tmp:
-        pq.write_table(pa.Table.from_pandas(scores, preserve_index=False), tmp)

@@ -6,6 +6,7 @@ import datetime as dt
 import os
 import sys
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -29,9 +30,9 @@ def window_home(tmp_path_factory: pytest.TempPathFactory) -> Path:
 @pytest.fixture(scope="session")
 def manifest(window_home: Path):  # type: ignore[no-untyped-def]
     from ranking.core.workspace import Workspace
-    from ranking.trainer.data import read_window_manifest, window_manifest_path
+    from ranking.trainer.data import read_window_manifest
 
-    return read_window_manifest(window_manifest_path(Workspace(window_home), END, DAYS))
+    return read_window_manifest(Workspace(window_home).window_manifest(END, DAYS))
 
 
 @pytest.fixture(scope="session")
@@ -54,3 +55,31 @@ def ranker_cmd(*args: str) -> list[str]:
 
 def ranker_env() -> dict[str, str]:
     return {**os.environ, "OMP_NUM_THREADS": "1", "RANKER_LOG_LEVEL": "WARNING"}
+
+
+def train_request(manifest, cfg, run_dir: Path, schedule: str = "delayed", epochs: int = 2, **kw: Any):  # type: ignore[no-untyped-def]
+    """A small, quiet TrainRequest for ``run_training`` (batch 256, 1000-row shuffle buffer)."""
+    from ranking.trainer.config import TrainConfig
+    from ranking.trainer.loop import TrainRequest
+    from ranking.trainer.schedule import resolve_schedule
+
+    tc = TrainConfig(
+        schedule=resolve_schedule(schedule, epochs),
+        schedule_spec=schedule,
+        batch_size=256,
+        shuffle_buffer_rows=1000,
+        seed=kw.pop("seed", 0),
+    )
+    return TrainRequest(
+        manifest=manifest, model_config=cfg, train_config=tc, run_dir=run_dir, progress=False, **kw
+    )
+
+
+@pytest.fixture(scope="session")
+def trained(tmp_path_factory: pytest.TempPathFactory, manifest, model_config) -> Path:  # type: ignore[no-untyped-def]
+    """A finished one-epoch run folder (read-only: copy before changing it)."""
+    from ranking.trainer.loop import run_training
+
+    run_dir = tmp_path_factory.mktemp("trained") / "run"
+    run_training(train_request(manifest, model_config, run_dir, schedule="joint", epochs=1))
+    return run_dir

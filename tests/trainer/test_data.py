@@ -15,6 +15,7 @@ from ranking.core.errors import DataValidationError
 from ranking.trainer.data import (
     Chunk,
     Unit,
+    eval_chunks,
     hash_ids,
     list_units,
     normalize_dense,
@@ -195,9 +196,8 @@ def _peak_numpy_bytes(home: Path, days: int, model_config) -> int:  # type: igno
     import tracemalloc
 
     from ranking.core.workspace import Workspace
-    from ranking.trainer.data import window_manifest_path
 
-    m = read_window_manifest(window_manifest_path(Workspace(home), END, days))
+    m = read_window_manifest(Workspace(home).window_manifest(END, days))
     plan = plan_epoch(list_units([p.path for p in m.train]), 1, 256, seed=0, epoch=1)
     tracemalloc.start()
     rows = sum(len(b) for b in train_batches(plan, 0, model_config, 2000, seed=0, epoch=1))
@@ -215,33 +215,31 @@ def test_peak_memory_does_not_grow_with_window_length(tmp_path: Path, model_conf
     assert long < 1.5 * short, (short, long)  # 4x the rows, not 4x the memory
 
 
-def test_prefetch_keeps_order_raises_producer_errors_and_stops_when_closed() -> None:
-    import threading
+def test_eval_chunks_are_the_eval_day_in_file_order_with_keys(manifest, model_config) -> None:  # type: ignore[no-untyped-def]
+    """What scoring reads: every row once, in file order, batches of at most batch_rows, keys kept."""
+    table = pq.read_table(manifest.eval.path, columns=["request_id", "pin_id", "saved"])
+    chunks = list(eval_chunks([manifest.eval.path], model_config, 97))
+    assert [len(c) for c in chunks[:-1]] == [97] * (len(chunks) - 1) and 0 < len(chunks[-1]) <= 97
+    joined = Chunk.concat(chunks)
+    assert len(joined) == manifest.eval.rows
+    assert joined.request_ids.tolist() == table.column("request_id").to_pylist()  # type: ignore[union-attr]
+    assert joined.pin_ids.tolist() == table.column("pin_id").to_pylist()  # type: ignore[union-attr]
+    np.testing.assert_array_equal(joined.labels, table.column("saved").to_numpy().astype(np.float32))
 
-    from ranking.trainer.data import prefetch
 
-    assert list(prefetch(iter(range(100)), depth=3)) == list(range(100))
-
-    def failing():  # type: ignore[no-untyped-def]
-        yield 1
-        raise DataValidationError("bad row group")
-
-    it = prefetch(failing())
-    assert next(it) == 1
-    with pytest.raises(DataValidationError, match="bad row group"):
-        next(it)
-
-    produced = []
-
-    def endless():  # type: ignore[no-untyped-def]
-        i = 0
-        while True:
-            produced.append(i)
-            yield i
-            i += 1
-
-    it = prefetch(endless(), depth=2)
-    assert next(it) == 0
-    it.close()  # the consumer stopped early (e.g. a failed step): the producer must end
-    assert not any(t.name == "batch-prefetch" and t.is_alive() for t in threading.enumerate())
-    assert len(produced) < 10
+def test_read_window_manifest_refuses_broken_manifests(tmp_path: Path, manifest) -> None:  # type: ignore[no-untyped-def]
+    assert read_window_manifest(manifest.path) == manifest
+    bad_json = tmp_path / "bad" / "manifest.json"
+    bad_json.parent.mkdir()
+    bad_json.write_text("{not json")
+    with pytest.raises(DataValidationError, match="not valid JSON"):
+        read_window_manifest(bad_json)
+    raw = json.loads(manifest.path.read_text())
+    without_eval = {k: v for k, v in raw.items() if k != "eval"}
+    no_eval = tmp_path / "no_eval" / "manifest.json"
+    no_eval.parent.mkdir()
+    no_eval.write_text(json.dumps(without_eval))
+    with pytest.raises(DataValidationError, match="lacks 'eval'"):
+        read_window_manifest(no_eval)
+    with pytest.raises(DataValidationError, match="train entry needs 'path' and 'rows'"):
+        read_window_manifest(_rewrite_manifest(manifest.path, train=[{"date": "2026-11-09"}]))

@@ -1,95 +1,46 @@
-"""Eval-day scoring (the gate's interface) and the offline metrics over it."""
+"""The evaluate job (run_evaluate_job): which window's eval day, the summary, the scores file."""
 
 from __future__ import annotations
 
-import json
+import shutil
 from pathlib import Path
 
-import numpy as np
 import pandas as pd
-import pyarrow.parquet as pq
 import pytest
-import torch
 
-from ranking.core.errors import DataValidationError
-from ranking.evaluation.metrics import compute_metrics, save_hit_at_k
-from ranking.trainer.checkpoint import CheckpointError, load_checkpoint, save_checkpoint
-from ranking.trainer.loop import run_training
-from ranking.trainer.scoring import metrics_of, score_checkpoint
-from tests.trainer.test_train_run import request
-
-
-@pytest.fixture(scope="module")
-def trained(tmp_path_factory: pytest.TempPathFactory, manifest, model_config) -> Path:  # type: ignore[no-untyped-def]
-    run_dir = tmp_path_factory.mktemp("eval") / "run"
-    run_training(request(manifest, model_config, run_dir, schedule="joint", epochs=1))
-    return run_dir
+from ranking.core.errors import RankerError
+from ranking.core.workspace import Workspace
+from ranking.evaluation.scores import metrics_of
+from ranking.trainer.evaluate import EvaluateJob, eval_manifest, run_evaluate_job
+from ranking.trainer.scoring import score_checkpoint
+from tests.trainer.conftest import DAYS, END
 
 
-def test_scores_stream_in_any_batch_size_with_the_same_result(trained: Path, manifest) -> None:  # type: ignore[no-untyped-def]
-    big = score_checkpoint(trained / "model.pt", manifest.eval.path, batch_size=100_000)
-    small = score_checkpoint(trained / "model.pt", [manifest.eval.path], batch_size=97)
-    assert list(big.columns) == ["request_id", "pin_id", "saved", "score"]
-    raw = pq.read_table(manifest.eval.path, columns=["request_id", "pin_id", "saved"]).to_pandas()
-    assert len(big) == len(raw)  # every row scored, in file order
-    assert (big["request_id"] == raw["request_id"]).all() and (big["pin_id"] == raw["pin_id"]).all()
-    assert (big["saved"] == raw["saved"]).all()
-    np.testing.assert_allclose(small["score"], big["score"], rtol=0, atol=1e-6)
-    assert big["score"].between(0, 1).all() and big["score"].nunique() > 10
-    # the run's own eval_scores.parquet comes from the same scoring path
-    written = pd.read_parquet(trained / "eval_scores.parquet")
-    np.testing.assert_allclose(written["score"], big["score"], rtol=0, atol=1e-6)
+def test_the_eval_day_comes_from_the_named_window_else_any_window_ending_there(
+    tmp_path: Path, window_home: Path
+) -> None:
+    ws = Workspace(tmp_path)
+    shutil.copytree(window_home / "windows", ws.windows)
+    assert eval_manifest(ws, END, DAYS) == ws.window_manifest(END, DAYS)
+    assert eval_manifest(ws, END, 99) == ws.window_manifest(END, 99)  # named: read (and refused) later
+    assert eval_manifest(ws, END, None) == ws.window_manifest(END, DAYS)
+    with pytest.raises(RankerError, match="no window ending 2026-11-11"):
+        eval_manifest(ws, END.replace(day=11), None)
 
 
-def test_metrics_group_by_request(trained: Path, manifest) -> None:  # type: ignore[no-untyped-def]
-    scores = score_checkpoint(trained / "model.pt", manifest.eval.path)
-    m = metrics_of(scores)
-    assert m.rows == len(scores)
-    assert m.requests_with_save == scores.groupby("request_id")["saved"].max().sum()
-    # HIT@3 by hand: per request, saved pins among the 3 highest scores (ties: file order)
-    hits = saves = 0
-    for _, g in scores.groupby("request_id", sort=False):
-        top = g.sort_values("score", ascending=False, kind="stable").head(3)
-        hits += int(top["saved"].sum())
-        saves += int(g["saved"].sum())
-    assert m.save_hit_at_3 == pytest.approx(hits / saves)
-    assert json.loads((trained / "eval.json").read_text())["save_hit_at_3"] == pytest.approx(m.save_hit_at_3)
-    assert 0.5 < m.auc <= 1.0  # the fixture's saves are learnable
-
-
-def test_offline_metrics_on_a_constructed_case() -> None:
-    req = np.array(["a"] * 5 + ["b"] * 4 + ["c"] * 3)
-    saved = np.array([1, 0, 0, 0, 1, 0, 0, 0, 0, 0, 1, 1])
-    score = np.array([0.9, 0.8, 0.7, 0.6, 0.5, 0.4, 0.3, 0.2, 0.1, 0.3, 0.2, 0.1])
-    # a: saves at ranks 1 and 5 -> 1 of 2; b: no saves (ignored); c: ranks 2 and 3 -> 2 of 2
-    assert save_hit_at_k(req, saved, score, k=3) == pytest.approx(3 / 4)
-    m = compute_metrics(req, saved, score)
-    assert m.requests_with_save == 2 and m.rows == 12
-    constant = compute_metrics(req, saved, np.full(12, 0.3))
-    assert constant.auc == pytest.approx(0.5)
-
-
-def test_score_checkpoint_reads_the_config_beside_it_and_rejects_bad_input(
-    trained: Path, tmp_path: Path, manifest
+def test_evaluate_reports_the_metrics_of_the_scores_it_writes(
+    tmp_path: Path, window_home: Path, trained: Path, manifest
 ) -> None:  # type: ignore[no-untyped-def]
-    payload = load_checkpoint(trained / "model.pt")
-    bare = {"model": payload["model"]}
-    (tmp_path / "v1").mkdir()
-    save_checkpoint(tmp_path / "v1" / "model.pt", bare)
-    with pytest.raises(CheckpointError, match="no model config"):
-        score_checkpoint(tmp_path / "v1" / "model.pt", manifest.eval.path)
-    (tmp_path / "v1" / "model_config.json").write_text((trained / "model_config.json").read_text())
-    beside = score_checkpoint(tmp_path / "v1" / "model.pt", manifest.eval.path)
-    assert len(beside) == manifest.eval.rows
-    table = pq.read_table(manifest.eval.path).drop_columns(["request_id"])
-    pq.write_table(table, tmp_path / "no_keys.parquet")
-    with pytest.raises(DataValidationError, match=r"lacks columns \['request_id'\]"):
-        score_checkpoint(trained / "model.pt", tmp_path / "no_keys.parquet")
-    broken = dict(payload["model"])
-    broken.pop("head.weight")
-    save_checkpoint(tmp_path / "broken.pt", {**payload, "model": broken})
-    with pytest.raises(CheckpointError, match="does not fit"):
-        score_checkpoint(tmp_path / "broken.pt", manifest.eval.path)
-    assert torch.equal(
-        payload["model"]["head.weight"], load_checkpoint(trained / "model.pt")["model"]["head.weight"]
+    out = tmp_path / "scores.parquet"
+    job = EvaluateJob(
+        workspace=Workspace(window_home), model=trained, end=END, scores_out=out, batch_size=333
     )
+    summary = run_evaluate_job(job)
+    assert summary["model"] == str(trained / "model.pt") and summary["eval_date"] == END.isoformat()
+    assert summary["eval_path"] == str(manifest.eval.path) and summary["manifest"] == str(manifest.path)
+    scores = pd.read_parquet(out)
+    assert summary["metrics"] == metrics_of(scores).to_dict()
+    assert (
+        summary["metrics"] == metrics_of(score_checkpoint(trained / "model.pt", manifest.eval.path)).to_dict()
+    )
+    assert summary["metrics"]["rows"] == manifest.eval.rows and summary["duration_seconds"] > 0

@@ -20,8 +20,7 @@ from ranking.trainer.checkpoint import (
     verify_checkpoint,
 )
 from ranking.trainer.loop import run_training
-from tests.trainer.conftest import DAYS, END, ranker_cmd, ranker_env
-from tests.trainer.test_train_run import request
+from tests.trainer.conftest import DAYS, END, ranker_cmd, ranker_env, train_request
 
 
 def test_checkpoint_checksum_detects_corruption_and_incomplete_writes(tmp_path: Path) -> None:
@@ -63,7 +62,7 @@ def test_resume_after_kill_ends_with_the_uninterrupted_model(
 ) -> None:  # type: ignore[no-untyped-def]
     epochs = 6  # enough left after epoch 1 for the kill to land mid-run
     reference = run_training(
-        request(manifest, model_config, tmp_path / "whole", schedule="delayed", epochs=epochs)
+        train_request(manifest, model_config, tmp_path / "whole", schedule="delayed", epochs=epochs)
     )
 
     killed = tmp_path / "killed"
@@ -106,7 +105,7 @@ def test_resume_after_kill_ends_with_the_uninterrupted_model(
     assert 1 <= done < epochs
 
     resumed = run_training(
-        request(manifest, model_config, killed, schedule="delayed", epochs=epochs, resume=True)
+        train_request(manifest, model_config, killed, schedule="delayed", epochs=epochs, resume=True)
     )
     assert resumed["resumed_after_epoch"] == done
     want, got = _final_state(tmp_path / "whole"), _final_state(killed)
@@ -117,6 +116,8 @@ def test_resume_after_kill_ends_with_the_uninterrupted_model(
 
 
 def test_resume_refuses_a_run_with_other_settings(tmp_path: Path, manifest, model_config) -> None:  # type: ignore[no-untyped-def]
-    run_training(request(manifest, model_config, tmp_path / "r", schedule="joint", epochs=1))
+    run_training(train_request(manifest, model_config, tmp_path / "r", schedule="joint", epochs=1))
     with pytest.raises(CheckpointError, match="another train_config"):
-        run_training(request(manifest, model_config, tmp_path / "r", schedule="joint", epochs=2, resume=True))
+        run_training(
+            train_request(manifest, model_config, tmp_path / "r", schedule="joint", epochs=2, resume=True)
+        )

@@ -1,7 +1,7 @@
 """torchrec's own TrainPipelineSemiSync (the CUDA path) against our CPU semi-sync pipeline.
 
 torchrec's pipeline cannot run on CPU as shipped (it records CUDA-style streams on CPU tensors).
-With the stream calls taken out (BRIEF §5: lookup start and MLP forward without streams, a
+With the stream calls taken out (lookup start and MLP forward without streams, a
 pipelined forward that skips stream calls) it runs on CPU, which lets us check two things the GPU
 path relies on: torchrec's fx rewrite finds and pipelines our sharded EBC inside TrainTask, and
 its semi-sync semantics equal CpuPipeline's bit for bit (frozen and joint epochs).

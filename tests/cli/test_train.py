@@ -1,8 +1,8 @@
-"""The training job end to end: run folder, summary, warm start, bad input."""
+"""``ranker train``: the command line becomes one TrainJob; a run end to end through the CLI
+(run folder, one JSON summary, evaluate agrees); errors are one line and exit 2."""
 
 from __future__ import annotations
 
-import dataclasses
 import json
 import subprocess
 from pathlib import Path
@@ -11,11 +11,10 @@ import pandas as pd
 import pytest
 import torch
 
-from ranking.core.errors import DataValidationError, RankerError, TrainingFailed
-from ranking.trainer.checkpoint import CheckpointError, load_checkpoint, save_checkpoint
-from ranking.trainer.config import TrainConfig
-from ranking.trainer.loop import TrainRequest, run_training
-from ranking.trainer.schedule import resolve_schedule
+from ranking.cli.main import build_parser
+from ranking.cli.train import train_job
+from ranking.core.workspace import Workspace
+from ranking.trainer.job import TrainJob, train_argv, worker_job
 from tests.trainer.conftest import DAYS, END, ranker_cmd, ranker_env
 
 EPOCH_FIELDS = {
@@ -29,17 +28,58 @@ EPOCH_FIELDS = {
 }
 
 
-def request(manifest, cfg, run_dir: Path, schedule: str = "delayed", epochs: int = 2, **kw) -> TrainRequest:  # type: ignore[no-untyped-def]
-    tc = TrainConfig(
-        schedule=resolve_schedule(schedule, epochs),
-        schedule_spec=schedule,
-        batch_size=256,
-        shuffle_buffer_rows=1000,
-        seed=kw.pop("seed", 0),
+def _job(*argv: str) -> TrainJob:
+    return train_job(build_parser().parse_args(["train", *argv]))
+
+
+def test_the_command_line_becomes_one_train_job(tmp_path: Path) -> None:
+    assert _job("--home", str(tmp_path), "--end", "2026-11-10") == TrainJob(
+        workspace=Workspace(tmp_path.resolve()), end=END
     )
-    return TrainRequest(
-        manifest=manifest, model_config=cfg, train_config=tc, run_dir=run_dir, progress=False, **kw
+    job = _job(
+        *("--home", str(tmp_path), "--end", "2026-11-10", "--days", "5", "--schedule", "F,J"),
+        *("--pipeline", "sync", "--warm-start", "none", "--warm-start-scope", "dense"),
+        *("--out", "runs/x", "--run-id", "r-1", "--resume", "--nproc", "2", "--seed", "7"),
+        *("--batch-size", "64", "--shuffle-buffer", "0", "--model-config", "cfg.json", "--threads", "3"),
+        *("--no-eval-each-epoch", "--no-register", "--no-progress", "--epochs", "2"),
     )
+    assert job == TrainJob(
+        workspace=Workspace(tmp_path.resolve()),
+        end=END,
+        days=5,
+        schedule="F,J",
+        epochs=2,
+        pipeline="sync",
+        warm_start="none",
+        warm_start_scope="dense",
+        out=Path("runs/x"),
+        run_id="r-1",
+        resume=True,
+        nproc=2,
+        seed=7,
+        batch_size=64,
+        shuffle_buffer=0,
+        model_config=Path("cfg.json"),
+        threads=3,
+        eval_each_epoch=False,
+        register=False,
+        progress=False,
+    )
+
+
+@pytest.mark.parametrize(
+    "argv",
+    [
+        (),
+        ("--epochs", "2", "--threads", "2", "--model-config", "cfg.json", "--resume"),
+        ("--no-eval-each-epoch", "--no-progress", "--schedule", "joint", "--pipeline", "sync"),
+    ],
+)
+def test_a_worker_command_line_runs_the_worker_job(tmp_path: Path, argv: tuple[str, ...]) -> None:
+    """What torchrun re-invokes (`python -m ranking.cli train ...`) parses back to the same job."""
+    job = _job("--home", str(tmp_path), "--end", "2026-11-10", "--nproc", "3", *argv)
+    worker = worker_job(job, tmp_path / "runs" / "r", tmp_path / "champion" / "model.pt")
+    assert _job(*train_argv(worker)[1:]) == worker
 
 
 @pytest.mark.slow
@@ -125,68 +165,6 @@ def test_cli_train_writes_the_run_folder_and_evaluate_agrees(
         assert evaluated["metrics"][key] == pytest.approx(summary["eval"][key], abs=1e-6)
 
 
-def test_warm_started_frozen_epoch_keeps_the_trained_table(tmp_path: Path, manifest, model_config) -> None:  # type: ignore[no-untyped-def]
-    run_training(request(manifest, model_config, tmp_path / "champion", schedule="joint", epochs=1))
-    champion = load_checkpoint(tmp_path / "champion" / "model.pt")
-    summary = run_training(
-        request(
-            manifest,
-            model_config,
-            tmp_path / "next",
-            schedule="frozen",
-            epochs=1,
-            seed=4,
-            warm_start=tmp_path / "champion" / "model.pt",
-            warm_start_source="path",
-        )
-    )
-    assert summary["warm_start"]["source"] == "path"
-    after = load_checkpoint(tmp_path / "next" / "model.pt")["model"]
-    tables = [k for k in after if "sparse_arch" in k]
-    assert tables and all(torch.equal(after[k], champion["model"][k]) for k in tables)
-    assert all(
-        not torch.equal(after[k], champion["model"][k]) for k in after if k not in tables and "weight" in k
-    )
-
-
-def test_warm_start_with_another_architecture_is_refused(tmp_path: Path, manifest, model_config) -> None:  # type: ignore[no-untyped-def]
-    run_training(request(manifest, model_config, tmp_path / "a", schedule="joint", epochs=1))
-    wider = dataclasses.replace(model_config, over_arch=(32, 8))
-    with pytest.raises(CheckpointError, match="another architecture"):
-        run_training(
-            request(manifest, wider, tmp_path / "b", epochs=1, warm_start=tmp_path / "a" / "model.pt")
-        )
-
-
-def test_non_finite_loss_fails_the_run_without_a_final_checkpoint(
-    tmp_path: Path, manifest, model_config
-) -> None:  # type: ignore[no-untyped-def]
-    run_training(request(manifest, model_config, tmp_path / "ok", schedule="joint", epochs=1))
-    payload = load_checkpoint(tmp_path / "ok" / "model.pt")
-    payload["model"]["head.bias"] = torch.tensor([float("nan")])  # a corrupted champion
-    save_checkpoint(tmp_path / "nan.pt", payload)
-    run_dir = tmp_path / "failed"
-    with pytest.raises(TrainingFailed, match=r"non-finite loss \(nan\) at epoch 1 step 1"):
-        run_training(request(manifest, model_config, run_dir, warm_start=tmp_path / "nan.pt"))
-    assert not (run_dir / "model.pt").exists()
-    assert not (run_dir / "checkpoints").exists()
-
-
-def test_window_with_other_feature_definitions_fails_before_training(
-    tmp_path: Path, manifest, model_config
-) -> None:  # type: ignore[no-untyped-def]
-    run_dir = tmp_path / "r"
-    with pytest.raises(DataValidationError, match="built with feature definitions"):
-        run_training(request(manifest, model_config, run_dir, expected_feature_version="features-v999"))
-    assert not run_dir.exists()
-
-
-def test_existing_run_folder_needs_resume(tmp_path: Path, manifest, model_config) -> None:  # type: ignore[no-untyped-def]
-    run_training(request(manifest, model_config, tmp_path / "r", schedule="joint", epochs=1))
-    with pytest.raises(RankerError, match="already holds a run"):
-        run_training(request(manifest, model_config, tmp_path / "r", schedule="joint", epochs=1))
-
-
 def test_cli_errors_are_one_line_exit_2(
     tmp_path: Path, window_home: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
@@ -257,13 +235,3 @@ def test_cli_refuses_a_window_built_with_other_feature_definitions(
     assert rc == 2
     assert "was built with feature definitions '0123456789abcdef'" in capsys.readouterr().err
     assert not (tmp_path / "runs").exists()
-
-
-def test_cli_import_stays_light() -> None:
-    import sys
-
-    code = "import sys, ranking.cli.main; ranking.cli.main.build_parser(); print(sorted(m for m in ('torch','torchrec','pandas','pyarrow') if m in sys.modules))"
-    out = subprocess.run(
-        [sys.executable, "-c", code], capture_output=True, text=True, timeout=60, check=True
-    ).stdout
-    assert "torch" not in out

@@ -1,0 +1,258 @@
+"""One ``ranker train`` job: a typed request in, the step summary out.
+
+:func:`run_train_job` is the whole command. It resolves the window, the warm start (a checkpoint,
+the registry's champion, or none) and the model config, then trains here (CPU or one GPU) or,
+with ``nproc > 1``, launches the same job under torchrun (``torch.distributed.run``, gloo on CPU,
+nccl on GPU) and relays rank 0's summary; last it registers the run. Launched by an external
+``torchrun -m ranking.cli train ...`` (multi-node) every rank trains and rank 0 reports.
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+import logging
+import os
+import subprocess
+import time
+from dataclasses import dataclass, replace
+from pathlib import Path
+from typing import Any
+
+from ranking.core.errors import RankerError, TrainingFailed
+from ranking.core.ids import validate_run_id
+from ranking.core.workspace import Workspace
+from ranking.trainer.config import ModelConfig
+
+log = logging.getLogger(__name__)
+
+MAX_NPROC = 64
+LAUNCH_SUMMARY = ".launch-summary.json"  # in the run folder: rank 0 of a launched job writes it
+
+
+@dataclass(frozen=True)
+class TrainJob:
+    """Everything ``ranker train`` was asked to do."""
+
+    workspace: Workspace
+    end: dt.date  # window end (exclusive): the eval day
+    days: int = 20
+    schedule: str = "delayed"  # a name (delayed, joint, ...) or an explicit list such as F,J,J
+    epochs: int | None = None  # None: 3, or the explicit list's length
+    pipeline: str = "semisync"
+    warm_start: str = "champion"  # a checkpoint path (file or run folder) | "champion" | "none"
+    warm_start_scope: str = "all"  # "all" | "dense"
+    out: Path | None = None  # run folder (None: <home>/runs/<run id>)
+    run_id: str | None = None
+    resume: bool = False
+    nproc: int = 1
+    seed: int = 0
+    batch_size: int = 1024  # global
+    shuffle_buffer: int = 100_000  # rows per rank
+    model_config: Path | None = None  # ModelConfig as JSON or YAML
+    threads: int | None = None  # CPU threads per process (None: $OMP_NUM_THREADS, else 1)
+    eval_each_epoch: bool = True
+    register: bool = True
+    progress: bool = True
+    summary_file: Path | None = None  # set for launched workers: rank 0 writes its summary here
+
+
+def run_train_job(job: TrainJob) -> dict[str, Any] | None:
+    """Run the job; the ``train`` step summary, or None where this process reports nothing (a
+    non-zero rank, or a launched worker whose summary goes to its launcher)."""
+    from ranking.trainer.data import read_window_manifest
+    from ranking.trainer.distributed import launched_by_torchrun
+    from ranking.trainer.schedule import resolve_schedule
+
+    started = time.perf_counter()
+    # OpenMP reads OMP_NUM_THREADS when torch loads (nothing here has imported it yet). On the
+    # shared 2-core box one thread ran 31k samples/s, two 4-7k, torch's default 0.5-1k
+    # (docs/training.md): default 1 unless the caller set OMP_NUM_THREADS or --threads.
+    job = replace(job, threads=job.threads or _env_threads() or 1)
+    os.environ["OMP_NUM_THREADS"] = str(job.threads)
+    schedule = resolve_schedule(job.schedule, job.epochs)
+    run_dir = run_folder(job)
+    if job.summary_file is not None and job.summary_file.resolve().parent != run_dir:
+        raise RankerError("--summary-file must lie in the run folder")
+    manifest = read_window_manifest(job.workspace.window_manifest(job.end, job.days))
+    warm, source = resolve_warm_start(job.workspace, job.warm_start)
+
+    if job.nproc > 1 and not launched_by_torchrun():
+        from ranking.trainer.data import validate_window
+
+        # user errors surface here as one line, not as N failed workers
+        validate_window(manifest, resolve_model_config(job, run_dir, warm), _feature_version())
+        summary = _launch(job, run_dir, warm)
+        summary["warm_start"]["source"] = source
+    else:
+        from ranking.trainer.config import TrainConfig
+        from ranking.trainer.loop import TrainRequest, run_training
+
+        summary = run_training(
+            TrainRequest(
+                manifest=manifest,
+                model_config=resolve_model_config(job, run_dir, warm),
+                train_config=TrainConfig(
+                    schedule=schedule,
+                    schedule_spec=job.schedule,
+                    pipeline=job.pipeline,
+                    batch_size=job.batch_size,
+                    shuffle_buffer_rows=job.shuffle_buffer,
+                    seed=job.seed,
+                    eval_each_epoch=job.eval_each_epoch,
+                ),
+                run_dir=run_dir,
+                warm_start=warm,
+                warm_start_source=source,
+                warm_start_scope=job.warm_start_scope,
+                resume=job.resume,
+                expected_feature_version=_feature_version(),
+                progress=job.progress,
+                threads=job.threads,
+            )
+        )
+        if not summary:  # a non-zero rank: rank 0 reports
+            return None
+        if job.summary_file is not None:
+            from ranking.core.atomic import atomic_write_json
+
+            atomic_write_json(job.summary_file, summary)
+            return None
+
+    summary["version"] = None
+    if job.register:
+        from ranking.registry.store import register_run
+
+        summary["version"] = register_run(job.workspace, run_dir, job.run_id)
+    summary["duration_seconds"] = time.perf_counter() - started
+    return summary
+
+
+def run_folder(job: TrainJob) -> Path:
+    """``out``, else ``<home>/runs/<run id>`` (default id: window and start time)."""
+    if job.out is not None:
+        return job.out.expanduser().resolve()
+    run_id = job.run_id or f"{job.end.isoformat()}_{job.days}d-{dt.datetime.now(dt.UTC):%Y%m%dT%H%M%S}"
+    return job.workspace.runs / validate_run_id(run_id)
+
+
+def resolve_warm_start(ws: Workspace, value: str) -> tuple[Path | None, str]:
+    """(checkpoint or None, source: "none" | "champion" | "path" | the no-champion-yet note)."""
+    if value == "none":
+        return None, "none"
+    if value == "champion":
+        from ranking.registry.store import champion_checkpoint
+
+        path = champion_checkpoint(ws)
+        if path is None:
+            log.info("no champion yet: training from scratch")
+            return None, "champion (none yet: from scratch)"
+        return Path(path), "champion"
+    path = Path(value).expanduser().resolve()
+    if path.is_dir():
+        path = path / "model.pt"
+    if not path.is_file():
+        raise RankerError(f"--warm-start: no checkpoint at {path} (give a path, 'champion' or 'none')")
+    return path, "path"
+
+
+def resolve_model_config(job: TrainJob, run_dir: Path, warm: Path | None) -> ModelConfig:
+    """The job's config file, else the resumed run's, else the warm start's, else the default."""
+    from ranking.trainer.config import default_model_config, load_model_config
+
+    if job.model_config is not None:
+        return load_model_config(job.model_config)
+    if job.resume and (run_dir / "model_config.json").is_file():
+        return load_model_config(run_dir / "model_config.json")
+    if warm is not None:
+        from ranking.trainer.checkpoint import load_checkpoint
+        from ranking.trainer.scoring import model_config_of
+
+        return model_config_of(warm, load_checkpoint(warm))
+    return default_model_config()
+
+
+def worker_job(job: TrainJob, run_dir: Path, warm: Path | None) -> TrainJob:
+    """What each torchrun worker runs: the same training with everything resolved, one process
+    each, nothing registered; rank 0 hands its summary back through a file in the run folder."""
+    return replace(
+        job,
+        warm_start=str(warm) if warm is not None else "none",
+        out=run_dir,
+        run_id=None,
+        nproc=1,
+        model_config=job.model_config.resolve() if job.model_config is not None else None,
+        register=False,
+        summary_file=run_dir / LAUNCH_SUMMARY,
+    )
+
+
+def train_argv(job: TrainJob) -> list[str]:
+    """``ranker train`` arguments that run ``job`` (``run_id`` and ``nproc`` are the caller's)."""
+    argv = [
+        "train",
+        f"--home={job.workspace.root}",
+        f"--end={job.end.isoformat()}",
+        f"--days={job.days}",
+        f"--schedule={job.schedule}",
+        f"--pipeline={job.pipeline}",
+        f"--warm-start={job.warm_start}",
+        f"--warm-start-scope={job.warm_start_scope}",
+        f"--seed={job.seed}",
+        f"--batch-size={job.batch_size}",
+        f"--shuffle-buffer={job.shuffle_buffer}",
+    ]
+    optional = {
+        "--out": job.out,
+        "--epochs": job.epochs,
+        "--threads": job.threads,
+        "--model-config": job.model_config,
+        "--summary-file": job.summary_file,
+    }
+    argv += [f"{flag}={value}" for flag, value in optional.items() if value is not None]
+    switches = {
+        "--resume": job.resume,
+        "--no-eval-each-epoch": not job.eval_each_epoch,
+        "--no-register": not job.register,
+        "--no-progress": not job.progress,
+    }
+    return argv + [flag for flag, on in switches.items() if on]
+
+
+def _launch(job: TrainJob, run_dir: Path, warm: Path | None) -> dict[str, Any]:
+    """Run the job under torchrun with ``nproc`` workers; return rank 0's summary."""
+    from ranking.core.atomic import read_json
+    from ranking.trainer.distributed import torchrun_command
+
+    if job.nproc > MAX_NPROC:
+        raise RankerError(f"--nproc {job.nproc} exceeds {MAX_NPROC}")
+    worker = worker_job(job, run_dir, warm)
+    summary_file = run_dir / LAUNCH_SUMMARY
+    run_dir.mkdir(parents=True, exist_ok=True)
+    summary_file.unlink(missing_ok=True)
+    cmd = torchrun_command(job.nproc, train_argv(worker))
+    log.info("launching %d workers: %s", job.nproc, " ".join(cmd))
+    env = {**os.environ, "OMP_NUM_THREADS": os.environ.get("OMP_NUM_THREADS", "1")}
+    proc = subprocess.run(cmd, env=env, check=False)
+    if proc.returncode != 0:
+        raise TrainingFailed(f"torchrun workers failed (exit {proc.returncode}); see their errors above")
+    if not summary_file.is_file():
+        raise TrainingFailed(f"torchrun workers finished without a summary ({summary_file})")
+    summary: dict[str, Any] = read_json(summary_file)
+    summary_file.unlink(missing_ok=True)
+    return summary
+
+
+def _env_threads() -> int | None:
+    try:
+        n = int(os.environ.get("OMP_NUM_THREADS", ""))
+    except ValueError:
+        return None
+    return n if n > 0 else None
+
+
+def _feature_version() -> str:
+    """The version (hash) of this checkout's feature definitions: a window built with others is
+    refused before training."""
+    from features.feast_repo import feature_version
+
+    return feature_version()
