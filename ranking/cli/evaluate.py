@@ -44,7 +44,7 @@ def _evaluate(args: argparse.Namespace) -> CommandResult:
         "eval_date": args.end.isoformat(),
         "eval_path": str(eval_path),
         "manifest": str(manifest_path),
-        "metrics": metrics,  # the name ranking.monitoring.metrics reads for an evaluate step
+        "metrics": metrics,  # the name ranking.monitoring.samples reads for an evaluate step
         "duration_seconds": time.perf_counter() - started,
     }
     text = (
