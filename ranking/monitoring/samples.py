@@ -20,6 +20,8 @@ MAX_GATE_CHECKS = 64
 
 @dataclass(frozen=True)
 class Sample:
+    """One series' value; ``key`` is how the text format names it (``name{a="x",b="y"}``)."""
+
     name: str
     value: float
     labels: tuple[tuple[str, str], ...] = ()
