@@ -1,4 +1,4 @@
-"""``ranker metrics publish|show`` — a pipeline run's Prometheus metrics (see ranking/monitoring.py)."""
+"""``ranker metrics publish|show`` — a pipeline run's Prometheus metrics (ranking/monitoring/)."""
 
 from __future__ import annotations
 
@@ -58,45 +58,32 @@ def _textfile(value: str | None) -> Path | None:
 
 
 def _publish(args: argparse.Namespace) -> CommandResult:
-    from ranking.monitoring import metrics as monitoring
+    from ranking.monitoring.publish import PublishRequest, publish_request
 
     if not args.run_id:
         raise RankerError("metrics publish needs --run-id (the pipeline run whose summaries to read)")
     if args.failed_step is not None and args.status == "success":
         raise RankerError("--failed-step only goes with --status failed")
-    url = monitoring.resolve_pushgateway(args.pushgateway)
-    push = None
-    if url is not None:
-        push = monitoring.PushConfig(
-            url=url, job=args.job or monitoring.DEFAULT_JOB, attempts=args.push_attempts
+    result = publish_request(
+        PublishRequest(
+            workspace=workspace(args),
+            run_id=args.run_id,
+            status=args.status,
+            failed_step=args.failed_step,
+            pushgateway=args.pushgateway,
+            job=args.job,
+            push_attempts=args.push_attempts,
+            textfile=_textfile(args.textfile),
         )
-    elif args.job is not None:
-        monitoring.validate_job(args.job)
-    result = monitoring.publish(
-        workspace(args),
-        args.run_id,
-        status=args.status,
-        failed_step=args.failed_step,
-        push=push,
-        textfile=_textfile(args.textfile),
     )
-    summary = result.summary()
-    text = (
-        f"run {result.run_id} ({result.status}): {len(result.samples)} series -> "
-        f"{result.delivery} {result.target}"
-        + (f" (push failed: {result.push.error})" if result.push and not result.push.ok else "")
-    )
-    return CommandResult(summary=summary, text=text)
+    text = f"run {result.run_id} ({result.status}): {len(result.samples)} series -> {result.delivery} {result.target}"
+    if result.push is not None and not result.push.ok:
+        text += f" (push failed: {result.push.error})"
+    return CommandResult(summary=result.summary(), text=text)
 
 
 def _show(args: argparse.Namespace) -> CommandResult:
-    from ranking.monitoring import metrics as monitoring
+    from ranking.monitoring.publish import ShowRequest, show
 
-    ws = workspace(args)
-    last = monitoring.load_state(ws).last_publish
-    if not last:
-        raise RankerError(f"no metrics published yet in {ws.root} (run `ranker metrics publish --run-id R`)")
-    exposition = str(last.get("exposition", ""))
-    summary = {k: v for k, v in last.items() if k != "exposition"}
-    summary["series"] = monitoring.parse_exposition(exposition)
-    return CommandResult(summary=summary, text=exposition.rstrip("\n"))
+    last = show(ShowRequest(workspace=workspace(args)))
+    return CommandResult(summary=last.summary, text=last.exposition.rstrip("\n"))

@@ -1,11 +1,9 @@
-"""`ranker study`: the schedule study (ranking/study.py) as one command."""
+"""`ranker study`: the schedule study (ranking/study/) as one command."""
 
 from __future__ import annotations
 
 import argparse
-import os
 import sys
-import time
 from collections.abc import Callable
 from pathlib import Path
 
@@ -90,53 +88,36 @@ def _progress_printer() -> Callable[[str, int, int, float], None]:
 
 
 def _study(args: argparse.Namespace) -> CommandResult:
-    import shutil
+    from ranking.study.run import StudyRequest, run_study
+    from ranking.study.spec import StudySpec
 
-    from ranking.study.study import StudyRunner, StudySpec, build_report, study_dir_for, write_report
-
-    ws = workspace(args)
-    spec = StudySpec(
-        end=args.end,
-        windows=args.windows,
-        epochs=args.epochs,
-        schedules=args.schedules,
-        seeds=args.seeds,
-        inits=args.inits,
-        warm_offset_days=args.warm_offset_days,
-        pipeline=args.pipeline,
-        batch_size=args.batch_size,
-        model_config=str(args.model_config.resolve()) if args.model_config else None,
+    outcome = run_study(
+        StudyRequest(
+            workspace=workspace(args),
+            spec=StudySpec(
+                end=args.end,
+                windows=args.windows,
+                epochs=args.epochs,
+                schedules=args.schedules,
+                seeds=args.seeds,
+                inits=args.inits,
+                warm_offset_days=args.warm_offset_days,
+                pipeline=args.pipeline,
+                batch_size=args.batch_size,
+                model_config=str(args.model_config.resolve()) if args.model_config else None,
+            ),
+            name=args.name,
+            parallel=args.parallel,
+            report_dir=args.report_dir,
+            on_progress=_progress_printer(),
+        )
     )
-    study_dir = study_dir_for(ws, spec, args.name)
-    runner = StudyRunner(
-        ws,
-        spec,
-        study_dir,
-        parallel=args.parallel or max(1, os.cpu_count() or 1),
-        on_progress=_progress_printer(),
-    )
-    start = time.perf_counter()
-    results = runner.run()
-    report = build_report(spec, results, time.perf_counter() - start)
-    paths = write_report(report, study_dir)
-    if args.report_dir:
-        args.report_dir.mkdir(parents=True, exist_ok=True)
-        for p in paths.values():
-            shutil.copy2(p, args.report_dir / Path(p).name)
-    summary = {
-        "study_dir": str(study_dir),
-        "report": paths,
-        "runs": report["runs"],
-        "reused": report["reused"],
-        "wall_seconds": report["wall_seconds"],
-        "seed_comparison": report["seed_comparison"],
-    }
     text = "\n".join(
-        [f"study report: {paths['markdown']}"]
+        [f"study report: {outcome.paths['markdown']}"]
         + [
             f"  [{c['init']}] {c['finding']}: seed {c['seed_pct']:+.2f}% ours "
             f"{c['ours_pct_mean']:+.2f}% ± {c['ours_pct_sd']:.2f} -> {c['verdict']}"
-            for c in report["seed_comparison"]
+            for c in outcome.report["seed_comparison"]
         ]
     )
-    return CommandResult(summary=summary, text=text)
+    return CommandResult(summary=outcome.summary(), text=text)

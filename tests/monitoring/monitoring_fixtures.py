@@ -1,5 +1,5 @@
-"""Step summaries as the pipeline writes them (docs/architecture.md "Step summaries"), and helpers
-to start the real Prometheus servers the integration tests use."""
+"""Step summaries as the pipeline writes them (docs/architecture.md "Step summaries"), publishing
+them at a fixed time, and helpers to start the real Prometheus servers the integration tests use."""
 
 from __future__ import annotations
 
@@ -15,9 +15,23 @@ from typing import Any
 
 from ranking.core.atomic import atomic_write_json
 from ranking.core.workspace import Workspace
+from ranking.monitoring.publish import PublishResult
+from ranking.monitoring.publish import publish as publish_run
 
 REPO = Path(__file__).resolve().parents[2]
 INFRA = REPO / "infra"
+NOW = 1_796_000_000.0  # 2026-11-29T..Z, fixed for determinism
+DAY = 86400.0
+
+
+def values(result: PublishResult) -> dict[str, float]:
+    """``{series key: value}`` of what a publish produced."""
+    return {s.key: s.value for s in result.samples}
+
+
+def publish(ws: Workspace, run_id: str, now: float = NOW, **kw: Any) -> dict[str, float]:
+    """Publish ``run_id`` at a fixed time; the series it produced."""
+    return values(publish_run(ws, run_id, now=now, **kw))
 
 
 def write_summary(ws: Workspace, run_id: str, step: str, body: dict[str, Any], exit_code: int = 0) -> None:

@@ -9,7 +9,7 @@ import re
 import yaml
 from monitoring_fixtures import INFRA
 
-from ranking.monitoring.metrics import CATALOGUE
+from ranking.monitoring.catalogue import CATALOGUE
 
 DASHBOARD = json.loads((INFRA / "grafana/dashboards/ranker-retrain.json").read_text())
 RULES = yaml.safe_load((INFRA / "prometheus/rules/ranker.rules.yml").read_text())
@@ -33,7 +33,7 @@ def ranker_names(expr: str) -> set[str]:
 def test_every_queried_ranker_metric_is_in_the_catalogue() -> None:
     for where, expr in panel_exprs() + alert_exprs():
         for name in ranker_names(expr):
-            assert name in CATALOGUE, f"{where}: {name} is not a metric ranking/monitoring.py emits"
+            assert name in CATALOGUE, f"{where}: {name} is not a metric of ranking/monitoring/catalogue.py"
 
 
 def test_panels_use_the_provisioned_datasource_and_have_unique_ids() -> None:

@@ -44,7 +44,11 @@ from monitoring_fixtures import (
 
 from features.testing import make_tiny_workspace
 from ranking.core.workspace import Workspace
-from ranking.monitoring import metrics as m
+from ranking.monitoring.catalogue import CATALOGUE
+from ranking.monitoring.delivery import DEFAULT_JOB, PushConfig, textfile_path
+from ranking.monitoring.publish import publish
+from ranking.monitoring.samples import Sample
+from ranking.monitoring.state import load_state
 
 pytestmark = [pytest.mark.integration, pytest.mark.slow]
 
@@ -146,12 +150,12 @@ def servers(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Servers]:
 
 @dataclass
 class Published:
-    samples: list[m.Sample]  # exactly what the last publish pushed
+    samples: list[Sample]  # exactly what the last publish pushed
     servers: Servers
     runs: tuple[dict[str, Any], ...] = ()  # the `ranker run` summaries, in order
 
 
-def wait_for_scrape(servers: Servers, samples: list[m.Sample]) -> None:
+def wait_for_scrape(servers: Servers, samples: list[Sample]) -> None:
     """Until Prometheus has scraped the pushed group (its last-run time), plus one more scrape."""
     published_at = next(s.value for s in samples if s.name == "ranker_last_run_timestamp_seconds")
     deadline = time.monotonic() + 90  # generous: the machine is shared
@@ -165,14 +169,14 @@ def wait_for_scrape(servers: Servers, samples: list[m.Sample]) -> None:
     time.sleep(1.5)  # one more scrape: every series of the group has the new values
 
 
-def pushed_samples(ws: Workspace) -> list[m.Sample]:
+def pushed_samples(ws: Workspace) -> list[Sample]:
     """The samples of the workspace's last publish (the exposition it pushed)."""
     from prometheus_client.parser import text_string_to_metric_families
 
-    last = m.load_state(ws).last_publish
+    last = load_state(ws).last_publish
     assert last["delivery"] == "pushgateway", last
     return [
-        m.Sample(s.name, s.value, tuple(sorted(s.labels.items())))
+        Sample(s.name, s.value, tuple(sorted(s.labels.items())))
         for family in text_string_to_metric_families(last["exposition"])
         for s in family.samples
     ]
@@ -213,7 +217,7 @@ def real_retrain(servers: Servers, tmp_path_factory: pytest.TempPathFactory) -> 
         published = cli("metrics", "publish", "--run-id", run_id)  # the DAG's final task
         assert published["delivery"] == "pushgateway" and published["push_ok"], published
     ws = Workspace(home)
-    assert not m.textfile_path(ws).exists()  # every publish was pushed: no textfile fallback
+    assert not textfile_path(ws).exists()  # every publish was pushed: no textfile fallback
     samples = pushed_samples(ws)
     wait_for_scrape(servers, samples)
     return Published(samples, servers, tuple(runs))
@@ -225,13 +229,13 @@ def bad_day(servers: Servers, tmp_path_factory: pytest.TempPathFactory) -> Publi
     day 1 (duration regression), the joint epochs leave 40% of step time in exposed lookups, and
     the newest source data is two months old (stale features)."""
     ws = Workspace(tmp_path_factory.mktemp("ws") / "home")
-    push = m.PushConfig(url=servers.pushgateway, attempts=2, backoff_seconds=0.2)
+    push = PushConfig(url=servers.pushgateway, attempts=2, backoff_seconds=0.2)
     write_contract_run(ws, "day1", train_seconds=100.0)
-    assert m.publish(ws, "day1", push=push).delivery == "pushgateway"
+    assert publish(ws, "day1", push=push).delivery == "pushgateway"
     write_contract_run(
         ws, "day2", decision="reject", train_seconds=250.0, joint_exposed=0.4, latest_source_date="2026-10-01"
     )
-    result = m.publish(ws, "day2", push=push)
+    result = publish(ws, "day2", push=push)
     assert result.delivery == "pushgateway", result.push
     wait_for_scrape(servers, result.samples)
     return Published(result.samples, servers)
@@ -262,7 +266,7 @@ def selectors(expr: str) -> list[tuple[str, str, list[tuple[str, str, str]]]]:
         if any(a <= match.start() < b for a, b in quoted):
             continue
         name = match.group(1)
-        if name in m.CATALOGUE or name in PUSHGATEWAY_SERIES:
+        if name in CATALOGUE or name in PUSHGATEWAY_SERIES:
             out.append((match.group(0).strip(), name, _MATCHER.findall(match.group(2) or "")))
     return out
 
@@ -281,11 +285,11 @@ def matches(labels: dict[str, str], matchers: list[tuple[str, str, str]]) -> boo
     return True
 
 
-def expected_series(samples: list[m.Sample], name: str, matchers) -> dict[tuple, float]:
+def expected_series(samples: list[Sample], name: str, matchers) -> dict[tuple, float]:
     out = {}
     for s in samples:
         labels = dict(s.labels)
-        if s.name == name and matches({**labels, "job": m.DEFAULT_JOB}, matchers):
+        if s.name == name and matches({**labels, "job": DEFAULT_JOB}, matchers):
             out[tuple(sorted(labels.items()))] = s.value
     return out
 
@@ -294,7 +298,7 @@ def scraped_series(base: str, selector: str) -> dict[tuple, float]:
     out = {}
     for series in prom_query(base, selector)["result"]:
         metric = dict(series["metric"])
-        assert metric.pop("job") == m.DEFAULT_JOB, f"{selector}: honor_labels must keep the pushed job label"
+        assert metric.pop("job") == DEFAULT_JOB, f"{selector}: honor_labels must keep the pushed job label"
         assert "exported_job" not in metric
         for extra in ("__name__", "instance"):
             metric.pop(extra, None)
@@ -418,7 +422,7 @@ def test_prometheus_loads_the_rules_and_raises_the_expected_alerts(bad_day: Publ
 
 def test_pushgateway_group_is_keyed_by_job_only(bad_day: Published) -> None:
     groups = http_get_json(f"{bad_day.servers.pushgateway}/api/v1/metrics")["data"]
-    assert [g["labels"] for g in groups] == [{"job": m.DEFAULT_JOB}]
+    assert [g["labels"] for g in groups] == [{"job": DEFAULT_JOB}]
 
 
 def test_a_failed_run_replaces_the_group_and_fires_the_failure_alert(
@@ -426,10 +430,10 @@ def test_a_failed_run_replaces_the_group_and_fires_the_failure_alert(
 ) -> None:
     """Runs last (file order): reuses the servers with a separate workspace."""
     ws = Workspace(tmp_path / "home")
-    push = m.PushConfig(url=bad_day.servers.pushgateway, attempts=1)
+    push = PushConfig(url=bad_day.servers.pushgateway, attempts=1)
     write_contract_run(ws, "ok")
-    m.publish(ws, "ok", push=push)
-    result = m.publish(ws, "broken", status="failed", failed_step="train", push=push)
+    publish(ws, "ok", push=push)
+    result = publish(ws, "broken", status="failed", failed_step="train", push=push)
     assert result.delivery == "pushgateway"
     base = bad_day.servers.prometheus
     deadline = time.monotonic() + 20

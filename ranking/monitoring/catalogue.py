@@ -1,0 +1,116 @@
+"""The metric catalogue: every series ``ranker metrics publish`` can emit, with its type, help
+text and label names, and the bounded sets of label values.
+
+Naming follows Prometheus: prefix ``ranker_``, base units, ``_ratio`` for 0–1, ``_total`` for
+counters, ``_timestamp_seconds`` for times. No run or version id is ever a label (a new series a day).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+PREFIX = "ranker_"
+STATUSES = ("success", "failed")
+PHASES = ("frozen", "joint")
+MODELS = ("candidate", "champion")
+# Steps a failure can be attributed to; anything else is counted as "other" (bounded label values).
+KNOWN_STEPS = (
+    "freshness",
+    "window",
+    "validate",
+    "train",
+    "evaluate",
+    "gate",
+    "promote",
+    "reject",
+    "materialize",
+    "metrics",
+    "run",  # `ranker run` failed between steps
+    "other",
+)
+DURATION_HISTORY = 7  # previous runs the duration baseline (median) is taken over
+
+
+@dataclass(frozen=True)
+class MetricSpec:
+    name: str
+    kind: str  # gauge | counter
+    help: str
+    labels: tuple[str, ...] = ()
+
+
+def _g(name: str, help_: str, *labels: str) -> MetricSpec:
+    return MetricSpec(PREFIX + name, "gauge", help_, labels)
+
+
+def _c(name: str, help_: str, *labels: str) -> MetricSpec:
+    return MetricSpec(PREFIX + name, "counter", help_, labels)
+
+
+CATALOGUE: dict[str, MetricSpec] = {
+    s.name: s
+    for s in (
+        # run status and history
+        _g("last_run_timestamp_seconds", "When the last pipeline run published its metrics."),
+        _g("last_success_timestamp_seconds", "When the last successful pipeline run published."),
+        _g("last_failure_timestamp_seconds", "When the last failed pipeline run published."),
+        _g("last_run_status", "1 for the status of the last run, 0 for the others.", "status"),
+        _g("last_run_promoted", "1 if the last run promoted its candidate to champion, else 0."),
+        _g("run_duration_seconds", "Wall time of the last run (its 'run' summary, else the sum of stages)."),
+        _c("runs_total", "Pipeline runs published, by final status.", "status"),
+        _c("run_failures_total", "Failed pipeline runs, by the step that failed.", "step"),
+        # stages
+        _g("stage_duration_seconds", "Wall time of each stage in the last run.", "stage"),
+        _g(
+            "stage_duration_baseline_seconds",
+            f"Median stage wall time over the previous {DURATION_HISTORY} runs that ran the stage.",
+            "stage",
+        ),
+        # training
+        _g("train_info", "Training configuration of the last run (value 1).", "schedule", "pipeline"),
+        _g("train_epochs", "Epochs trained in the last run."),
+        _g("train_samples_per_second", "Training throughput of the last run over all epochs."),
+        _g("train_epoch_samples_per_second", "Training throughput by epoch.", "epoch", "phase"),
+        _g("train_epoch_loss", "Mean training loss by epoch.", "epoch", "phase"),
+        _g("train_epoch_duration_seconds", "Wall time by epoch.", "epoch", "phase"),
+        _g(
+            "embedding_lookup_ratio",
+            "Share of step time in embedding lookups (forward+backward+distribution), by phase.",
+            "phase",
+        ),
+        _g(
+            "embedding_lookup_exposed_ratio",
+            "Share of step time in embedding lookups left on the critical path (after prefetch), by phase.",
+            "phase",
+        ),
+        # offline evaluation and gate
+        _g("eval_save_hit_at_3_ratio", "Save HIT@3 on the eval day.", "model"),
+        _g("eval_auc_ratio", "ROC AUC on the eval day.", "model"),
+        _g("eval_normalized_entropy", "Normalized entropy on the eval day (lower is better).", "model"),
+        _g("gate_passed", "1 if the last gate passed the candidate, 0 if it rejected it."),
+        _g("gate_check_passed", "1 if the gate check passed in the last gate, else 0.", "check"),
+        _g("gate_check_value", "The value a gate check measured.", "check"),
+        _g("gate_check_threshold", "The threshold a gate check compared against.", "check"),
+        _g("gate_relative_change", "Candidate vs champion relative change in save HIT@3."),
+        _g("gate_relative_change_ci_lower", "Lower bound of the bootstrap interval of the relative change."),
+        _g("gate_relative_change_ci_upper", "Upper bound of the bootstrap interval of the relative change."),
+        _g("gate_consecutive_rejections", "Gate rejections since the last passing gate."),
+        _c("promotions_total", "Candidates promoted to champion (forced: promoted with --force).", "forced"),
+        _c("rejections_total", "Candidates rejected by the gate."),
+        _g("last_promotion_timestamp_seconds", "When the champion last moved."),
+        # data
+        _g("window_rows", "Examples in the last run's window, by split.", "split"),
+        _g("window_length_days", "Training days of the last run's window."),
+        _g("window_days", "Window day partitions built or reused by the last run.", "state"),
+        _g("window_label_rate_ratio", "Save (label) rate of the last run's training window."),
+        _g("window_end_timestamp_seconds", "Exclusive end of the last run's window (its eval day)."),
+        _g("feature_freshness_lag_seconds", "Lag of the newest source data when the run checked it."),
+        _g(
+            "feature_source_end_timestamp_seconds",
+            "End of the newest complete day of source data (its next midnight, UTC).",
+        ),
+        _g("materialize_end_timestamp_seconds", "End of the last online-store materialization."),
+        # delivery
+        _c("metrics_push_failures_total", "Publishes whose Pushgateway push failed after all retries."),
+    )
+}

@@ -1,0 +1,72 @@
+"""Reading fields of step summaries, with errors that name the summary, the field and the value."""
+
+from __future__ import annotations
+
+import datetime as dt
+import re
+from collections.abc import Mapping
+from typing import Any
+
+from ranking.core.errors import RankerError
+
+# Prometheus label values taken from summaries (check names, stages, schedules): bounded and safe
+_LABEL_VALUE = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.:,+-]{0,63}$")
+
+
+class MetricsInputError(RankerError):
+    """A step summary or failure record cannot be turned into metrics (malformed field)."""
+
+
+def as_float(obj: Mapping[str, Any], key: str, where: str) -> float | None:
+    """A numeric field, or None when absent/null. Booleans count as 0/1."""
+    value = obj.get(key)
+    if value is None:
+        return None
+    if isinstance(value, bool):
+        return float(value)
+    if isinstance(value, int | float):
+        return float(value)
+    raise MetricsInputError(f"{where}: field {key!r} must be a number, got {value!r}")
+
+
+def as_dict(obj: Mapping[str, Any], key: str, where: str) -> Mapping[str, Any] | None:
+    value = obj.get(key)
+    if value is None:
+        return None
+    if not isinstance(value, Mapping):
+        raise MetricsInputError(f"{where}: field {key!r} must be an object, got {value!r}")
+    return value
+
+
+def as_list(obj: Mapping[str, Any], key: str, where: str) -> list[Any]:
+    value = obj.get(key)
+    if value is None:
+        return []
+    if not isinstance(value, list):
+        raise MetricsInputError(f"{where}: field {key!r} must be a list, got {value!r}")
+    return value
+
+
+def label(value: Any, what: str) -> str:
+    text = str(value)
+    if not _LABEL_VALUE.match(text):
+        raise MetricsInputError(f"{what} {text!r} is not a safe label value (letters, digits, _.:,+-)")
+    return text
+
+
+def date_timestamp(value: Any, where: str, plus_days: int = 0) -> float | None:
+    """UTC epoch seconds of a YYYY-MM-DD date (midnight) or an ISO datetime (naive = UTC)."""
+    if value is None:
+        return None
+    text = str(value)
+    try:
+        if len(text) == 10:
+            day = dt.date.fromisoformat(text)
+            moment = dt.datetime(day.year, day.month, day.day, tzinfo=dt.UTC)
+        else:
+            moment = dt.datetime.fromisoformat(text.replace("Z", "+00:00"))
+            if moment.tzinfo is None:
+                moment = moment.replace(tzinfo=dt.UTC)
+    except ValueError:
+        raise MetricsInputError(f"{where}: {value!r} is not an ISO date or datetime") from None
+    return (moment + dt.timedelta(days=plus_days)).timestamp()

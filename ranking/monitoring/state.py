@@ -1,0 +1,166 @@
+"""Metric state that must outlive one CLI process: counters, "last ..." timestamps, the rejection
+streak, recent stage durations and the outcomes already counted per run id.
+
+It lives in ``<home>/metrics/state.json``; publishes of one workspace serialise their
+read-modify-write under a file lock (``.state.lock``). :func:`advance_state` is pure.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import dataclasses
+import json
+import statistics
+from collections.abc import Iterator, Mapping
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from filelock import FileLock
+
+from ranking.core.atomic import atomic_write_json
+from ranking.core.workspace import Workspace
+from ranking.monitoring.catalogue import DURATION_HISTORY, KNOWN_STEPS, STATUSES
+from ranking.monitoring.fields import date_timestamp
+from ranking.monitoring.runs import RunRecord, gate_decision, promoted, read_json_object, stage_durations
+
+COUNTED_RUNS_KEPT = 500  # run ids remembered so that re-publishing a run never double-counts
+
+
+@dataclass
+class MetricsState:
+    runs_total: dict[str, float] = field(default_factory=lambda: dict.fromkeys(STATUSES, 0.0))
+    run_failures_total: dict[str, float] = field(default_factory=lambda: dict.fromkeys(KNOWN_STEPS, 0.0))
+    promotions_total: dict[str, float] = field(default_factory=lambda: {"false": 0.0, "true": 0.0})
+    rejections_total: float = 0.0
+    push_failures_total: float = 0.0
+    consecutive_rejections: float = 0.0
+    last_success_timestamp: float | None = None
+    last_failure_timestamp: float | None = None
+    last_promotion_timestamp: float | None = None
+    # data facts kept from the last run that reported them: a run that fails before its freshness
+    # check must not make the stale-features alert lose its series
+    feature_source_end_timestamp: float | None = None
+    materialize_end_timestamp: float | None = None
+    # stage -> [[run id, seconds], ...] of the latest runs, oldest first
+    duration_history: dict[str, list[list[Any]]] = field(default_factory=dict)
+    # run id -> outcomes already counted for it (so a re-publish never counts them twice)
+    counted: dict[str, list[str]] = field(default_factory=dict)
+    last_publish: dict[str, Any] = field(default_factory=dict)
+
+    @classmethod
+    def from_json(cls, obj: Mapping[str, Any]) -> MetricsState:
+        known = {f.name for f in dataclasses.fields(cls)}
+        state = cls(**{k: v for k, v in obj.items() if k in known})
+        # new label values added in later versions start at 0
+        for status in STATUSES:
+            state.runs_total.setdefault(status, 0.0)
+        for step in KNOWN_STEPS:
+            state.run_failures_total.setdefault(step, 0.0)
+        return state
+
+    def to_json(self) -> dict[str, Any]:
+        return dataclasses.asdict(self)
+
+
+def state_path(ws: Workspace) -> Path:
+    return ws.metrics / "state.json"
+
+
+def load_state(ws: Workspace) -> MetricsState:
+    path = state_path(ws)
+    if not path.exists():
+        return MetricsState()
+    return MetricsState.from_json(read_json_object(path))
+
+
+def save_state(ws: Workspace, state: MetricsState) -> None:
+    atomic_write_json(state_path(ws), state.to_json())
+
+
+@contextlib.contextmanager
+def state_lock(ws: Workspace) -> Iterator[None]:
+    """Serialise publishes of one workspace (read-modify-write of the state file)."""
+    ws.metrics.mkdir(parents=True, exist_ok=True)
+    # preserve_lock_file: a plain flock on a file that stays (no soft-lock fallback that unlinks it)
+    with FileLock(ws.metrics / ".state.lock", preserve_lock_file=True):
+        yield
+
+
+def advance_state(state: MetricsState, run: RunRecord, now: float) -> MetricsState:
+    """Fold one run into the persistent state (pure: returns a new state).
+
+    Counters grow once per (run id, outcome): publishing the same run again (an Airflow retry)
+    updates gauges but adds only outcomes not counted before.
+    """
+    new = MetricsState.from_json(json.loads(json.dumps(state.to_json())))
+    done = set(new.counted.get(run.run_id, []))
+    outcomes: list[str] = [f"status:{run.status}"]
+    if run.status == "failed":
+        outcomes.append(f"failure:{run.failed_step}")
+    moved, forced = promoted(run)
+    decision = gate_decision(run)
+    if moved:
+        outcomes.append(f"promotion:{'true' if forced else 'false'}")
+    if decision == "reject":
+        outcomes.append("rejection")
+
+    for outcome in outcomes:
+        if outcome in done:
+            continue
+        done.add(outcome)
+        kind, _, value = outcome.partition(":")
+        if kind == "status":
+            new.runs_total[value] = new.runs_total.get(value, 0.0) + 1
+        elif kind == "failure":
+            new.run_failures_total[value] = new.run_failures_total.get(value, 0.0) + 1
+        elif kind == "promotion":
+            new.promotions_total[value] = new.promotions_total.get(value, 0.0) + 1
+        elif kind == "rejection":
+            new.rejections_total += 1
+        if kind == "promotion":
+            new.last_promotion_timestamp = now
+        if kind == "rejection":
+            new.consecutive_rejections += 1
+    if decision == "pass" or moved:
+        new.consecutive_rejections = 0.0
+
+    if run.status == "success":
+        new.last_success_timestamp = now
+    else:
+        new.last_failure_timestamp = now
+
+    freshness = run.summaries.get("freshness")
+    if freshness is not None:
+        source_end = date_timestamp(
+            freshness.get("latest_source_date"), "freshness summary latest_source_date", plus_days=1
+        )
+        if source_end is not None:
+            new.feature_source_end_timestamp = source_end
+    materialize = run.summaries.get("materialize")
+    if materialize is not None:
+        end = date_timestamp(materialize.get("end"), "materialize summary end")
+        if end is not None:
+            new.materialize_end_timestamp = end
+
+    if run.status == "success":
+        for stage, seconds in stage_durations(run).items():
+            history = [h for h in new.duration_history.get(stage, []) if h[0] != run.run_id]
+            history.append([run.run_id, seconds])
+            new.duration_history[stage] = history[-(DURATION_HISTORY + 1) :]
+
+    new.counted[run.run_id] = sorted(done)
+    if len(new.counted) > COUNTED_RUNS_KEPT:  # dicts keep insertion order: drop the oldest
+        for old in list(new.counted)[: len(new.counted) - COUNTED_RUNS_KEPT]:
+            del new.counted[old]
+    return new
+
+
+def duration_baselines(state: MetricsState, exclude_run: str) -> dict[str, float]:
+    """Median wall time per stage over the latest previous runs (not counting ``exclude_run``)."""
+    out = {}
+    for stage, history in state.duration_history.items():
+        previous = [float(s) for rid, s in history if rid != exclude_run][-DURATION_HISTORY:]
+        if previous:
+            out[stage] = statistics.median(previous)
+    return out

@@ -1,0 +1,164 @@
+"""Running a study: every cell as a ``ranker train`` subprocess (the production entry point), up
+to ``parallel`` at a time, warm-start bases first. A finished cell leaves ``result.json`` with a
+fingerprint of its inputs and is reused when the study is re-run with the same spec."""
+
+from __future__ import annotations
+
+import datetime as dt
+import hashlib
+import json
+import os
+import shutil
+import subprocess
+import sys
+import time
+from collections.abc import Callable, Iterable
+from concurrent.futures import ThreadPoolExecutor, as_completed
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+from typing import Any
+
+from ranking.core.atomic import atomic_write_json, read_json
+from ranking.core.hashing import sha256_file
+from ranking.core.workspace import Workspace
+from ranking.study.spec import BASELINE_SCHEDULE, WARM_INITS, Cell, StudyError, StudySpec, letters, plan_cells
+
+
+@dataclass
+class StudyRunner:
+    """Runs the study's cells as ``ranker train`` subprocesses and collects per-epoch metrics."""
+
+    ws: Workspace
+    spec: StudySpec
+    study_dir: Path
+    parallel: int = 2
+    ranker: list[str] = field(default_factory=lambda: [sys.executable, "-m", "ranking.cli"])
+    on_progress: Callable[[str, int, int, float], None] | None = None
+
+    def cell_dir(self, cell: Cell) -> Path:
+        return self.study_dir / "runs" / cell.key
+
+    def _fingerprint(self, cell: Cell, window_id: str, warm_from: str | None) -> str:
+        spec = {
+            "cell": asdict(cell),
+            "window_id": window_id,
+            "warm_from": warm_from,
+            "epochs": self.spec.max_epochs if cell.init != "base" else 1,
+            "pipeline": self.spec.pipeline,
+            "batch_size": self.spec.batch_size,
+            "model_config": sha256_file(self.spec.model_config)[:16] if self.spec.model_config else None,
+        }
+        return hashlib.sha256(json.dumps(spec, sort_keys=True).encode()).hexdigest()[:16]
+
+    def cached(self, cell: Cell, fingerprint: str) -> dict[str, Any] | None:
+        path = self.cell_dir(cell) / "result.json"
+        if not path.exists():
+            return None
+        result: dict[str, Any] = read_json(path)
+        return result if result.get("fingerprint") == fingerprint else None
+
+    def run_cell(self, cell: Cell, end: dt.date, window_id: str, warm_from: Path | None) -> dict[str, Any]:
+        fingerprint = self._fingerprint(cell, window_id, str(warm_from) if warm_from else None)
+        hit = self.cached(cell, fingerprint)
+        if hit is not None:
+            hit["reused"] = True
+            return hit
+        out = self.cell_dir(cell)
+        if out.exists():  # an unfinished or stale run: start it again from scratch
+            shutil.rmtree(out)
+        epochs = 1 if cell.init == "base" else self.spec.max_epochs
+        cmd = [
+            *self.ranker,
+            "train",
+            "--home",
+            str(self.ws.root),
+            "--end",
+            end.isoformat(),
+            "--days",
+            str(cell.window_days),
+            "--schedule",
+            letters(cell.schedule, epochs),
+            "--seed",
+            str(cell.seed),
+            "--pipeline",
+            self.spec.pipeline,
+            "--batch-size",
+            str(self.spec.batch_size),
+            "--warm-start",
+            str(warm_from) if warm_from else "none",
+            "--out",
+            str(out),
+            "--no-register",
+            "--no-progress",
+            "--json",
+        ]
+        if self.spec.model_config:
+            cmd += ["--model-config", self.spec.model_config]
+        if cell.init == "warm_dense":
+            cmd += ["--warm-start-scope", "dense"]
+        threads = max(1, (os.cpu_count() or 1) // max(1, self.parallel))
+        env = {**os.environ, "OMP_NUM_THREADS": str(threads), "MKL_NUM_THREADS": str(threads)}
+        start = time.perf_counter()
+        proc = subprocess.run(cmd, capture_output=True, text=True, env=env)
+        if proc.returncode != 0:
+            tail = proc.stderr.strip().splitlines()[-5:]
+            raise StudyError(f"study run {cell.key} failed (exit {proc.returncode}): {' | '.join(tail)}")
+        summary = json.loads(proc.stdout.strip().splitlines()[-1])
+        result = {
+            "cell": asdict(cell),
+            "key": cell.key,
+            "fingerprint": fingerprint,
+            "window_id": window_id,
+            "warm_from": str(warm_from) if warm_from else None,
+            "eval_by_epoch": [e["eval"] for e in summary["epochs"]],
+            "loss_by_epoch": [e["loss"] for e in summary["epochs"]],
+            "schedule": summary["schedule"],
+            "seconds": time.perf_counter() - start,
+            "run_dir": str(out),
+        }
+        atomic_write_json(out / "result.json", result)
+        result["reused"] = False
+        return result
+
+    def _run_all(
+        self, jobs: Iterable[tuple[Cell, dt.date, str, Path | None]], done: int, total: int
+    ) -> tuple[dict[str, dict[str, Any]], int]:
+        results: dict[str, dict[str, Any]] = {}
+        t0 = time.perf_counter()
+        with ThreadPoolExecutor(max_workers=self.parallel) as pool:
+            futures = {pool.submit(self.run_cell, *job): job[0] for job in jobs}
+            for fut in as_completed(futures):
+                cell = futures[fut]
+                results[cell.key] = fut.result()
+                done += 1
+                if self.on_progress:
+                    self.on_progress(cell.key, done, total, time.perf_counter() - t0)
+        return results, done
+
+    def run(self) -> dict[str, dict[str, Any]]:
+        from features.window import build_window
+
+        spec = self.spec
+        bases, cells = plan_cells(spec)
+        windows: dict[tuple[dt.date, int], str] = {}
+        needed = {(spec.end, w) for w in spec.windows}
+        needed |= {(spec.warm_end(c.window_days), c.window_days) for c in bases}
+        for end, w in sorted(needed):
+            windows[(end, w)] = build_window(self.ws, end, w)["window_id"]
+        total = len(bases) + len(cells)
+        base_jobs = [
+            (c, spec.warm_end(c.window_days), windows[(spec.warm_end(c.window_days), c.window_days)], None)
+            for c in bases
+        ]
+        results, done = self._run_all(base_jobs, 0, total)
+
+        def warm_from(cell: Cell) -> Path | None:
+            if cell.init not in WARM_INITS:
+                return None
+            base = Cell(cell.window_days, BASELINE_SCHEDULE, cell.seed, "base")
+            return Path(results[base.key]["run_dir"]) / "model.pt"
+
+        jobs = [(c, spec.end, windows[(spec.end, c.window_days)], warm_from(c)) for c in cells]
+        more, _ = self._run_all(jobs, done, total)
+        results.update(more)
+        return results
