@@ -14,9 +14,7 @@ from ranking.cli.common import (
 from ranking.core.ids import is_version_id
 
 if TYPE_CHECKING:
-    from ranking.core.workspace import Workspace
     from ranking.gate.checks import GateConfig
-    from ranking.registry.store import Registry
 
 
 def version_arg(value: str) -> str:
@@ -98,8 +96,8 @@ def gate_config(args: argparse.Namespace) -> GateConfig:
     return GateConfig(**values)
 
 
-def open_registry(args: argparse.Namespace) -> tuple[Workspace, Registry]:
-    from ranking.registry.store import Registry
+def registry_of(args: argparse.Namespace) -> str:
+    """The registry root URL: --registry, else $RANKER_REGISTRY, else <home>/registry."""
+    from ranking.registry import registry_url
 
-    ws = workspace(args)
-    return ws, Registry.for_workspace(ws, getattr(args, "registry", None))
+    return registry_url(workspace(args), getattr(args, "registry", None))

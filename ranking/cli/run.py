@@ -20,7 +20,7 @@ def handle_run(args: argparse.Namespace) -> CommandResult:
         force_promote=args.force_promote,
         reason=args.reason,
         registry=args.registry,
-        gate_args=gate_passthrough(args),
+        gate_args=tuple(gate_passthrough(args)),
     )
     ws = workspace(args)
     if not args.run_id:

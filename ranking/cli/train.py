@@ -89,7 +89,7 @@ def _resolve_warm_start(ws: Workspace, value: str) -> tuple[Path | None, str]:
     if value == "none":
         return None, "none"
     if value == "champion":
-        from ranking.registry.store import champion_checkpoint
+        from ranking.registry import champion_checkpoint
 
         path = champion_checkpoint(ws)
         if path is None:
@@ -245,7 +245,7 @@ def _train(args: argparse.Namespace) -> CommandResult:
 
     summary["version"] = None
     if not args.no_register:
-        from ranking.registry.store import register_run
+        from ranking.registry import register_run
 
         summary["version"] = register_run(ws, run_dir, args.run_id)
     summary["duration_seconds"] = time.perf_counter() - started
