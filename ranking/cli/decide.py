@@ -7,7 +7,12 @@ from __future__ import annotations
 import argparse
 
 from ranking.cli.common import CommandResult, add_common, parse_date
-from ranking.cli.options import add_registry_option, reason_arg, registry_of, version_arg
+from ranking.cli.options import (
+    add_promotion_options,
+    add_registry_option,
+    registry_of,
+    version_arg,
+)
 from ranking.pipeline.decide import DecideRequest, decide_candidate
 
 
@@ -35,11 +40,7 @@ def register(sub: argparse._SubParsersAction) -> None:  # type: ignore[type-arg]
     )
     p.add_argument("--candidate", type=version_arg, required=True, metavar="VERSION")
     p.add_argument("--end", type=parse_date, required=True, help="window end = eval day the gate judged on")
-    p.add_argument("--dry-run", action="store_true", help="never move the champion")
-    p.add_argument(
-        "--force-promote", action="store_true", help="promote even if the gate rejected (needs --reason)"
-    )
-    p.add_argument("--reason", type=reason_arg, default=None, help="why (recorded with the promotion)")
+    add_promotion_options(p, dry_run_help="never move the champion")
     add_registry_option(p)
     add_common(p)
     p.set_defaults(handler=handle_decide, step="decide")

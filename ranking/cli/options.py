@@ -39,6 +39,17 @@ def add_registry_option(parser: argparse.ArgumentParser) -> None:
     )
 
 
+def add_promotion_options(parser: argparse.ArgumentParser, dry_run_help: str) -> None:
+    """--dry-run, --force-promote, --reason: the run's flags the promotion policy reads."""
+    parser.add_argument("--dry-run", action="store_true", help=dry_run_help)
+    parser.add_argument(
+        "--force-promote", action="store_true", help="promote even if the gate rejects (needs --reason)"
+    )
+    parser.add_argument(
+        "--reason", type=reason_arg, default=None, help="why (recorded with a forced promotion)"
+    )
+
+
 _GATE_OPTIONS: tuple[tuple[str, str, Any, str], ...] = (
     ("--tolerance", "tolerance", fraction_below_one, "max relative save HIT@3 drop vs the champion"),
     ("--min-hit", "min_save_hit_at_3", non_negative, "absolute floor on save HIT@3"),
