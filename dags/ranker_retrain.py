@@ -27,6 +27,7 @@ from ranker_dags.ranker_cli import EXIT_NEGATIVE, EXIT_OK, ranker_argv, run_rank
 from ranker_dags.settings import OrchestrationSettings
 
 WATCHER = "fail_run_if_a_step_failed"
+DECISION_KEY = "decision"  # XCom key of `ranker decide`'s answer, pushed by the decide task
 
 
 class SourceNotReady(AirflowException):
@@ -134,24 +135,24 @@ def build_retrain_dag(settings: OrchestrationSettings) -> DAG:
                 if plan[key] is not None:
                     args += [flag, repr(float(plan[key]))]
             result = ranker(plan, args, allowed=(EXIT_OK, EXIT_NEGATIVE))
-            models = ranker(plan, ["models", "list"], record=False).summary
-            return {
-                **result.summary,
-                "candidate_version": candidate,
-                "champion_trained_for": decisions.champion_trained_for(models),
-            }
+            return {**result.summary, "candidate_version": candidate}
 
         @task.branch(execution_timeout=timedelta(minutes=2), **no_retry)
         def decide(plan: dict[str, Any], report: dict[str, Any]) -> str:
-            return decisions.gate_branch(report, plan)
+            # the promotion policy is `ranker decide`'s; the branch tasks read its answer from XCom
+            decision = ranker(plan, decisions.decide_args(plan, report["candidate_version"])).summary
+            get_current_context()["ti"].xcom_push(key=DECISION_KEY, value=decision)
+            return decisions.branch_task(decision)
+
+        def decision() -> dict[str, Any]:
+            answer: dict[str, Any] = get_current_context()["ti"].xcom_pull(
+                task_ids="decide", key=DECISION_KEY
+            )
+            return answer
 
         @task(execution_timeout=timedelta(minutes=10), outlets=[CHAMPION], **transient)
-        def promote(plan: dict[str, Any], report: dict[str, Any]) -> dict[str, Any]:
-            reason, force = decisions.promotion_reason(report, plan)
-            args = ["promote", report["candidate_version"], "--reason", reason]
-            if force:
-                args.append("--force")
-            summary: dict[str, Any] = ranker(plan, args).summary
+        def promote(plan: dict[str, Any]) -> dict[str, Any]:
+            summary: dict[str, Any] = ranker(plan, decisions.promote_args(decision())).summary
             get_current_context()["outlet_events"][CHAMPION].extra = {
                 "version": summary.get("version"),
                 "previous": summary.get("previous"),
@@ -161,11 +162,8 @@ def build_retrain_dag(settings: OrchestrationSettings) -> DAG:
             return summary
 
         @task(execution_timeout=timedelta(minutes=10), **transient)
-        def record_rejection(plan: dict[str, Any], report: dict[str, Any]) -> dict[str, Any]:
-            reason = decisions.rejection_reason(report, plan)
-            result: dict[str, Any] = ranker(
-                plan, ["reject", report["candidate_version"], "--reason", reason]
-            ).summary
+        def record_rejection(plan: dict[str, Any]) -> dict[str, Any]:
+            result: dict[str, Any] = ranker(plan, decisions.reject_args(decision())).summary
             return result
 
         # a dry run, or a rerun of a date that already promoted its model
@@ -202,7 +200,7 @@ def build_retrain_dag(settings: OrchestrationSettings) -> DAG:
 
         report = gate(plan_out, train_out)
         branch = decide(plan_out, report)
-        outcomes = [promote(plan_out, report), record_rejection(plan_out, report), keep_champion]
+        outcomes = [promote(plan_out), record_rejection(plan_out), keep_champion]
         branch >> outcomes
         materialized = materialize_online(plan_out)
         outcomes >> materialized

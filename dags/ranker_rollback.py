@@ -18,7 +18,9 @@ from ranker_dags.params import REASON_MAX, ranker_run_id
 from ranker_dags.ranker_cli import ranker_argv, run_ranker
 from ranker_dags.settings import OrchestrationSettings
 
-VERSION_PATTERN = r"^v[0-9]{1,12}$"
+# the registry's version-id rule, the same string as VERSION_ID_PATTERN in ranking/core/ids.py (this
+# environment cannot import `ranking`; tests/dags/test_id_patterns.py compares the two)
+VERSION_PATTERN = r"\Av([0-9]{4,9})\Z"
 
 
 def rollback_args(to_version: str | None, reason: str) -> list[str]:

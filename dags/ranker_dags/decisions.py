@@ -1,4 +1,6 @@
-"""Pure decisions of the retrain DAG, taken on the steps' JSON summaries (no I/O, no Airflow)."""
+"""Pure functions of the retrain DAG on the steps' JSON summaries and Airflow task states (no I/O,
+no Airflow): checks of the freshness and window summaries, the command lines of the post-gate
+steps, and the run's outcome. Whether to promote is not decided here: `ranker decide` says."""
 
 from __future__ import annotations
 
@@ -6,8 +8,9 @@ import datetime as dt
 from collections.abc import Mapping
 from typing import Any
 
-# task ids the gate branch chooses between
+# task ids the gate branch chooses between: the branches `ranker decide` answers with
 PROMOTE, RECORD_REJECTION, KEEP_CHAMPION = "promote", "record_rejection", "keep_champion"
+BRANCH_TASKS = (PROMOTE, RECORD_REJECTION, KEEP_CHAMPION)
 # the retrain's outcome (the publish_metrics task's XCom); `ranker metrics publish --status` knows
 # only success|failed: a rejection or a kept champion is a successful run that did not promote
 OUTCOME_PROMOTED, OUTCOME_REJECTED, OUTCOME_KEPT, OUTCOME_FAILED = "promoted", "rejected", "kept", "failed"
@@ -66,44 +69,37 @@ def window_problems(summary: Mapping[str, Any], plan: Mapping[str, Any]) -> list
     return problems
 
 
-def champion_trained_for(models: Mapping[str, Any]) -> str | None:
-    """The window end (= eval day) the current champion was trained for, from `ranker models list`."""
-    champion = models.get("champion")
-    for row in models.get("versions") or []:
-        if row.get("version") == champion:
-            return (row.get("train") or {}).get("train_end")
-    return None
-
-
-def gate_branch(gate: Mapping[str, Any], plan: Mapping[str, Any]) -> str:
-    """Which task follows the gate: promote, record the rejection, or keep the champion.
-
-    The champion is kept on a dry run, and on a rerun of a date that already promoted a model (the
-    champion was trained for this very window end): one promotion per date, unless forced."""
+def decide_args(plan: Mapping[str, Any], candidate: str) -> list[str]:
+    """``ranker decide`` arguments: the promotion policy lives in the project (ranking/pipeline/
+    policy.py); the DAG only hands it the run's flags and follows the branch it names."""
+    args = ["decide", "--candidate", candidate, "--end", plan["window_end"]]
     if plan["dry_run"]:
-        return KEEP_CHAMPION
+        args.append("--dry-run")
     if plan["force_promote"]:
-        return PROMOTE
-    if gate.get("decision") != "pass":
-        return RECORD_REJECTION
-    if gate.get("champion_trained_for") == plan["window_end"]:
-        return KEEP_CHAMPION
-    return PROMOTE
+        args.append("--force-promote")
+    if plan["reason"]:
+        args += ["--reason", plan["reason"]]
+    return args
 
 
-def promotion_reason(gate: Mapping[str, Any], plan: Mapping[str, Any]) -> tuple[str, bool]:
-    """(reason recorded in the registry history, whether to force past the gate)."""
-    passed = gate.get("decision") == "pass"
-    if passed:
-        base = f"gate passed for window ending {plan['window_end']} (run {plan['run_id']})"
-        return (f"{base}; {plan['reason']}" if plan["reason"] else base), False
-    failed = ", ".join(gate.get("failed_checks") or []) or "unknown checks"
-    return f"forced past failed gate checks [{failed}]: {plan['reason']}", True
+def branch_task(decision: Mapping[str, Any]) -> str:
+    """The task id ``ranker decide`` chose; anything else is a broken contract, not a branch."""
+    branch = decision.get("branch")
+    if branch not in BRANCH_TASKS:
+        raise ValueError(
+            f"ranker decide answered branch {branch!r}; expected one of {', '.join(BRANCH_TASKS)}"
+        )
+    return str(branch)
 
 
-def rejection_reason(gate: Mapping[str, Any], plan: Mapping[str, Any]) -> str:
-    failed = ", ".join(gate.get("failed_checks") or []) or "unknown checks"
-    return f"gate rejected for window ending {plan['window_end']} (run {plan['run_id']}): {failed}"
+def promote_args(decision: Mapping[str, Any]) -> list[str]:
+    """``ranker promote`` arguments for the decided candidate (with ``--force`` when decided so)."""
+    args = ["promote", str(decision["version"]), "--reason", str(decision["reason"])]
+    return [*args, "--force"] if decision.get("force") else args
+
+
+def reject_args(decision: Mapping[str, Any]) -> list[str]:
+    return ["reject", str(decision["version"]), "--reason", str(decision["reason"])]
 
 
 def run_outcome(task_states: Mapping[str, str | None]) -> str:

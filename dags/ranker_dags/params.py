@@ -23,7 +23,10 @@ SCHEDULE_NAMES = ("delayed", "joint", "frozen", "joint_then_frozen")
 SCHEDULE_LIST_PATTERN = r"^[FJ](,[FJ]){0,9}$"
 PIPELINES = ("sync", "semisync")
 REASON_MAX = 500
-_UNSAFE_RUN_ID = re.compile(r"[^A-Za-z0-9_.:+-]")
+# the CLI's run-id rule, the same string as RUN_ID_PATTERN in ranking/core/ids.py (this environment
+# cannot import `ranking`; tests/dags/test_id_patterns.py compares the two)
+RUN_ID_PATTERN = r"\A[A-Za-z0-9][A-Za-z0-9_.:+-]{0,127}\Z"
+_UNSAFE_RUN_ID = re.compile(r"[^A-Za-z0-9_.:+-]")  # the complement of the pattern's alphabet
 
 
 class PlanError(ValueError):
@@ -141,7 +144,7 @@ class RunPlan:
 def ranker_run_id(airflow_run_id: str) -> str:
     """The ``--run-id`` of the ranker steps: the Airflow run id in the CLI's safe alphabet."""
     safe = _UNSAFE_RUN_ID.sub("_", airflow_run_id).strip("_.:+-")[:128]
-    if not safe:
+    if not re.fullmatch(RUN_ID_PATTERN, safe):
         raise PlanError(f"cannot derive a ranker run id from {airflow_run_id!r}")
     return safe
 

@@ -22,6 +22,7 @@ _GROUPS = [
     ("ranking.cli.train", "train"),
     ("ranking.cli.evaluate", "evaluate"),
     ("ranking.cli.gate", "gate"),
+    ("ranking.cli.decide", "decide"),
     ("ranking.cli.promote", "promote"),
     ("ranking.cli.reject", "reject"),
     ("ranking.cli.rollback", "rollback"),

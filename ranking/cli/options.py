@@ -14,9 +14,7 @@ from ranking.cli.common import (
 from ranking.core.ids import is_version_id
 
 if TYPE_CHECKING:
-    from ranking.core.workspace import Workspace
     from ranking.gate.checks import GateConfig
-    from ranking.registry.store import Registry
 
 
 def version_arg(value: str) -> str:
@@ -38,6 +36,17 @@ def add_registry_option(parser: argparse.ArgumentParser) -> None:
         default=None,
         metavar="URL",
         help="registry root: a folder or fsspec URL (default: $RANKER_REGISTRY, else <home>/registry)",
+    )
+
+
+def add_promotion_options(parser: argparse.ArgumentParser, dry_run_help: str) -> None:
+    """--dry-run, --force-promote, --reason: the run's flags the promotion policy reads."""
+    parser.add_argument("--dry-run", action="store_true", help=dry_run_help)
+    parser.add_argument(
+        "--force-promote", action="store_true", help="promote even if the gate rejects (needs --reason)"
+    )
+    parser.add_argument(
+        "--reason", type=reason_arg, default=None, help="why (recorded with a forced promotion)"
     )
 
 
@@ -98,8 +107,8 @@ def gate_config(args: argparse.Namespace) -> GateConfig:
     return GateConfig(**values)
 
 
-def open_registry(args: argparse.Namespace) -> tuple[Workspace, Registry]:
-    from ranking.registry.store import Registry
+def registry_of(args: argparse.Namespace) -> str:
+    """The registry root URL: --registry, else $RANKER_REGISTRY, else <home>/registry."""
+    from ranking.registry import registry_url
 
-    ws = workspace(args)
-    return ws, Registry.for_workspace(ws, getattr(args, "registry", None))
+    return registry_url(workspace(args), getattr(args, "registry", None))

@@ -3,35 +3,29 @@
 from __future__ import annotations
 
 import argparse
-from typing import TYPE_CHECKING, Any
 
-from ranking.cli.common import (
-    CommandResult,
-    add_common,
-)
-from ranking.cli.options import add_registry_option, open_registry, reason_arg, version_arg
-
-if TYPE_CHECKING:
-    pass
+from ranking.cli.common import CommandResult, add_common
+from ranking.cli.options import add_registry_option, reason_arg, registry_of, version_arg
+from ranking.registry.operations import PromoteRequest, promote
 
 
 def handle_promote(args: argparse.Namespace) -> CommandResult:
-    _, reg = open_registry(args)
-    event, previous = reg.promote(
-        args.version, reason=args.reason, force=args.force, run_id=args.run_id, who=args.who
+    summary = promote(
+        PromoteRequest(
+            registry=registry_of(args),
+            version=args.version,
+            reason=args.reason,
+            force=args.force,
+            run_id=args.run_id,
+            who=args.who,
+        )
     )
-    summary: dict[str, Any] = {
-        "version": args.version,
-        "previous": previous,
-        "reason": args.reason,
-        "forced": bool(event and event.forced),
-        "noop": event is None,
-        "seq": event.seq if event else None,
-    }
-    if event is None:
-        text = f"{args.version} already is the champion; nothing changed"
+    if summary["noop"]:
+        text = f"{summary['version']} already is the champion; nothing changed"
     else:
-        text = f"champion: {previous or '(none)'} -> {args.version}" + (" (forced)" if event.forced else "")
+        text = f"champion: {summary['previous'] or '(none)'} -> {summary['version']}" + (
+            " (forced)" if summary["forced"] else ""
+        )
     return CommandResult(summary, text=text)
 
 

@@ -3,29 +3,19 @@
 from __future__ import annotations
 
 import argparse
-from typing import TYPE_CHECKING
 
-from ranking.cli.common import (
-    CommandResult,
-    add_common,
-)
-from ranking.cli.options import add_registry_option, open_registry, reason_arg, version_arg
-
-if TYPE_CHECKING:
-    pass
+from ranking.cli.common import CommandResult, add_common
+from ranking.cli.options import add_registry_option, reason_arg, registry_of, version_arg
+from ranking.registry.operations import RollbackRequest, rollback
 
 
 def handle_rollback(args: argparse.Namespace) -> CommandResult:
-    _, reg = open_registry(args)
-    event = reg.rollback(to=args.to, reason=args.reason, run_id=args.run_id, who=args.who)
-    summary = {
-        "version": event.to_version,
-        "previous": event.from_version,
-        "reason": event.reason,
-        "seq": event.seq,
-        "who": event.who,
-    }
-    return CommandResult(summary, text=f"rolled back champion: {event.from_version} -> {event.to_version}")
+    summary = rollback(
+        RollbackRequest(
+            registry=registry_of(args), reason=args.reason, to=args.to, run_id=args.run_id, who=args.who
+        )
+    )
+    return CommandResult(summary, text=f"rolled back champion: {summary['previous']} -> {summary['version']}")
 
 
 def register(sub: argparse._SubParsersAction) -> None:  # type: ignore[type-arg]

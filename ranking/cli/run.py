@@ -5,7 +5,12 @@ from __future__ import annotations
 import argparse
 
 from ranking.cli.common import CommandResult, add_common, parse_date, positive_int, workspace
-from ranking.cli.options import add_gate_options, add_registry_option, gate_passthrough, reason_arg
+from ranking.cli.options import (
+    add_gate_options,
+    add_promotion_options,
+    add_registry_option,
+    gate_passthrough,
+)
 from ranking.pipeline.run import RunPlan, execute, new_run_id
 
 
@@ -20,7 +25,7 @@ def handle_run(args: argparse.Namespace) -> CommandResult:
         force_promote=args.force_promote,
         reason=args.reason,
         registry=args.registry,
-        gate_args=gate_passthrough(args),
+        gate_args=tuple(gate_passthrough(args)),
     )
     ws = workspace(args)
     if not args.run_id:
@@ -45,11 +50,7 @@ def register(sub: argparse._SubParsersAction) -> None:  # type: ignore[type-arg]
     p.add_argument("--epochs", type=positive_int, default=None)
     p.add_argument("--schedule", default=None, help="embedding schedule, e.g. delayed or F,J,J")
     p.add_argument("--pipeline", choices=("sync", "semisync"), default=None)
-    p.add_argument("--dry-run", action="store_true", help="train and gate, never move the champion")
-    p.add_argument(
-        "--force-promote", action="store_true", help="promote even if the gate rejects (needs --reason)"
-    )
-    p.add_argument("--reason", type=reason_arg, default=None, help="why (recorded with a forced promotion)")
+    add_promotion_options(p, dry_run_help="train and gate, never move the champion")
     add_gate_options(p)
     add_registry_option(p)
     add_common(p)

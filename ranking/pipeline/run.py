@@ -1,7 +1,9 @@
 """``ranker run`` — the whole retrain without Airflow: window → train → gate → promote | reject →
 metrics publish. Each step is the same ``ranker`` subcommand the DAG calls, run in-process through
 its own parser and handler under one pipeline run id, so every step's summary lands in
-``<home>/pipeline/<run id>/<step>.json`` exactly as it would from the DAG.
+``<home>/pipeline/<run id>/<step>.json`` exactly as it would from the DAG. What follows the gate is
+the promotion policy's answer (:func:`ranking.pipeline.decide.decide_candidate`, the function behind
+``ranker decide``, which the DAG's branch calls too).
 """
 
 from __future__ import annotations
@@ -13,10 +15,11 @@ import os
 import secrets
 import time
 from collections.abc import Iterator
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from typing import Any, Protocol
 
 from ranking.core.errors import RankerError
+from ranking.pipeline.policy import KEEP_CHAMPION, PROMOTE, request_problem
 
 log = logging.getLogger(__name__)
 
@@ -40,7 +43,7 @@ class StepOutcome:
         return out
 
 
-@dataclass
+@dataclass(frozen=True)
 class RunPlan:
     """What ``ranker run`` was asked to do (validated before any step runs)."""
 
@@ -53,15 +56,12 @@ class RunPlan:
     force_promote: bool = False
     reason: str | None = None
     registry: str | None = None
-    gate_args: list[str] = field(default_factory=list)
+    gate_args: tuple[str, ...] = ()  # gate threshold options, as `ranker gate` takes them
 
     def __post_init__(self) -> None:
-        if self.force_promote and not (self.reason and self.reason.strip()):
-            raise RankerError(
-                "--force-promote needs --reason TEXT (it is recorded in the champion's history)"
-            )
-        if self.force_promote and self.dry_run:
-            raise RankerError("--force-promote and --dry-run contradict each other")
+        problem = request_problem(dry_run=self.dry_run, force_promote=self.force_promote, reason=self.reason)
+        if problem:
+            raise RankerError(problem)
 
 
 def new_run_id(end: dt.date) -> str:
@@ -91,7 +91,7 @@ def _registry_env(url: str | None) -> Iterator[None]:
     if url is None:
         yield
         return
-    from ranking.registry.store import REGISTRY_ENV
+    from ranking.registry import REGISTRY_ENV
 
     before = os.environ.get(REGISTRY_ENV)
     os.environ[REGISTRY_ENV] = url
@@ -155,21 +155,16 @@ def _execute(plan: RunPlan, home: str, run_id: str, runner: StepRunner) -> RunRe
         summary["decision"] = gate.summary.get("decision")
         summary["failed_checks"] = gate.summary.get("failed_checks", [])
 
-        if plan.dry_run:
-            log.info("ranker run: dry run — the champion is left as it is")
-            exit_code = gate.exit_code
-        elif (
-            gate.exit_code == 0
-            and not plan.force_promote
-            and _champion_trained_for(home, plan.registry) == end
-        ):
-            # like the DAG: one promotion per window end; a rerun of the date keeps the champion
-            log.info("ranker run: the champion was already trained for %s; keeping it", end)
-            summary["kept_champion"] = True
-        elif gate.exit_code == 0 or plan.force_promote:
-            reason = plan.reason or f"gate passed on {end} (run {run_id})"
-            promote = ["promote", version, "--reason", reason, *registry]
-            if gate.exit_code != 0:
+        decision = _decide(plan, home, run_id, version)
+        if decision["branch"] == KEEP_CHAMPION:
+            log.info("ranker run: keeping the champion: %s", decision["reason"])
+            if plan.dry_run:
+                exit_code = gate.exit_code
+            else:
+                summary["kept_champion"] = True
+        elif decision["branch"] == PROMOTE:
+            promote = ["promote", version, "--reason", decision["reason"], *registry]
+            if decision["force"]:
                 promote.append("--force")
             outcome = runner.run(promote)
             if outcome.exit_code != 0:
@@ -177,7 +172,7 @@ def _execute(plan: RunPlan, home: str, run_id: str, runner: StepRunner) -> RunRe
             summary["promoted"] = not outcome.summary.get("noop", False)
             summary["forced"] = bool(outcome.summary.get("forced"))
         else:
-            outcome = runner.run(["reject", version, *registry])
+            outcome = runner.run(["reject", version, "--reason", decision["reason"], *registry])
             if outcome.exit_code != 0:
                 raise _StepFailed(outcome)
             exit_code = 1
@@ -236,23 +231,31 @@ def _registered_version(train_summary: dict[str, Any], home: str, run_id: str, r
     from pathlib import Path
 
     from ranking.core.workspace import Workspace
-    from ranking.registry.store import register_run
+    from ranking.registry import register_run
 
     return register_run(Workspace.resolve(home), Path(run_dir), run_id, registry)
 
 
-def _champion_trained_for(home: str, registry: str | None) -> str | None:
-    """The window end (= eval day) the current champion was trained for, if known."""
+def _decide(plan: RunPlan, home: str, run_id: str, version: str) -> dict[str, Any]:
+    """The promotion policy's answer for the gated candidate (what `ranker decide` prints)."""
     from ranking.core.workspace import Workspace
-    from ranking.registry.store import Registry
+    from ranking.pipeline.decide import DecideRequest, decide_candidate
+    from ranking.registry import registry_url
 
-    reg = Registry.for_workspace(Workspace.resolve(home), registry)
-    champion = reg.champion()
-    return reg.record(champion).train.get("train_end") if champion else None
+    request = DecideRequest(
+        registry=registry_url(Workspace.resolve(home), plan.registry),
+        candidate=version,
+        end=plan.end,
+        dry_run=plan.dry_run,
+        force_promote=plan.force_promote,
+        reason=plan.reason,
+        run_id=run_id,
+    )
+    return decide_candidate(request)
 
 
 def _champion(home: str, registry: str | None) -> str | None:
     from ranking.core.workspace import Workspace
-    from ranking.registry.store import Registry
+    from ranking.registry import Registry
 
     return Registry.for_workspace(Workspace.resolve(home), registry).champion()

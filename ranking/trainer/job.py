@@ -120,7 +120,7 @@ def run_train_job(job: TrainJob) -> dict[str, Any] | None:
 
     summary["version"] = None
     if job.register:
-        from ranking.registry.store import register_run
+        from ranking.registry import register_run
 
         summary["version"] = register_run(job.workspace, run_dir, job.run_id)
     summary["duration_seconds"] = time.perf_counter() - started
@@ -140,7 +140,7 @@ def resolve_warm_start(ws: Workspace, value: str) -> tuple[Path | None, str]:
     if value == "none":
         return None, "none"
     if value == "champion":
-        from ranking.registry.store import champion_checkpoint
+        from ranking.registry import champion_checkpoint
 
         path = champion_checkpoint(ws)
         if path is None:

@@ -12,7 +12,7 @@ from scoresets import make_eval_day, with_scores
 
 from ranking.cli.main import main
 from ranking.core.workspace import Workspace
-from ranking.registry.store import register_run
+from ranking.registry import register_run
 
 RunFactory = Callable[..., Path]
 

@@ -57,55 +57,56 @@ def test_window_problems_are_named(change: dict[str, Any], message: str) -> None
     assert any(message in p for p in problems), problems
 
 
-@pytest.mark.parametrize(
-    ("decision", "plan_change", "branch"),
-    [
-        ("pass", {}, d.PROMOTE),
-        ("reject", {}, d.RECORD_REJECTION),
-        ("reject", {"force_promote": True, "reason": "incident 7"}, d.PROMOTE),
-        ("pass", {"dry_run": True}, d.KEEP_CHAMPION),
-        ("reject", {"dry_run": True}, d.KEEP_CHAMPION),
-    ],
-)
-def test_gate_branch(decision: str, plan_change: dict[str, Any], branch: str) -> None:
-    assert d.gate_branch({"decision": decision}, {**PLAN, **plan_change}) == branch
+DECISION = {
+    "branch": "promote",
+    "reason": "gate passed for window ending 2026-01-24 (run r1)",
+    "force": False,
+}
 
 
-def test_a_rerun_of_a_date_that_already_promoted_keeps_the_champion() -> None:
-    rerun = {"decision": "pass", "champion_trained_for": "2026-01-24"}
-    assert d.gate_branch(rerun, PLAN) == d.KEEP_CHAMPION
-    assert (
-        d.gate_branch(rerun, {**PLAN, "force_promote": True, "reason": "retrained on fixed data"})
-        == d.PROMOTE
-    )
-    assert d.gate_branch({**rerun, "champion_trained_for": "2026-01-23"}, PLAN) == d.PROMOTE
+def test_decide_hands_the_run_flags_to_ranker_decide() -> None:
+    assert d.decide_args(PLAN, "v0007") == ["decide", "--candidate", "v0007", "--end", "2026-01-24"]
+    forced = {**PLAN, "force_promote": True, "reason": "incident 7"}
+    assert d.decide_args(forced, "v0007")[-3:] == ["--force-promote", "--reason", "incident 7"]
+    assert d.decide_args({**PLAN, "dry_run": True}, "v0007")[-1] == "--dry-run"
 
 
-def test_champion_trained_for_reads_models_list() -> None:
-    models = {
-        "champion": "v0002",
-        "versions": [
-            {"version": "v0001", "train": {"train_end": "2026-01-23"}},
-            {"version": "v0002", "train": {"train_start": "2026-01-04", "train_end": "2026-01-24"}},
-        ],
-    }
-    assert d.champion_trained_for(models) == "2026-01-24"
-    assert d.champion_trained_for({"champion": None, "versions": []}) is None
+@pytest.mark.parametrize("branch", [d.PROMOTE, d.RECORD_REJECTION, d.KEEP_CHAMPION])
+def test_the_branch_is_the_task_ranker_decide_names(branch: str) -> None:
+    assert d.branch_task({**DECISION, "branch": branch}) == branch
 
 
-def test_promotion_reason_forces_only_past_a_rejection() -> None:
-    reason, force = d.promotion_reason({"decision": "pass"}, PLAN)
-    assert not force and "gate passed" in reason and "2026-01-24" in reason
-    forced_plan = {**PLAN, "force_promote": True, "reason": "incident 7"}
-    reason, force = d.promotion_reason(
-        {"decision": "reject", "failed_checks": ["relative_change"]}, forced_plan
-    )
-    assert force and "incident 7" in reason and "relative_change" in reason
+def test_an_unknown_branch_is_a_broken_contract() -> None:
+    for bad in ({}, {"branch": "ship_it"}, {"branch": None}):
+        with pytest.raises(ValueError, match="ranker decide answered branch"):
+            d.branch_task(bad)
 
 
-def test_rejection_reason_lists_the_failed_checks() -> None:
-    reason = d.rejection_reason({"decision": "reject", "failed_checks": ["value_floor", "auc_drop"]}, PLAN)
-    assert "value_floor, auc_drop" in reason
+def test_promote_and_reject_carry_the_decided_reason() -> None:
+    decided = {**DECISION, "version": "v0007"}
+    assert d.promote_args(decided) == ["promote", "v0007", "--reason", DECISION["reason"]]
+    assert d.promote_args({**decided, "force": True})[-1] == "--force"
+    rejected = {**decided, "branch": "record_rejection", "reason": "gate rejected: auc_drop"}
+    assert d.reject_args(rejected) == ["reject", "v0007", "--reason", "gate rejected: auc_drop"]
+
+
+POLICY = ("gate_branch", "promotion_reason", "rejection_reason", "champion_trained_for")
+
+
+def test_the_dags_hold_no_promotion_policy() -> None:
+    """The branch decision is `ranker decide`'s (ranking/pipeline/policy.py); the DAG only wires it."""
+    import ast
+
+    from dag_test_paths import DAGS
+
+    for path in DAGS.rglob("*.py"):
+        tree = ast.parse(path.read_text())
+        defined = {n.name for n in ast.walk(tree) if isinstance(n, ast.FunctionDef | ast.AsyncFunctionDef)}
+        assert not defined & set(POLICY), (path, defined & set(POLICY))
+        texts = [n.value for n in ast.walk(tree) if isinstance(n, ast.Constant) and isinstance(n.value, str)]
+        assert not [t for t in texts if "gate passed" in t or "forced past" in t], path
+    retrain = (DAGS / "ranker_retrain.py").read_text()
+    assert "decisions.decide_args(" in retrain and "decisions.branch_task(" in retrain
 
 
 ALL_OK = {

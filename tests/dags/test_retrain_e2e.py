@@ -146,6 +146,12 @@ def test_first_run_promotes_without_a_champion(first_run: RunResult, home: Path)
     assert first_run.tasks["fail_run_if_a_step_failed"] == "skipped"
     gate = first_run.summary(home, "gate")
     assert gate["decision"] == "pass" and gate["champion"] is None
+    decided = first_run.summary(home, "decide")  # the branch is `ranker decide`'s answer
+    assert (decided["branch"], decided["force"], decided["version"]) == (
+        "promote",
+        False,
+        versions(first_run.models)[0],
+    )
     [v1] = versions(first_run.models)
     assert first_run.models["champion"] == v1
     [event] = first_run.models["history"]
@@ -171,6 +177,7 @@ def test_rerun_of_a_date_reuses_the_window_and_never_promotes_twice(
         "keep_champion" if rerun.summary(home, "gate")["decision"] == "pass" else "record_rejection"
     )
     assert rerun.tasks[expected_branch] == "success"
+    assert rerun.summary(home, "decide")["branch"] == expected_branch
     assert rerun.models["champion"] == v1
     assert len(rerun.models["history"]) == 1
 
@@ -181,6 +188,7 @@ def test_rejection_is_recorded_and_the_champion_stays(
     assert rejected_run.state == "success", rejected_run.tasks
     assert rejected_run.tasks["record_rejection"] == "success"
     assert rejected_run.tasks["promote"] == "skipped"
+    assert rejected_run.summary(home, "decide")["branch"] == "record_rejection"
     gate = rejected_run.summary(home, "gate")
     assert gate["decision"] == "reject"
     assert any("hit" in check for check in gate["failed_checks"]), gate["failed_checks"]
@@ -205,6 +213,8 @@ def test_forced_promotion_records_the_reason(
     event = forced_run.models["history"][-1]
     assert event["forced"] is True
     assert "e2e: incident drill" in event["reason"]
+    decided = forced_run.summary(home, "decide")
+    assert (decided["branch"], decided["force"], decided["reason"]) == ("promote", True, event["reason"])
     assert event["from"] == rejected_run.models["champion"]
 
 
@@ -246,6 +256,7 @@ def test_dry_run_trains_and_gates_but_never_promotes(
     assert dry_run.state == "success", dry_run.tasks
     assert dry_run.summary(home, "gate")["decision"] in ("pass", "reject")
     assert dry_run.tasks["keep_champion"] == "success"
+    assert dry_run.summary(home, "decide")["branch"] == "keep_champion"
     assert dry_run.tasks["promote"] == dry_run.tasks["record_rejection"] == "skipped"
     assert len(versions(dry_run.models)) == len(versions(rollback_run.models)) + 1
     assert dry_run.models["champion"] == rollback_run.models["champion"]

@@ -58,7 +58,7 @@ def test_two_consecutive_days_then_rollback(tmp_path: Path, capsys: pytest.Captu
     Day 1 is the bootstrap: the from-scratch model of a few steps is not calibrated yet, so it is
     promoted with --force-promote and a reason. Day 2 warm-starts from it and is gated against it on
     day 2's eval day with loosened thresholds (the tiny data makes the metrics noise; the decision
-    logic itself is tested on constructed score sets in test_gate_decisions.py).
+    logic itself is tested on constructed score sets in tests/gate/test_gate_checks.py).
     """
     from features import feast_repo
     from features.testing import make_tiny_workspace
@@ -187,7 +187,7 @@ def test_remote_registry_and_dry_run(tmp_path: Path, capsys: pytest.CaptureFixtu
     from features import feast_repo
     from features.testing import make_tiny_workspace
     from ranking.core.workspace import Workspace
-    from ranking.registry.store import Registry
+    from ranking.registry import Registry
 
     home = tmp_path / "home"
     make_tiny_workspace(home, start=dt.date(2026, 1, 1), days=5, build=False)

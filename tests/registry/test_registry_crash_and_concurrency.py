@@ -12,7 +12,7 @@ from pathlib import Path
 import pytest
 
 from ranking.core.errors import RegistryError
-from ranking.registry.store import Registry
+from ranking.registry import Registry
 
 RunFactory = Callable[..., Path]
 REPO = Path(__file__).resolve().parents[2]
@@ -39,7 +39,7 @@ def test_crash_after_registering_before_promoting_keeps_the_old_champion(
     proc = run_python(
         f"""
         import os
-        from ranking.registry.store import Registry
+        from ranking.registry import Registry
         reg = Registry({str(root)!r})
         v = reg.register(__import__("pathlib").Path({str(run)!r}), run_id="crashy")
         reg.record_verdict(v, {{"decision": "pass", "champion_version": {v1!r}}})
@@ -65,14 +65,14 @@ def test_crash_while_copying_a_version_leaves_it_incomplete(tmp_path: Path, make
         f"""
         import os
         from pathlib import Path
-        from ranking.registry import store as registry
-        real_put = registry._Store.put_file
+        from ranking.registry import Registry, storage
+        real_put = storage.Storage.put_file
         def dying_put(self, src, rel):
             if rel.endswith("train_manifest.json"):
                 os._exit(137)  # killed mid-copy: model.pt and model_config.json are already there
             real_put(self, src, rel)
-        registry._Store.put_file = dying_put
-        registry.Registry({str(root)!r}).register(Path({str(run)!r}))
+        storage.Storage.put_file = dying_put
+        Registry({str(root)!r}).register(Path({str(run)!r}))
         """
     )
     assert proc.returncode == 137, proc.stderr
@@ -93,7 +93,7 @@ def test_crash_while_moving_the_alias_leaves_the_old_champion(tmp_path: Path, ma
         f"""
         import os
         os.link = lambda *a, **k: os._exit(137)  # killed after writing the event's temp file
-        from ranking.registry.store import Registry
+        from ranking.registry import Registry
         Registry({str(root)!r}).promote({v2!r}, reason="dies", force=True)
         """
     )
@@ -107,7 +107,7 @@ def test_crash_while_moving_the_alias_leaves_the_old_champion(tmp_path: Path, ma
 WORKER = """
 import sys, time
 from pathlib import Path
-from ranking.registry.store import Registry
+from ranking.registry import Registry
 root, go, versions, mode = sys.argv[1], Path(sys.argv[2]), sys.argv[3].split(","), sys.argv[4]
 reg = Registry(root)
 while not go.exists():  # start together
@@ -179,7 +179,7 @@ def test_a_promoter_that_loses_the_race_rechecks_against_the_new_champion(
     def create_after_a_rival(rel: str, data: bytes) -> bool:
         if rel.startswith("aliases/") and not raced:
             proc = run_python(
-                f"from ranking.registry.store import Registry; Registry({str(root)!r}).promote({v3!r}, reason='rival')"
+                f"from ranking.registry import Registry; Registry({str(root)!r}).promote({v3!r}, reason='rival')"
             )
             raced.append(proc.returncode)
         return real_create(rel, data)
@@ -211,7 +211,7 @@ def test_concurrent_blessed_promoters_only_one_wins(tmp_path: Path, make_run: Ru
 REGISTER_WORKER = """
 import sys, time
 from pathlib import Path
-from ranking.registry.store import Registry
+from ranking.registry import Registry
 root, go, runs = sys.argv[1], Path(sys.argv[2]), sys.argv[3].split(",")
 reg = Registry(root)
 while not go.exists():

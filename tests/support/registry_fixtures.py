@@ -14,8 +14,14 @@ import pytest
 from scoresets import make_eval_day, noisy, with_scores
 
 from ranking.evaluation.metrics import compute_metrics
+from ranking.registry import Registry
 
 RunFactory = Callable[..., Path]
+
+
+def bless(reg: Registry, version: str, champion: str | None = None) -> None:
+    """Record a passing gate verdict made against ``champion``."""
+    reg.record_verdict(version, {"decision": "pass", "failed_checks": [], "champion_version": champion})
 
 
 @pytest.fixture

@@ -1,0 +1,133 @@
+"""The registry commands (`ranker promote|reject|rollback|models list|show`): one typed request each,
+one function each, returning the command's JSON summary."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any
+
+from ranking.registry.registry import Registry
+
+_LISTED_METRICS = ("save_hit_at_3", "auc", "ne", "calibration")
+
+
+@dataclass(frozen=True)
+class PromoteRequest:
+    registry: str  # registry root URL
+    version: str
+    reason: str
+    force: bool = False
+    run_id: str | None = None
+    who: str | None = None
+
+
+@dataclass(frozen=True)
+class RejectRequest:
+    registry: str
+    version: str
+    reason: str | None = None  # default: the gate's failed checks
+    run_id: str | None = None
+    who: str | None = None
+
+
+@dataclass(frozen=True)
+class RollbackRequest:
+    registry: str
+    reason: str
+    to: str | None = None  # default: the previous champion
+    run_id: str | None = None
+    who: str | None = None
+
+
+@dataclass(frozen=True)
+class ListRequest:
+    registry: str
+
+
+@dataclass(frozen=True)
+class ShowRequest:
+    registry: str
+    version: str
+    verify: bool = False
+
+
+def promote(req: PromoteRequest) -> dict[str, Any]:
+    event, previous = Registry(req.registry).promote(
+        req.version, reason=req.reason, force=req.force, run_id=req.run_id, who=req.who
+    )
+    return {
+        "version": req.version,
+        "previous": previous,
+        "reason": req.reason,
+        "forced": bool(event and event.forced),
+        "noop": event is None,
+        "seq": event.seq if event else None,
+    }
+
+
+def rejection_reason(verdict: dict[str, Any] | None) -> str:
+    """The reason recorded when none is given: the gate's failed checks."""
+    failed = list((verdict or {}).get("failed_checks") or [])
+    return "gate rejected: " + ", ".join(failed) if failed else "rejected"
+
+
+def reject(req: RejectRequest) -> dict[str, Any]:
+    reg = Registry(req.registry)
+    verdict = reg.verdict(req.version) or {}
+    reason = req.reason or rejection_reason(verdict)
+    reg.record_rejection(req.version, reason, req.run_id, req.who)
+    return {
+        "version": req.version,
+        "failed_checks": list(verdict.get("failed_checks") or []),
+        "reason": reason,
+    }
+
+
+def rollback(req: RollbackRequest) -> dict[str, Any]:
+    event = Registry(req.registry).rollback(to=req.to, reason=req.reason, run_id=req.run_id, who=req.who)
+    return {
+        "version": event.to_version,
+        "previous": event.from_version,
+        "reason": event.reason,
+        "seq": event.seq,
+        "who": event.who,
+    }
+
+
+def _version_row(reg: Registry, version: str, champion: str | None) -> dict[str, Any]:
+    status = reg.status(version, champion)
+    row: dict[str, Any] = {"version": version, "status": status}
+    if status != "incomplete":
+        rec = reg.record(version)
+        row.update(
+            created_at=rec.created_at,
+            run_id=rec.run_id,
+            eval={k: rec.eval[k] for k in _LISTED_METRICS if k in rec.eval},
+            train=rec.train,
+        )
+    return row
+
+
+def list_models(req: ListRequest) -> dict[str, Any]:
+    """Every version with its status, the champion and the alias history."""
+    reg = Registry(req.registry)
+    champion = reg.champion()
+    return {
+        "registry": reg.url,
+        "champion": champion,
+        "versions": [_version_row(reg, v, champion) for v in reg.version_ids()],
+        "history": [e.to_dict() for e in reg.history()],
+    }
+
+
+def show_model(req: ShowRequest) -> dict[str, Any]:
+    reg = Registry(req.registry)
+    champion = reg.champion()
+    rec = reg.verify(req.version) if req.verify else reg.record(req.version)
+    return {
+        **rec.to_dict(),
+        "status": reg.status(req.version, champion),
+        "verdict": reg.verdict(req.version),
+        "checksums_verified": req.verify,
+        "was_champion": any(e.to_version == req.version for e in reg.history()),
+    }

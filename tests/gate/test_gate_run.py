@@ -1,0 +1,81 @@
+"""The gate's I/O edge: one GateRequest in, the verdict recorded in the registry, the eval-day lookup."""
+
+from __future__ import annotations
+
+import datetime as dt
+import json
+from collections.abc import Callable
+from pathlib import Path
+
+import pytest
+
+from ranking.core.errors import RankerError, RegistryError
+from ranking.core.workspace import Workspace
+from ranking.gate.checks import GateConfig
+from ranking.gate.run import GateRequest, find_eval_parquet, gate_candidate
+from ranking.registry import Registry, register_run
+
+RunFactory = Callable[..., Path]
+
+
+@pytest.fixture
+def ws(tmp_path: Path) -> Workspace:
+    return Workspace(tmp_path / "home")
+
+
+def test_first_run_is_judged_on_its_own_eval_day_and_recorded(ws: Workspace, make_run: RunFactory) -> None:
+    version = register_run(ws, make_run(end=dt.date(2026, 1, 21)), "r1")
+    result = gate_candidate(GateRequest(ws=ws, candidate=version, run_id="r1"))
+    assert result.passed and result.summary["decision"] == "pass"
+    assert result.summary["eval_date"] == "2026-01-21" and result.summary["champion"] is None
+    assert result.summary["candidate"]["version"] == version and result.summary["duration_seconds"] >= 0
+    verdict = Registry.for_workspace(ws).verdict(version)
+    assert verdict is not None
+    assert (verdict["decision"], verdict["champion_version"], verdict["run_id"]) == ("pass", None, "r1")
+    assert verdict["eval_date"] == "2026-01-21" and verdict["who"]
+
+
+def test_the_config_reaches_the_checks(ws: Workspace, make_run: RunFactory) -> None:
+    version = register_run(ws, make_run(), None)
+    result = gate_candidate(GateRequest(ws=ws, candidate=version, config=GateConfig(min_save_hit_at_3=1.0)))
+    assert not result.passed and result.summary["failed_checks"] == ["save_hit_at_3_floor"]
+    assert result.summary["config"]["min_save_hit_at_3"] == 1.0
+    assert Registry.for_workspace(ws).verdict(version)["decision"] == "reject"  # type: ignore[index]
+
+
+def test_the_champion_is_not_gated_against_itself(ws: Workspace, make_run: RunFactory) -> None:
+    version = register_run(ws, make_run(), None)
+    Registry.for_workspace(ws).promote(version, reason="bootstrap", force=True)
+    with pytest.raises(RegistryError, match="already is the champion"):
+        gate_candidate(GateRequest(ws=ws, candidate=version))
+
+
+def test_a_candidate_without_a_training_window_needs_an_eval_day(ws: Workspace, make_run: RunFactory) -> None:
+    run = make_run()
+    (run / "train_manifest.json").write_text(json.dumps({"schedule": "F,J,J"}))
+    version = register_run(ws, run, None)
+    with pytest.raises(RankerError, match="pass --end DATE"):
+        gate_candidate(GateRequest(ws=ws, candidate=version))
+
+
+def _window(ws: Workspace, name: str, day: str, feature_version: str) -> Path:
+    folder = ws.windows / name
+    folder.mkdir(parents=True)
+    parquet = folder / "eval.parquet"
+    parquet.write_bytes(b"PAR1")
+    manifest = {"eval": {"date": day, "path": str(parquet)}, "feature_version": feature_version}
+    (folder / "manifest.json").write_text(json.dumps(manifest))
+    return parquet
+
+
+def test_find_eval_parquet_prefers_the_same_feature_definitions(ws: Workspace) -> None:
+    day = dt.date(2026, 1, 21)
+    with pytest.raises(RankerError, match="no built window has eval day 2026-01-21"):
+        find_eval_parquet(ws, day, "fv1")
+    other = _window(ws, "a_2026-01-21_20d", "2026-01-21", "fv0")
+    same = _window(ws, "b_2026-01-21_10d", "2026-01-21", "fv1")
+    _window(ws, "c_2026-01-22_20d", "2026-01-22", "fv1")
+    (ws.windows / "d_broken").mkdir()
+    (ws.windows / "d_broken" / "manifest.json").write_text("{not json")
+    assert find_eval_parquet(ws, day, "fv1") == same
+    assert find_eval_parquet(ws, day, "fv9") == other  # none matches: the first one found

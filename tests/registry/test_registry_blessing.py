@@ -1,0 +1,44 @@
+"""The blessing policy: which verdicts let a version be promoted, and the status it shows."""
+
+from __future__ import annotations
+
+from ranking.registry.blessing import blessing_digest, blessing_problem, version_status
+
+
+def test_blessing_problem_cases() -> None:
+    assert blessing_problem(None, None) == "it has not been through the gate"
+    assert blessing_problem({"decision": "pass", "champion_version": "v0001"}, "v0001") is None
+    assert "run the gate again" in str(
+        blessing_problem({"decision": "pass", "champion_version": "v0001"}, "v0002")
+    )
+
+
+def test_negative_verdicts_name_the_problem() -> None:
+    assert blessing_problem({"decision": "pass", "rejected": {"reason": "x"}}, None) == "it was rejected"
+    assert blessing_problem({"decision": "reject", "failed_checks": ["auc_drop"]}, None) == (
+        "the gate rejected it (auc_drop)"
+    )
+    assert blessing_problem({"decision": "reject"}, None) == "the gate rejected it (see its gate report)"
+
+
+def test_blessing_digest_keeps_what_the_event_records() -> None:
+    verdict = {"decision": "pass", "champion_version": "v0001", "eval_date": "2026-01-21", "checks": [1, 2]}
+    digest = blessing_digest(verdict, None)
+    assert digest["decision"] == "pass" and digest["eval_date"] == "2026-01-21" and digest["problem"] is None
+    assert "checks" not in digest
+    assert blessing_digest(None, "it has not been through the gate") == {
+        "decision": None,
+        "problem": "it has not been through the gate",
+    }
+
+
+def test_version_status() -> None:
+    def status(verdict: dict[str, object] | None, *, complete: bool = True, champion: bool = False) -> str:
+        return version_status(complete=complete, is_champion=champion, verdict=verdict)
+
+    assert status({"decision": "pass"}, complete=False) == "incomplete"
+    assert status({"decision": "reject"}, champion=True) == "champion"
+    assert status({"decision": "pass", "rejected": {"reason": "on-call"}}) == "rejected"
+    assert status({"decision": "pass"}) == "blessed"
+    assert status({"decision": "reject"}) == "gate-rejected"
+    assert status(None) == "candidate"
