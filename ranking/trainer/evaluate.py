@@ -52,6 +52,6 @@ def run_evaluate_job(job: EvaluateJob) -> dict[str, Any]:
         "eval_date": job.end.isoformat(),
         "eval_path": str(eval_path),
         "manifest": str(manifest_path),
-        "metrics": metrics_of(scores).to_dict(),  # the name ranking.monitoring.samples reads for an evaluate step
+        "metrics": metrics_of(scores).to_dict(),  # key read by monitoring.samples
         "duration_seconds": time.perf_counter() - started,
     }
