@@ -270,7 +270,7 @@ def service_views(service: str = FEATURE_SERVICE, ws: Workspace | None = None) -
 
 def apply(ws: Workspace, settings: StoreSettings | None = None) -> dict[str, Any]:
     """``ranker features apply``: render the store config, then Feast's total apply of the repo."""
-    from feast import FeatureStore
+    from feast import FeatureStore, Project
     from feast.repo_operations import apply_total_with_repo_instance
 
     started = time.perf_counter()
@@ -278,6 +278,9 @@ def apply(ws: Workspace, settings: StoreSettings | None = None) -> dict[str, Any
     path = write_store_config(ws, settings)
     contents = load_repo(ws.root)
     store = FeatureStore(repo_path=str(ws.feast))
+    # the project named in feature_store.yaml, as `feast apply` adds it (a total apply deletes
+    # registered objects the repo does not hold, the project included)
+    contents.projects.append(Project(name=store.project, description=store.config.project_description or ""))
     # no source validation: Feast's FileSource check does not expand globs (it only warns "does
     # not exist" for ours), and the Spark one starts a JVM; the window checks what it reads
     with quiet_stdout():

@@ -123,6 +123,19 @@ def test_edited_definitions_need_apply_and_rebuild_every_partition(
 
 
 @pytest.mark.slow
+def test_apply_again_changes_nothing(private_home: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    """A total apply deletes what the repo does not hold: the project must be part of it (as
+    `feast apply` adds it), or every second apply deletes the project."""
+    ws = Workspace.resolve(private_home)
+    capsys.readouterr()
+    feast_repo.apply(ws)
+    out = capsys.readouterr()
+    assert out.out == ""  # Feast's progress goes to stderr
+    assert "No changes to registry" in out.err and "Deleted" not in out.err
+    assert [p.name for p in feast_repo.open_store(ws).list_projects()] == ["ranker"]
+
+
+@pytest.mark.slow
 def test_other_store_settings_need_apply(private_home: Path) -> None:
     ws = Workspace.resolve(private_home)
     feast_repo.open_store(ws)  # as applied
