@@ -1,11 +1,15 @@
-"""The ranker's Feast repository: definitions as data (features/repo/definitions.yaml) turned into
-Feast objects whose file sources point at the workspace with ABSOLUTE paths (the duckdb offline
-store resolves relative paths against the working directory, not the repo).
+"""The ranker's Feast repository (``features/repo/``, a standard Feast feature repo) and the
+workspace's Feast store.
 
-The store's config is generated into ``<home>/feast/feature_store.yaml``: offline store duckdb,
-online store SQLite (``<home>/feast/online_store.db``) or Redis when ``$RANKER_ONLINE_STORE=redis``
-(connection ``$RANKER_REDIS_URL``, default ``localhost:6379``). ``import feast`` is slow (~12 s):
-everything that needs it imports it inside the function.
+``apply`` renders ``<home>/feast/feature_store.yaml`` from the repo's template — offline store
+duckdb (default) or spark, online store SQLite (``<home>/feast/online_store.db``) or Redis — then
+loads ``features/repo/definitions.py`` with ``RANKER_HOME=<home>`` and runs Feast's own total
+apply on it (what ``feast apply`` does: add, update, delete). The store settings come from
+``store_settings()``, the one place that reads RANKER_OFFLINE_STORE, RANKER_ONLINE_STORE and
+RANKER_REDIS_URL; every later ``open_store`` refuses a workspace whose rendered config no longer
+matches them (the registry's sources belong to the applied offline store).
+
+``import feast`` is slow (~12 s): everything that needs it imports it inside the function.
 """
 
 from __future__ import annotations
@@ -13,11 +17,14 @@ from __future__ import annotations
 import contextlib
 import datetime as dt
 import hashlib
+import importlib.util
 import os
 import re
+import string
 import sys
 import time
-from dataclasses import dataclass
+from collections.abc import Iterator
+from dataclasses import asdict, dataclass
 from functools import cache
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -33,10 +40,25 @@ from ranking.core.workspace import Workspace
 
 if TYPE_CHECKING:
     from feast import FeatureStore
+    from feast.repo_contents import RepoContents
 
-DEFINITIONS = Path(__file__).parent / "repo" / "definitions.yaml"
-_DTYPES = {"String", "Int64", "Float64", "Float32", "Int32", "Bool"}
-_SOURCES = {"users": sources.USERS, "pins": sources.PINS}
+REPO = Path(__file__).parent / "repo"  # definition files (*.py) and the feature_store.yaml template
+OFFLINE_STORES = ("duckdb", "spark")
+ONLINE_STORES = ("sqlite", "redis")
+# a local Spark for one machine and for CI: 2 shuffle partitions (the default 200 is for a
+# cluster), no UI, driver bound to loopback, UTC sessions (Feast compares timestamps as strings)
+SPARK_LOCAL_CONF = {
+    "spark.master": "local[*]",
+    "spark.app.name": "ranker-feast",
+    "spark.ui.enabled": "false",
+    "spark.sql.shuffle.partitions": "2",
+    "spark.driver.host": "127.0.0.1",
+    "spark.driver.bindAddress": "127.0.0.1",
+    "spark.sql.session.timeZone": "UTC",
+    "spark.sql.execution.arrow.pyspark.enabled": "true",
+    # Spark logs a FileNotFoundException stack trace at WARN for every glob path it reads
+    "spark.log.level": "ERROR",
+}
 _REDIS_URL = re.compile(r"^[A-Za-z0-9_.\-\[\]:]+(:\d+)?(,[A-Za-z0-9_=.\-]+)*$")
 
 
@@ -46,104 +68,85 @@ class FeatureRepoError(RankerError):
 
 @dataclass(frozen=True)
 class ViewDef:
+    """A feature view as plain data (what the window builder needs without importing Feast)."""
+
     name: str
     entity: str
     join_key: str
-    source: str
     ttl_hours: float
-    fields: dict[str, str]
+    fields: dict[str, str]  # feature -> Feast dtype name (String, Int64, Float64, ...)
 
 
 @dataclass(frozen=True)
-class RepoDef:
-    project: str
-    entities: dict[str, tuple[str, str, str]]  # name -> (join key, value type, description)
-    views: tuple[ViewDef, ...]
-    services: dict[str, tuple[str, ...]]
+class StoreSettings:
+    offline_store: str = "duckdb"  # duckdb | spark
+    online_store: str = "sqlite"  # sqlite | redis
+    redis_url: str = "localhost:6379"  # host:port[,option=value...] (online_store=redis)
 
 
-@cache
-def load_definitions(path: Path = DEFINITIONS) -> RepoDef:
-    """Parse and check definitions.yaml (every reference resolves, every dtype is known)."""
-    raw = yaml.safe_load(path.read_text())
+def store_settings(
+    offline_store: str | None = None, online_store: str | None = None, redis_url: str | None = None
+) -> StoreSettings:
+    """The Feast store settings: a value given here (a pipeline config) wins over the environment
+    (RANKER_OFFLINE_STORE, RANKER_ONLINE_STORE, RANKER_REDIS_URL), which wins over the defaults."""
+    offline = (offline_store or os.environ.get("RANKER_OFFLINE_STORE") or "duckdb").strip().lower()
+    if offline not in OFFLINE_STORES:
+        raise FeatureRepoError(f"RANKER_OFFLINE_STORE must be duckdb or spark, got {offline!r}")
+    online = (online_store or os.environ.get("RANKER_ONLINE_STORE") or "sqlite").strip().lower()
+    if online not in ONLINE_STORES:
+        raise FeatureRepoError(f"RANKER_ONLINE_STORE must be sqlite or redis, got {online!r}")
+    url = (redis_url or os.environ.get("RANKER_REDIS_URL") or "localhost:6379").removeprefix("redis://")
+    if not _REDIS_URL.match(url):
+        raise FeatureRepoError(f"RANKER_REDIS_URL is not host:port[,option=value...]: {url!r}")
+    return StoreSettings(offline_store=offline, online_store=online, redis_url=url)
+
+
+def definition_files(repo: Path | None = None) -> list[Path]:
+    """The repo's Python definition files, in a fixed order (what Feast loads and the version hashes)."""
+    repo = repo or REPO
+    return sorted(p for p in repo.rglob("*.py") if "__pycache__" not in p.parts)
+
+
+def feature_version(repo: Path | None = None) -> str:
+    """Hash of the definition files' content: any change rebuilds every window partition."""
+    repo = repo or REPO
+    h = hashlib.sha256()
+    for path in definition_files(repo):
+        h.update(path.relative_to(repo).as_posix().encode() + b"\0")
+        h.update(path.read_bytes() + b"\0")
+    return h.hexdigest()[:16]
+
+
+def render_store_config(template: str, home: Path, settings: StoreSettings) -> str:
+    """feature_store.yaml for the workspace ``home``: the template with ${RANKER_HOME} substituted
+    and the offline / online store blocks that ``settings`` select."""
     try:
-        entities = {
-            e["name"]: (e["join_key"], e["value_type"], e.get("description", "")) for e in raw["entities"]
-        }
-        views = []
-        for v in raw["feature_views"]:
-            if v["entity"] not in entities:
-                raise FeatureRepoError(f"{path}: view {v['name']} uses unknown entity {v['entity']!r}")
-            if v["source"] not in _SOURCES:
-                raise FeatureRepoError(f"{path}: view {v['name']} reads unknown source {v['source']!r}")
-            bad = {t for t in v["fields"].values() if t not in _DTYPES}
-            if bad:
-                raise FeatureRepoError(f"{path}: view {v['name']} has unknown dtypes {sorted(bad)}")
-            views.append(
-                ViewDef(
-                    name=v["name"],
-                    entity=v["entity"],
-                    join_key=entities[v["entity"]][0],
-                    source=v["source"],
-                    ttl_hours=float(v["ttl_hours"]),
-                    fields=dict(v["fields"]),
-                )
-            )
-        names = {v.name for v in views}
-        services = {}
-        for s in raw["feature_services"]:
-            missing = set(s["feature_views"]) - names
-            if missing:
-                raise FeatureRepoError(f"{path}: service {s['name']} uses unknown views {sorted(missing)}")
-            services[s["name"]] = tuple(s["feature_views"])
-        return RepoDef(project=raw["project"], entities=entities, views=tuple(views), services=services)
-    except (KeyError, TypeError) as exc:
-        raise FeatureRepoError(f"{path}: malformed definitions ({exc!r})") from None
+        config = yaml.safe_load(string.Template(template).substitute(RANKER_HOME=str(home)))
+    except (KeyError, ValueError, yaml.YAMLError) as exc:
+        raise FeatureRepoError(f"the feature_store.yaml template is not usable ({exc})") from None
+    if settings.offline_store == "spark":
+        config["offline_store"] = {"type": "spark", "spark_conf": dict(SPARK_LOCAL_CONF)}
+    if settings.online_store == "redis":
+        config["online_store"] = {"type": "redis", "connection_string": settings.redis_url}
+    header = "# rendered by `ranker features apply` from features/repo/feature_store.yaml; do not edit\n"
+    return header + yaml.safe_dump(config, sort_keys=False)
 
 
-def feature_version(path: Path = DEFINITIONS) -> str:
-    """Hash of the feature definitions: any change rebuilds every window partition."""
-    return hashlib.sha256(path.read_bytes()).hexdigest()[:16]
-
-
-def service_views(service: str = FEATURE_SERVICE) -> tuple[ViewDef, ...]:
-    repo = load_definitions()
-    if service not in repo.services:
-        raise FeatureRepoError(f"unknown feature service {service!r}; defined: {sorted(repo.services)}")
-    by_name = {v.name: v for v in repo.views}
-    return tuple(by_name[n] for n in repo.services[service])
-
-
-def online_store_config(ws: Workspace) -> dict[str, Any]:
-    kind = os.environ.get("RANKER_ONLINE_STORE", "sqlite").strip().lower()
-    if kind == "sqlite":
-        return {"type": "sqlite", "path": str(ws.feast / "online_store.db")}
-    if kind == "redis":
-        url = os.environ.get("RANKER_REDIS_URL", "localhost:6379").removeprefix("redis://")
-        if not _REDIS_URL.match(url):
-            raise FeatureRepoError(f"RANKER_REDIS_URL is not host:port[,option=value...]: {url!r}")
-        return {"type": "redis", "connection_string": url}
-    raise FeatureRepoError(f"RANKER_ONLINE_STORE must be sqlite or redis, got {kind!r}")
-
-
-def store_config_text(ws: Workspace) -> str:
-    config = {
-        "project": load_definitions().project,
-        "provider": "local",
-        "registry": {"registry_type": "file", "path": str(ws.feast / "registry.db")},
-        "offline_store": {"type": "duckdb"},
-        "online_store": online_store_config(ws),
-        "entity_key_serialization_version": 3,
-    }
-    return "# generated by features/feast_repo.py from the workspace; do not edit\n" + yaml.safe_dump(
-        config, sort_keys=True
+def store_config_text(ws: Workspace, settings: StoreSettings | None = None) -> str:
+    return render_store_config(
+        (REPO / "feature_store.yaml").read_text(), ws.root, settings or store_settings()
     )
 
 
-def write_store_config(ws: Workspace) -> Path:
-    path = ws.feast / "feature_store.yaml"
-    text = store_config_text(ws)
-    if not path.exists() or path.read_text() != text:
+def _config_path(ws: Workspace) -> Path:
+    return ws.feast / "feature_store.yaml"
+
+
+def write_store_config(ws: Workspace, settings: StoreSettings | None = None) -> Path:
+    """Render ``<home>/feast/feature_store.yaml`` (rewritten only when it changes)."""
+    path = _config_path(ws)
+    text = store_config_text(ws, settings)
+    if not path.is_file() or path.read_text() != text:
         atomic_write_text(path, text)
     return path
 
@@ -153,84 +156,212 @@ def quiet_stdout() -> contextlib.AbstractContextManager[Any]:
     return contextlib.redirect_stdout(sys.stderr)
 
 
-def open_store(ws: Workspace) -> FeatureStore:
-    from feast import FeatureStore
+@contextlib.contextmanager
+def _environ(**values: str) -> Iterator[None]:
+    saved = {k: os.environ.get(k) for k in values}
+    os.environ.update(values)
+    try:
+        yield
+    finally:
+        for k, v in saved.items():
+            if v is None:
+                os.environ.pop(k, None)
+            else:
+                os.environ[k] = v
 
-    write_store_config(ws)
-    return FeatureStore(repo_path=str(ws.feast))
+
+def load_repo(home: Path, repo: Path | None = None) -> RepoContents:
+    """The Feast objects of the repo's definition files, loaded for the workspace ``home`` (as
+    ``RANKER_HOME=<home> feast -c features/repo ...`` would). Each call executes the files afresh
+    under a private module name: Feast's own loader imports them by file name and caches them."""
+    from feast import Entity, FeatureService, FeatureView
+    from feast.data_source import DataSource
+    from feast.feature_view import DUMMY_ENTITY
+    from feast.repo_contents import RepoContents
+
+    contents = RepoContents(
+        projects=[],
+        data_sources=[],
+        feature_views=[],
+        on_demand_feature_views=[],
+        stream_feature_views=[],
+        label_views=[],
+        entities=[],
+        feature_services=[],
+        permissions=[],
+    )
+
+    def add(items: list[Any], obj: Any) -> None:
+        if not any(obj is other for other in items):
+            items.append(obj)
+
+    for i, path in enumerate(definition_files(repo)):
+        spec = importlib.util.spec_from_file_location(f"_ranker_feast_repo_{i}_{path.stem}", path)
+        assert spec is not None and spec.loader is not None
+        module = importlib.util.module_from_spec(spec)
+        with _environ(RANKER_HOME=str(home)):
+            try:
+                spec.loader.exec_module(module)
+            except Exception as exc:
+                raise FeatureRepoError(f"{path}: {type(exc).__name__}: {exc}") from exc
+        for obj in vars(module).values():
+            if isinstance(obj, FeatureView):
+                add(contents.feature_views, obj)
+                if obj.batch_source is not None:
+                    add(contents.data_sources, obj.batch_source)
+            elif isinstance(obj, DataSource):
+                add(contents.data_sources, obj)
+            elif isinstance(obj, Entity):
+                add(contents.entities, obj)
+            elif isinstance(obj, FeatureService):
+                add(contents.feature_services, obj)
+    contents.entities.append(DUMMY_ENTITY)  # as Feast's parse_repo does (entity-less views)
+    return contents
 
 
-def feast_objects(ws: Workspace) -> list[Any]:
-    """Entities, file sources (absolute globs into the workspace), feature views, services."""
-    from feast import Entity, FeatureService, FeatureView, Field, FileSource, ValueType
-    from feast import types as ftypes
-    from feast.data_format import ParquetFormat
-
-    repo = load_definitions()
-    entities = {
-        name: Entity(name=name, join_keys=[key], value_type=ValueType[vtype], description=desc)
-        for name, (key, vtype, desc) in repo.entities.items()
-    }
-    views = {}
-    for v in repo.views:
-        source = FileSource(
-            name=f"{v.name}_source",
-            path=sources.glob_pattern(ws, _SOURCES[v.source]),
-            file_format=ParquetFormat(),
-            timestamp_field="event_timestamp",
+def describe_views(contents: RepoContents) -> list[ViewDef]:
+    entities = {e.name: e.join_key for e in contents.entities}
+    views = []
+    for fv in contents.feature_views:
+        if len(fv.entities) != 1:
+            raise FeatureRepoError(f"feature view {fv.name} must have exactly one entity, has {fv.entities}")
+        views.append(
+            ViewDef(
+                name=fv.name,
+                entity=fv.entities[0],
+                join_key=entities[fv.entities[0]],
+                ttl_hours=(fv.ttl or dt.timedelta(0)).total_seconds() / 3600,
+                fields={f.name: str(f.dtype) for f in fv.features},
+            )
         )
-        views[v.name] = FeatureView(
-            name=v.name,
-            entities=[entities[v.entity]],
-            ttl=dt.timedelta(hours=v.ttl_hours),
-            schema=[Field(name=f, dtype=getattr(ftypes, t)) for f, t in v.fields.items()],
-            source=source,
-            online=True,
-        )
-    services = [
-        FeatureService(name=s, features=[views[n] for n in names]) for s, names in repo.services.items()
-    ]
-    return [*entities.values(), *views.values(), *services]
+    return views
 
 
-def apply(ws: Workspace) -> dict[str, Any]:
+def describe_services(contents: RepoContents) -> dict[str, list[str]]:
+    return {s.name: [p.name for p in s.feature_view_projections] for s in contents.feature_services}
+
+
+def _pick(views: list[ViewDef], services: dict[str, list[str]], service: str) -> tuple[ViewDef, ...]:
+    if service not in services:
+        raise FeatureRepoError(f"unknown feature service {service!r}; defined: {sorted(services)}")
+    by_name = {v.name: v for v in views}
+    return tuple(by_name[n] for n in services[service])
+
+
+@cache
+def _definitions() -> tuple[list[ViewDef], dict[str, list[str]]]:
+    contents = load_repo(Workspace.resolve().root)
+    return describe_views(contents), describe_services(contents)
+
+
+def service_views(service: str = FEATURE_SERVICE, ws: Workspace | None = None) -> tuple[ViewDef, ...]:
+    """The views of a feature service: as recorded by the workspace's last apply when ``ws`` is
+    given (no Feast import; the caller checks the feature version), else from the definitions."""
+    if ws is not None:
+        record = _applied(ws)
+        if record is None or "views" not in record:
+            raise RankerError(
+                f"the Feast repository is not applied in {ws.feast}: run `ranker features apply`"
+            )
+        views = [ViewDef(**v) for v in record["views"]]
+        return _pick(views, record["services"], service)
+    return _pick(*_definitions(), service)
+
+
+def apply(ws: Workspace, settings: StoreSettings | None = None) -> dict[str, Any]:
+    """``ranker features apply``: render the store config, then Feast's total apply of the repo."""
+    from feast import FeatureStore, Project
+    from feast.repo_operations import apply_total_with_repo_instance
+
     started = time.perf_counter()
-    store = open_store(ws)
-    objects = feast_objects(ws)
+    settings = settings or store_settings()
+    path = write_store_config(ws, settings)
+    contents = load_repo(ws.root)
+    store = FeatureStore(repo_path=str(ws.feast))
+    # the project named in feature_store.yaml, as `feast apply` adds it (a total apply deletes
+    # registered objects the repo does not hold, the project included)
+    contents.projects.append(Project(name=store.project, description=store.config.project_description or ""))
+    # no source validation: Feast's FileSource check does not expand globs (it only warns "does
+    # not exist" for ours), and the Spark one starts a JVM; the window checks what it reads
     with quiet_stdout():
-        store.apply(objects)
-    atomic_write_json(ws.feast / "applied.json", {"feature_version": feature_version()})
-    repo = load_definitions()
+        apply_total_with_repo_instance(
+            store, store.project, store.registry, contents, skip_source_validation=True
+        )
+    views, services = describe_views(contents), describe_services(contents)
+    version = feature_version()
+    atomic_write_json(
+        ws.feast / "applied.json",
+        {
+            "feature_version": version,
+            "offline_store": settings.offline_store,
+            "online_store": settings.online_store,
+            "views": [asdict(v) for v in views],
+            "services": services,
+        },
+    )
     return {
-        "project": repo.project,
-        "feature_store_yaml": str(ws.feast / "feature_store.yaml"),
-        "online_store": online_store_config(ws)["type"],
-        "entities": sorted(repo.entities),
-        "feature_views": [v.name for v in repo.views],
-        "feature_services": sorted(repo.services),
-        "feature_version": feature_version(),
+        "project": store.project,
+        "feature_store_yaml": str(path),
+        "offline_store": settings.offline_store,
+        "online_store": settings.online_store,
+        "entities": sorted(e.name for e in contents.entities if e.name != "__dummy"),
+        "feature_views": [v.name for v in views],
+        "feature_services": sorted(services),
+        "feature_version": version,
         "duration_seconds": round(time.perf_counter() - started, 3),
     }
 
 
+def _applied(ws: Workspace) -> dict[str, Any] | None:
+    path = ws.feast / "applied.json"
+    if not path.is_file():
+        return None
+    record: dict[str, Any] = read_json(path)
+    return record
+
+
 def applied_version(ws: Workspace) -> str | None:
     """The feature version of the last successful `ranker features apply` (None: never applied)."""
-    path = ws.feast / "applied.json"
-    return str(read_json(path)["feature_version"]) if path.is_file() else None
+    record = _applied(ws)
+    return str(record["feature_version"]) if record else None
 
 
-def _registered_views(store: FeatureStore) -> dict[str, Any]:
-    names = {v.name for v in load_definitions().views}
+def open_store(ws: Workspace, settings: StoreSettings | None = None) -> FeatureStore:
+    """The workspace's applied store. Settings that no longer render the applied config (another
+    offline or online store, a moved workspace) are refused: the registry holds the sources the
+    applied offline store reads, so only a new apply can switch."""
+    from feast import FeatureStore
+
+    path = _config_path(ws)
+    if not path.is_file() or _applied(ws) is None:
+        raise RankerError(f"the Feast repository is not applied in {ws.feast}: run `ranker features apply`")
+    expected = store_config_text(ws, settings)
+    current = path.read_text()
+    if current != expected:
+        now, want = yaml.safe_load(current) or {}, yaml.safe_load(expected)
+        changed = sorted(k for k in set(now) | set(want) if now.get(k) != want.get(k))
+        raise FeatureRepoError(
+            f"the Feast store settings changed since the last apply ({', '.join(changed)} in {path}):"
+            " run `ranker features apply`"
+        )
+    return FeatureStore(repo_path=str(ws.feast))
+
+
+def _registered_views(ws: Workspace, store: FeatureStore) -> dict[str, Any]:
+    record = _applied(ws) or {}
+    names = {v["name"] for v in record.get("views", [])}
     views = {fv.name: fv for fv in store.list_feature_views() if fv.name in names}
     missing = names - set(views)
-    if missing:
+    if missing or not names:
         raise FeatureRepoError(
             f"feature views {sorted(missing)} are not registered: run `ranker features apply`"
         )
     return views
 
 
-def materialize(ws: Workspace, end: dt.date | None = None) -> dict[str, Any]:
+def materialize(
+    ws: Workspace, end: dt.date | None = None, settings: StoreSettings | None = None
+) -> dict[str, Any]:
     """Load the online store with the features as of the end of day ``end`` (default: the last
     snapshot). The first run materialises the whole range (a first `materialize-incremental` on
     historical data would load nothing and still record the interval); later runs go on
@@ -243,8 +374,8 @@ def materialize(ws: Workspace, end: dt.date | None = None) -> dict[str, Any]:
         )
     # the snapshot dated end+1 (00:00) holds everything up to the end of day `end`
     end_ts = day_start(end + dt.timedelta(days=1)) if end else day_start(snapshot_days[-1])
-    store = open_store(ws)
-    views = _registered_views(store)
+    store = open_store(ws, settings)
+    views = _registered_views(ws, store)
     first = all(not fv.materialization_intervals for fv in views.values())
     if first:
         start_ts = day_start(snapshot_days[0])
@@ -264,6 +395,6 @@ def materialize(ws: Workspace, end: dt.date | None = None) -> dict[str, Any]:
         "end": (end or snapshot_days[-1] - dt.timedelta(days=1)).isoformat(),
         "end_timestamp": end_ts.isoformat(),
         "feature_views": sorted(views),
-        "online_store": online_store_config(ws)["type"],
+        "online_store": store.config.online_store.type,
         "duration_seconds": round(time.perf_counter() - started, 3),
     }

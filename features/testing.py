@@ -28,10 +28,13 @@ def make_tiny_workspace(
     seed: int = 0,
     window_days: int | None = None,
     build: bool = True,
+    offline_store: str | None = None,
     **synth_knobs: Any,
 ) -> dict[str, Any]:
     """Generate ``days`` days of data from ``start`` and (with ``build``) apply Feast, materialize
-    and build the window ending on the last day (``window_days`` default: all days before it).
+    and build the window ending on the last day (``window_days`` default: all days before it),
+    on the Feast offline store ``offline_store`` (duckdb or spark; default: $RANKER_OFFLINE_STORE,
+    else duckdb).
 
     Returns {"home", "start", "end", "days", "window_days", "synth", "apply", "materialize",
     "window" (the manifest) , "manifest" (its path)}; the window keys only with ``build``."""
@@ -53,8 +56,9 @@ def make_tiny_workspace(
         "synth": synth,
     }
     if build:
-        info["apply"] = feast_repo.apply(ws)
-        info["materialize"] = feast_repo.materialize(ws, end)
-        info["window"] = window.build_window(ws, end, wdays)
+        settings = feast_repo.store_settings(offline_store=offline_store)
+        info["apply"] = feast_repo.apply(ws, settings)
+        info["materialize"] = feast_repo.materialize(ws, end, settings)
+        info["window"] = window.build_window(ws, end, wdays, settings=settings)
         info["manifest"] = str(ws.window_manifest(end, wdays))
     return info

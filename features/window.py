@@ -14,6 +14,7 @@ import hashlib
 import json
 import logging
 import time
+from collections.abc import Sequence
 from dataclasses import asdict, dataclass, field
 from typing import TYPE_CHECKING, Any
 
@@ -62,10 +63,13 @@ class DayPartition:
     built: bool  # built in this call (False: reused)
 
 
-def example_schema(service: str = FEATURE_SERVICE) -> pa.Schema:
-    """Arrow schema of a partition: impression columns, then the service's features by full name."""
+def example_schema(
+    service: str = FEATURE_SERVICE, views: Sequence[feast_repo.ViewDef] | None = None
+) -> pa.Schema:
+    """Arrow schema of a partition: impression columns, then the service's features by full name
+    (``views``: the service's views as applied; default: read from the definitions)."""
     fields = list(IMPRESSION_SCHEMA)
-    for view in feast_repo.service_views(service):
+    for view in views if views is not None else feast_repo.service_views(service):
         fields += [pa.field(f"{view.name}__{f}", _ARROW_TYPES[t]) for f, t in view.fields.items()]
     schema = pa.schema(fields)
     if set(schema.names) != set(EXAMPLE_COLUMNS):
@@ -140,13 +144,14 @@ def join_day(store: FeatureStore, day: dt.date, impressions: pa.Table, schema: p
 class _Store:
     """Opens the Feast store on first use (only when a partition has to be built)."""
 
-    def __init__(self, ws: Workspace) -> None:
+    def __init__(self, ws: Workspace, settings: feast_repo.StoreSettings | None) -> None:
         self.ws = ws
+        self.settings = settings
         self._store: FeatureStore | None = None
 
     def get(self) -> FeatureStore:
         if self._store is None:
-            self._store = feast_repo.open_store(self.ws)
+            self._store = feast_repo.open_store(self.ws, self.settings)
         return self._store
 
 
@@ -185,6 +190,7 @@ def _build_partition(
         "feature_version": feature_version,
         "source_version": source_version,
         "schema": {f.name: str(f.type) for f in schema},
+        "offline_store": store.get().config.offline_store.type,
         "build_seconds": round(time.perf_counter() - started, 3),
     }
     with atomic_dir(target) as tmp:
@@ -209,8 +215,10 @@ def build_window(
     end: dt.date,
     days: int = DEFAULT_DAYS,
     checks: WindowChecks | None = None,
+    settings: feast_repo.StoreSettings | None = None,
 ) -> dict[str, Any]:
-    """Build (or reuse) the partitions of the window ending at ``end`` and publish its manifest."""
+    """Build (or reuse) the partitions of the window ending at ``end`` and publish its manifest
+    (``settings``: the Feast store the workspace was applied with; default from the environment)."""
     checks = checks or WindowChecks()
     checks.validate()
     if days <= 0:
@@ -218,7 +226,7 @@ def build_window(
     started = time.perf_counter()
     target = ws.window_manifest(end, days)
     try:
-        manifest = _build(ws, end, days, checks, started)
+        manifest = _build(ws, end, days, checks, started, settings)
     except Exception:
         # a rebuild that fails must not leave an older manifest claiming the window is good
         target.unlink(missing_ok=True)
@@ -227,7 +235,14 @@ def build_window(
     return manifest
 
 
-def _build(ws: Workspace, end: dt.date, days: int, checks: WindowChecks, started: float) -> dict[str, Any]:
+def _build(
+    ws: Workspace,
+    end: dt.date,
+    days: int,
+    checks: WindowChecks,
+    started: float,
+    settings: feast_repo.StoreSettings | None,
+) -> dict[str, Any]:
     feature_version = feast_repo.feature_version()
     applied = feast_repo.applied_version(ws)
     if applied is None:
@@ -237,7 +252,8 @@ def _build(ws: Workspace, end: dt.date, days: int, checks: WindowChecks, started
             f"feature definitions changed since the last apply ({applied} -> {feature_version}):"
             " run `ranker features apply`"
         )
-    schema = example_schema()
+    # the views recorded by that apply: a window whose days are all reused needs no Feast import
+    schema = example_schema(FEATURE_SERVICE, feast_repo.service_views(FEATURE_SERVICE, ws))
     train_days = [end - dt.timedelta(days=days - i) for i in range(days)]
     present = set(sources.list_days(ws, sources.IMPRESSIONS))
     if end not in present:
@@ -245,7 +261,7 @@ def _build(ws: Workspace, end: dt.date, days: int, checks: WindowChecks, started
     missing = [d for d in train_days if d not in present]
     validation.check_coverage(train_days, missing, checks.min_coverage)
 
-    store = _Store(ws)
+    store = _Store(ws, settings)
     train: list[DayPartition] = []
     for day in train_days:
         if day in present:

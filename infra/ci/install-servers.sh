@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # Install the servers the monitoring integration tests start themselves (Debian packages):
 #   prometheus (+ promtool), prometheus-pushgateway, docker-compose (parses/validates the compose file),
-#   redis-server (the Feast Redis online-store test).
+#   redis-server (the Feast Redis online-store test), openjdk-17-jre-headless (`java` for the Feast
+#   Spark offline-store test: pyspark 4 needs Java 17+).
 # Idempotent: installs only what is missing; never starts or enables a service (the tests run
 # their own servers on free ports with temporary data folders).
 set -euo pipefail
@@ -11,9 +12,10 @@ command -v prometheus >/dev/null 2>&1 && command -v promtool >/dev/null 2>&1 || 
 command -v prometheus-pushgateway >/dev/null 2>&1 || need+=(prometheus-pushgateway)
 command -v docker-compose >/dev/null 2>&1 || need+=(docker-compose)
 command -v redis-server >/dev/null 2>&1 || need+=(redis-server)
+command -v java >/dev/null 2>&1 || need+=(openjdk-17-jre-headless)
 
 if [ ${#need[@]} -eq 0 ]; then
-  echo "install-servers: prometheus, promtool, prometheus-pushgateway, docker-compose, redis-server already present"
+  echo "install-servers: prometheus, promtool, prometheus-pushgateway, docker-compose, redis-server, java already present"
   exit 0
 fi
 
@@ -45,10 +47,12 @@ cleanup() { if [ "$created_policy" = 1 ]; then "${sudo[@]}" rm -f "$policy"; fi;
 trap cleanup EXIT
 
 export DEBIAN_FRONTEND=noninteractive
+# slim Debian images drop /usr/share/man: the JRE's postinst fails creating its man-page alternative
+if [[ " ${need[*]} " == *" openjdk-17-jre-headless "* ]]; then "${sudo[@]}" mkdir -p /usr/share/man/man1; fi
 "${sudo[@]}" apt-get update -qq
 "${sudo[@]}" apt-get install -y -qq --no-install-recommends "${need[@]}"
 
-for bin in prometheus promtool prometheus-pushgateway docker-compose redis-server; do
+for bin in prometheus promtool prometheus-pushgateway docker-compose redis-server java; do
   command -v "$bin" >/dev/null 2>&1 || { echo "install-servers: $bin still missing after install" >&2; exit 1; }
 done
 echo "install-servers: done ($(prometheus --version 2>&1 | head -1))"
