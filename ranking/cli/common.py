@@ -15,6 +15,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
+from ranking.core.errors import RankerError
 from ranking.core.workspace import Workspace, validate_run_id
 
 
@@ -29,13 +30,21 @@ class CommandResult:
 Handler = Callable[[argparse.Namespace], CommandResult]
 
 
+def run_id_arg(value: str) -> str:
+    """argparse type for --run-id: the id check's RankerError as argparse's own type error."""
+    try:
+        return validate_run_id(value)
+    except RankerError as exc:
+        raise argparse.ArgumentTypeError(str(exc)) from None
+
+
 def add_common(parser: argparse.ArgumentParser) -> argparse.ArgumentParser:
     """Options every command takes: --home, --json, --run-id."""
     parser.add_argument("--home", default=None, help="workspace folder (default: $RANKER_HOME, else ./var)")
     parser.add_argument("--json", action="store_true", help="print one JSON object summarising what was done")
     parser.add_argument(
         "--run-id",
-        type=validate_run_id,
+        type=run_id_arg,
         default=None,
         help="pipeline run id: also write the summary to <home>/pipeline/<run-id>/<step>.json",
     )
