@@ -55,12 +55,20 @@ def workspace(args: argparse.Namespace) -> Workspace:
     return Workspace.resolve(getattr(args, "home", None))
 
 
+# dates a command line may name: windows, snapshots and lags are computed around them, and
+# dates near year 1 or 9999 overflow the calendar a few days away
+MIN_DATE, MAX_DATE = dt.date(1970, 1, 1), dt.date(2999, 12, 31)
+
+
 def parse_date(value: str) -> dt.date:
-    """argparse type for YYYY-MM-DD dates, with a clear error."""
+    """argparse type for YYYY-MM-DD dates in [1970-01-01, 2999-12-31], with a clear error."""
     try:
-        return dt.date.fromisoformat(value)
+        day = dt.date.fromisoformat(value)
     except ValueError:
         raise argparse.ArgumentTypeError(f"not a date (YYYY-MM-DD): {value!r}") from None
+    if not MIN_DATE <= day <= MAX_DATE:
+        raise argparse.ArgumentTypeError(f"date out of range ({MIN_DATE}..{MAX_DATE}): {value}")
+    return day
 
 
 def float_in(low: float, high: float = math.inf, *, high_inclusive: bool = True) -> Callable[[str], float]:

@@ -69,6 +69,7 @@ def _window(args: argparse.Namespace) -> CommandResult:
             "label_rate",
             "days_built",
             "days_reused",
+            "days_repaired",
             "missing_days",
             "feature_version",
             "duration_seconds",
@@ -77,7 +78,13 @@ def _window(args: argparse.Namespace) -> CommandResult:
     summary["manifest"] = str(manifest_path(ws, args.end, args.days))
     text = (
         f"window {m['end']} ({m['days']}d): {m['rows_train']:,} train rows, {m['rows_eval']:,} eval rows,"
-        f" {m['days_built']} days built, {m['days_reused']} reused -> {summary['manifest']}"
+        f" {m['days_built']} days built, {m['days_reused']} reused"
+        + (
+            f" ({len(m['days_repaired'])} rebuilt: no longer matched their record)"
+            if m["days_repaired"]
+            else ""
+        )
+        + f" -> {summary['manifest']}"
     )
     return CommandResult(summary, text=text)
 
@@ -111,7 +118,7 @@ def register(sub: argparse._SubParsersAction) -> None:  # type: ignore[type-arg]
     p.add_argument(
         "--end", type=parse_date, required=True, help="eval day; training days are [end-days, end)"
     )
-    p.add_argument("--days", type=positive_int, default=DEFAULT_WINDOW_DAYS)
+    p.add_argument("--days", type=positive_int, default=DEFAULT_WINDOW_DAYS, help="1..3660 (default 20)")
     p.add_argument("--min-coverage", type=fraction, default=0.9, help="fraction of training days required")
     p.add_argument("--min-label-rate", type=fraction, default=0.001)
     p.add_argument("--max-label-rate", type=fraction, default=0.5)

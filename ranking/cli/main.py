@@ -106,8 +106,8 @@ def main(argv: list[str] | None = None) -> int:
     parser = build_parser()
     try:
         args = parser.parse_args(words)
-    except UsageError as exc:
-        return _fail(next((w for w in words if not w.startswith("-")), None), exc, "--json" in words)
+    except UsageError as exc:  # exits as argparse would (status 2), in one line
+        sys.exit(_fail(next((w for w in words if not w.startswith("-")), None), exc, "--json" in words))
     try:
         logging.basicConfig(
             level=args.log_level.upper(),
@@ -127,7 +127,8 @@ def main(argv: list[str] | None = None) -> int:
         error = as_user_error(exc)
         if error is None:
             raise
-        return _fail(args.command, error, bool(getattr(args, "json", False)))
+        name = " ".join(w for w in (args.command, getattr(args, f"{args.command}_command", None)) if w)
+        return _fail(name, error, bool(getattr(args, "json", False)))
     except KeyboardInterrupt:
         print(f"ranker {args.command}: interrupted", file=sys.stderr)
         return 130
