@@ -86,7 +86,7 @@ def test_the_window_builder_refuses_windows_off_the_calendar(tmp_path: Path) -> 
     from features.window import build_window
 
     ws = Workspace.resolve(tmp_path / "home")
-    with pytest.raises(RankerError, match="window days must be in 1..3660"):
+    with pytest.raises(RankerError, match=r"window days must be in 1\.\.3660"):
         build_window(ws, dt.date(2026, 1, 7), 800_000)
     with pytest.raises(RankerError, match="outside the calendar"):
         build_window(ws, dt.date(1, 1, 5), 20)
