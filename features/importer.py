@@ -102,12 +102,20 @@ def numeric_time_unit(values: pd.Series) -> str:
     return next((unit for unit, below in _AUTO_BELOW if median < below), "ns")
 
 
-def _out_of_range(column: str, bad: np.ndarray, values: pd.Series, how: str) -> DataValidationError:
+def _shown(value: Any) -> str:
+    if isinstance(value, (int, float, np.integer, np.floating)):
+        return f"{float(value):g}"
+    return repr(str(value))
+
+
+def _out_of_range(
+    column: str, bad: np.ndarray, values: pd.Series, how: str, hint: str
+) -> DataValidationError:
     rows = np.flatnonzero(bad)
-    shown = ", ".join(f"row {int(i) + 1} ({values.iloc[int(i)]!r})" for i in rows[:5])
+    shown = ", ".join(f"row {int(i) + 1} ({_shown(values.iloc[int(i)])})" for i in rows[:5])
     return DataValidationError(
         f"{len(rows)} timestamps in column {column!r} fall outside {EARLIEST.date()}..{LATEST.date()}"
-        f" {how}: {shown}{' ...' if len(rows) > 5 else ''} (data rows counted from 1)"
+        f"{how}: {shown}{' ...' if len(rows) > 5 else ''} (data rows counted from 1){hint}"
     )
 
 
@@ -124,8 +132,8 @@ def parse_timestamps(values: pd.Series, column: str, unit: str = "auto") -> tupl
         # not pandas' OutOfBoundsDatetime
         bad = ~((seconds >= EARLIEST.timestamp()) & (seconds < LATEST.timestamp()))
         if bad.any():
-            read = f"read as Unix {how}" + (" (auto: the median's magnitude)" if unit == "auto" else "")
-            raise _out_of_range(column, bad, values, f"when {read}; pass --time-unit if that is wrong")
+            read = f" (read as Unix {how}" + (", auto: the median's magnitude)" if unit == "auto" else ")")
+            raise _out_of_range(column, bad, values, read, "; pass --time-unit if the unit is wrong")
         ts = pd.to_datetime(values, unit=how, utc=True)
     else:
         if unit != "auto":
@@ -139,7 +147,7 @@ def parse_timestamps(values: pd.Series, column: str, unit: str = "auto") -> tupl
         ts, how = parsed, "iso8601"
     outside = ((ts < EARLIEST) | (ts >= LATEST)).to_numpy()
     if outside.any():
-        raise _out_of_range(column, outside, values, "")
+        raise _out_of_range(column, outside, values, "", "")
     return ts.astype("datetime64[us, UTC]"), how
 
 
