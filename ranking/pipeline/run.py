@@ -105,6 +105,9 @@ def _registry_env(url: str | None) -> Iterator[None]:
 
 
 ATTEMPTS = "attempts"
+# the steps whose summaries (and failure records) `ranker run` writes; others under the same run
+# id (a `features freshness --run-id R` before it, as the DAG runs) belong to the caller
+RUN_STEPS = ("window", "train", "gate", "promote", "reject", "metrics", "run")
 
 
 @dataclass(frozen=True)
@@ -121,9 +124,9 @@ def prepare_rerun(home: str, run_id: str, registry: str | None) -> Rerun | None:
 
     A run id whose ``run`` summary recorded a decision (exit 0 or 1) is finished: refused, with
     nothing touched. Anything else there is an earlier attempt that failed or was killed: its
-    summaries and failure records move to ``attempts/<n>/`` (so metrics and readers never mix two
-    attempts), except a train summary whose registered version is complete, which this attempt
-    reuses instead of training (and registering) again."""
+    summaries and failure records (of :data:`RUN_STEPS`) move to ``attempts/<n>/`` (so metrics and
+    readers never mix two attempts), except a train summary whose registered version is complete,
+    which this attempt reuses instead of training (and registering) again."""
     from ranking.core.atomic import read_json
     from ranking.core.workspace import Workspace
 
@@ -142,7 +145,12 @@ def prepare_rerun(home: str, run_id: str, registry: str | None) -> Rerun | None:
                 f" {prior.get('version') or '-'}, exit {prior['exit_code']}); its summaries are in"
                 f" {folder}: use a new --run-id"
             )
-    entries = [p for p in folder.iterdir() if p.name != ATTEMPTS and not p.name.startswith(".")]
+    entries = [
+        path
+        for step in RUN_STEPS
+        for path in (folder / f"{step}.json", folder / "failures" / f"{step}.json")
+        if path.is_file()
+    ]
     if not entries:
         return None
     keep: dict[str, Any] | None = None
@@ -165,7 +173,9 @@ def prepare_rerun(home: str, run_id: str, registry: str | None) -> Rerun | None:
     for entry in entries:
         if keep is not None and entry == train_path:
             continue
-        os.replace(entry, target / entry.name)
+        dest = target / entry.relative_to(folder)
+        dest.parent.mkdir(parents=True, exist_ok=True)
+        os.replace(entry, dest)
     log.info("ranker run: earlier attempt of %s moved to %s", run_id, target)
     return Rerun(attempt=attempt + 1, train=keep)
 

@@ -32,14 +32,20 @@ def test_a_finished_run_id_is_refused_and_nothing_is_touched(tmp_path: Path) -> 
 def test_an_unfinished_attempt_is_archived(tmp_path: Path) -> None:
     folder = tmp_path / "pipeline" / "R"
     (folder / "failures").mkdir(parents=True)
+    (folder / "freshness.json").write_text("{}")  # the caller's, before `ranker run`: stays
     (folder / "window.json").write_text("{}")
     (folder / "train.json").write_text(json.dumps({"exit_code": 2, "error": "disk full"}))
     (folder / "failures" / "train.json").write_text("{}")
     rerun = prepare_rerun(str(tmp_path), "R", None)
     assert rerun is not None and rerun.attempt == 2 and rerun.train is None
-    assert [p.name for p in folder.iterdir()] == ["attempts"]
+    assert sorted(p.name for p in folder.glob("*.json")) == ["freshness.json"]
+    assert not list((folder / "failures").iterdir())
     archived = folder / "attempts" / "1"
-    assert sorted(p.name for p in archived.iterdir()) == ["failures", "train.json", "window.json"]
+    assert sorted(str(p.relative_to(archived)) for p in archived.rglob("*.json")) == [
+        "failures/train.json",
+        "train.json",
+        "window.json",
+    ]
     assert prepare_rerun(str(tmp_path), "R", None) is None  # nothing left of it to archive
 
 
