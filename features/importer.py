@@ -3,19 +3,27 @@
 Input: one row per (user, item, timestamp) with a 0/1 label, or a rating turned into a label
 with a threshold. Rules (docs/data.md):
 - ids: integer columns are kept; other ids are mapped to stable 63-bit integers (blake2b);
-- timestamps: numbers are Unix seconds (milliseconds when above 1e11), strings are parsed as
-  ISO 8601; naive times are UTC;
+- timestamps: numbers are Unix time in the unit ``--time-unit`` names (s, ms, us, ns), or with
+  ``auto`` (default) the unit the column's MEDIAN magnitude says: one outlier cannot re-date the
+  log; strings are parsed as ISO 8601; naive times are UTC; a timestamp outside
+  [1990-01-01, 2100-01-01) is refused, naming its rows;
 - requests: ``--request-col`` when given, else one request per user and UTC day
   (``<user>-<YYYYMMDD>``); positions are the order of events within the request;
 - duplicates: several rows of one (request, item) are one impression: earliest timestamp,
   saved if any of them is positive (the count merged is reported);
 - features: the same daily snapshots as for synthetic data, derived point-in-time from this log.
 The log is read into memory whole; a null or unparsable key is an error, never a dropped row.
+The new source tree is built in a staging folder beside ``<home>/source`` and swapped in by
+renames only when complete: a kill at any point leaves the old source data as it was.
 """
 
 from __future__ import annotations
 
+import datetime as dt
 import hashlib
+import logging
+import os
+import secrets
 import shutil
 import time
 from dataclasses import dataclass
@@ -28,10 +36,20 @@ import pyarrow as pa
 
 from features import derive, sources
 from features.schema import IMPRESSION_SCHEMA
+from ranking.core.atomic import fsync_dir
 from ranking.core.errors import DataValidationError, RankerError
 from ranking.core.workspace import Workspace
 
+log = logging.getLogger(__name__)
+
 UNKNOWN = "unknown"
+TIME_UNITS = ("auto", "s", "ms", "us", "ns")
+_PER_SECOND = {"s": 1.0, "ms": 1e3, "us": 1e6, "ns": 1e9}
+# auto: the unit whose range holds the column's median |value| (decades apart for any date in
+# 1973..5138, so the rule is unambiguous for real logs)
+_AUTO_BELOW = (("s", 1e11), ("ms", 1e14), ("us", 1e17))
+EARLIEST = dt.datetime(1990, 1, 1, tzinfo=dt.UTC)
+LATEST = dt.datetime(2100, 1, 1, tzinfo=dt.UTC)  # exclusive
 
 
 @dataclass(frozen=True)
@@ -47,6 +65,7 @@ class ImportConfig:
     user_attribute_col: str | None = None
     item_attribute_col: str | None = None
     replace: bool = False
+    time_unit: str = "auto"  # s | ms | us | ns | auto (numeric columns only)
 
 
 def read_events(path: Path) -> pd.DataFrame:
@@ -77,21 +96,59 @@ def stable_ids(values: pd.Series, what: str) -> np.ndarray:
     return as_str.map(mapped).to_numpy(dtype=np.int64)
 
 
-def parse_timestamps(values: pd.Series, column: str) -> pd.Series:
+def numeric_time_unit(values: pd.Series) -> str:
+    """The unit of numeric Unix times, from the median magnitude (robust to outliers)."""
+    median = float(np.nanmedian(np.abs(values.to_numpy(dtype=np.float64))))
+    return next((unit for unit, below in _AUTO_BELOW if median < below), "ns")
+
+
+def _shown(value: Any) -> str:
+    if isinstance(value, (int, float, np.integer, np.floating)):
+        return f"{float(value):g}"
+    return repr(str(value))
+
+
+def _out_of_range(
+    column: str, bad: np.ndarray, values: pd.Series, how: str, hint: str
+) -> DataValidationError:
+    rows = np.flatnonzero(bad)
+    shown = ", ".join(f"row {int(i) + 1} ({_shown(values.iloc[int(i)])})" for i in rows[:5])
+    return DataValidationError(
+        f"{len(rows)} timestamps in column {column!r} fall outside {EARLIEST.date()}..{LATEST.date()}"
+        f"{how}: {shown}{' ...' if len(rows) > 5 else ''} (data rows counted from 1){hint}"
+    )
+
+
+def parse_timestamps(values: pd.Series, column: str, unit: str = "auto") -> tuple[pd.Series, str]:
+    """UTC timestamps of a column and how they were read (a unit, "iso8601" or "datetime")."""
+    if unit not in TIME_UNITS:
+        raise RankerError(f"time unit must be one of {', '.join(TIME_UNITS)}, got {unit!r}")
     if pd.api.types.is_datetime64_any_dtype(values):
-        ts = pd.to_datetime(values, utc=True)
+        ts, how = pd.to_datetime(values, utc=True), "datetime"
     elif pd.api.types.is_numeric_dtype(values):
-        unit = "ms" if float(values.abs().max()) > 1e11 else "s"
-        ts = pd.to_datetime(values, unit=unit, utc=True)
+        how = numeric_time_unit(values) if unit == "auto" else unit
+        seconds = values.to_numpy(dtype=np.float64) / _PER_SECOND[how]
+        # checked as numbers first: a value far out (1e15 s) must be an error naming its row,
+        # not pandas' OutOfBoundsDatetime
+        bad = ~((seconds >= EARLIEST.timestamp()) & (seconds < LATEST.timestamp()))
+        if bad.any():
+            read = f" (read as Unix {how}" + (", auto: the median's magnitude)" if unit == "auto" else ")")
+            raise _out_of_range(column, bad, values, read, "; pass --time-unit if the unit is wrong")
+        ts = pd.to_datetime(values, unit=how, utc=True)
     else:
+        if unit != "auto":
+            raise RankerError(f"--time-unit {unit} applies to numeric timestamps; {column!r} holds text")
         parsed = pd.to_datetime(values, utc=True, errors="coerce", format="ISO8601")
         bad = parsed.isna() & values.notna()
         if bad.any():
             raise DataValidationError(
                 f"{int(bad.sum())} unparsable timestamps in column {column!r}, e.g. {values[bad].iloc[0]!r}"
             )
-        ts = parsed
-    return ts.astype("datetime64[us, UTC]")
+        ts, how = parsed, "iso8601"
+    outside = ((ts < EARLIEST) | (ts >= LATEST)).to_numpy()
+    if outside.any():
+        raise _out_of_range(column, outside, values, "", "")
+    return ts.astype("datetime64[us, UTC]"), how
 
 
 def labels(frame: pd.DataFrame, cfg: ImportConfig) -> np.ndarray:
@@ -115,8 +172,9 @@ def labels(frame: pd.DataFrame, cfg: ImportConfig) -> np.ndarray:
     return raw.to_numpy(dtype=np.int8)
 
 
-def to_impressions(events: pd.DataFrame, cfg: ImportConfig) -> tuple[pd.DataFrame, int]:
-    """Normalise the log to IMPRESSION_SCHEMA columns; returns (impressions, duplicates merged)."""
+def to_impressions(events: pd.DataFrame, cfg: ImportConfig) -> tuple[pd.DataFrame, int, str]:
+    """Normalise the log to IMPRESSION_SCHEMA columns; returns (impressions, duplicates merged,
+    how the timestamps were read)."""
     label_col = cfg.label_col or ("label" if cfg.rating_col is None else None)
     needed = [cfg.user_col, cfg.item_col, cfg.time_col]
     needed += [c for c in (label_col, cfg.rating_col, cfg.request_col) if c]
@@ -130,7 +188,7 @@ def to_impressions(events: pd.DataFrame, cfg: ImportConfig) -> tuple[pd.DataFram
         nulls = int(events[c].isna().sum())
         if nulls:
             raise DataValidationError(f"{nulls} rows have no {c!r}")
-    ts = parse_timestamps(events[cfg.time_col], cfg.time_col)
+    ts, time_unit = parse_timestamps(events[cfg.time_col], cfg.time_col, cfg.time_unit)
     out = pd.DataFrame(
         {
             "user_id": stable_ids(events[cfg.user_col], "user"),
@@ -152,7 +210,7 @@ def to_impressions(events: pd.DataFrame, cfg: ImportConfig) -> tuple[pd.DataFram
     )
     out["position"] = out.groupby("request_id", sort=False).cumcount().astype(np.int32)
     out["saved"] = out["saved"].astype(np.int8)
-    return out[list(IMPRESSION_SCHEMA.names)], rows - len(out)
+    return out[list(IMPRESSION_SCHEMA.names)], rows - len(out), time_unit
 
 
 def _entities(
@@ -180,30 +238,85 @@ def _entities(
     )
 
 
+STAGING_PREFIX = ".import-staging-"
+REPLACED_PREFIX = ".source.replaced-"
+
+
+def _pid_alive(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:  # alive, another user's
+        return True
+    return True
+
+
+def recover_source(ws: Workspace) -> None:
+    """Finish what a killed import left: restore the old source when the kill fell between the
+    two renames of the swap, and delete staging folders whose importer is gone."""
+    root = ws.root
+    if not root.is_dir():
+        return
+    replaced = sorted(root.glob(REPLACED_PREFIX + "*"), key=lambda p: p.stat().st_mtime)
+    if replaced and not ws.source.exists():
+        os.replace(replaced[-1], ws.source)  # the swap did not finish: the old data stays
+        log.warning("restored %s from %s (an import was killed mid-swap)", ws.source, replaced[-1].name)
+        replaced = replaced[:-1]
+    for old in replaced:
+        shutil.rmtree(old, ignore_errors=True)
+    for staging in root.glob(STAGING_PREFIX + "*"):
+        pid = staging.name[len(STAGING_PREFIX) :].split("-", 1)[0]
+        if not pid.isdigit() or not _pid_alive(int(pid)):
+            shutil.rmtree(staging, ignore_errors=True)
+            log.info("removed %s (left by a killed import)", staging.name)
+
+
+def _swap_in(ws: Workspace, staged: Path) -> None:
+    """Publish the staged source tree as ``<home>/source``: rename the old one aside, rename the
+    new one in, then delete the old. Renames within a folder are atomic; a kill between the two
+    leaves the old tree under its aside name, which :func:`recover_source` puts back."""
+    aside = ws.root / f"{REPLACED_PREFIX}{os.getpid()}-{secrets.token_hex(4)}"
+    had_old = ws.source.exists()
+    if had_old:
+        os.replace(ws.source, aside)
+    os.replace(staged, ws.source)
+    fsync_dir(ws.root)
+    if had_old:
+        shutil.rmtree(aside, ignore_errors=True)
+
+
 def import_events(ws: Workspace, cfg: ImportConfig) -> dict[str, Any]:
     started = time.perf_counter()
+    recover_source(ws)
     if sources.list_days(ws, sources.IMPRESSIONS) and not cfg.replace:
         raise RankerError(f"{ws.source} already holds source data: use a fresh --home or --replace")
     events = read_events(cfg.events)
-    imps, merged = to_impressions(events, cfg)
+    imps, merged, time_unit = to_impressions(events, cfg)
     users, pins = _entities(events, imps, cfg)
-    if cfg.replace and ws.source.exists():
-        shutil.rmtree(ws.source)
-    days = imps["event_timestamp"].dt.date
-    for day, frame in imps.groupby(days, sort=True):
-        table = pa.Table.from_pandas(
-            frame.reset_index(drop=True), schema=IMPRESSION_SCHEMA, preserve_index=False
-        )
-        sources.write_day(ws, sources.IMPRESSIONS, day, table)
-    snapshot_days = derive.derive_all(ws, users, pins)
-    sources.write_table_file(sources.entities_path(ws, sources.USERS), pa.Table.from_pandas(users))
-    sources.write_table_file(sources.entities_path(ws, sources.PINS), pa.Table.from_pandas(pins))
+    ws.root.mkdir(parents=True, exist_ok=True)
+    staging_root = ws.root / f"{STAGING_PREFIX}{os.getpid()}-{secrets.token_hex(4)}"
+    staging = Workspace(staging_root)  # the same layout, written where no reader looks
+    try:
+        days = imps["event_timestamp"].dt.date
+        for day, frame in imps.groupby(days, sort=True):
+            table = pa.Table.from_pandas(
+                frame.reset_index(drop=True), schema=IMPRESSION_SCHEMA, preserve_index=False
+            )
+            sources.write_day(staging, sources.IMPRESSIONS, day, table)
+        snapshot_days = derive.derive_all(staging, users, pins)
+        sources.write_table_file(sources.entities_path(staging, sources.USERS), pa.Table.from_pandas(users))
+        sources.write_table_file(sources.entities_path(staging, sources.PINS), pa.Table.from_pandas(pins))
+        _swap_in(ws, staging.source)
+    finally:
+        shutil.rmtree(staging_root, ignore_errors=True)
     n_days = int(days.nunique())
     return {
         "events": str(cfg.events),
         "rows_in": len(events),
         "impressions": len(imps),
         "duplicates_merged": merged,
+        "time_unit": time_unit,
         "requests": int(imps["request_id"].nunique()),
         "users": len(users),
         "pins": len(pins),
@@ -213,5 +326,6 @@ def import_events(ws: Workspace, cfg: ImportConfig) -> dict[str, Any]:
         "days": n_days,
         "snapshot_days": len(snapshot_days),
         "source": str(ws.source),
+        "replaced": bool(cfg.replace),
         "duration_seconds": round(time.perf_counter() - started, 3),
     }

@@ -16,6 +16,7 @@ import logging
 import time
 from collections.abc import Sequence
 from dataclasses import asdict, dataclass, field
+from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 import pandas as pd
@@ -27,6 +28,7 @@ from features.schema import EXAMPLE_COLUMNS, FEATURE_SERVICE, IMPRESSION_SCHEMA,
 from features.validation import WindowChecks
 from ranking.core.atomic import atomic_dir, atomic_write_json, read_json
 from ranking.core.errors import DataValidationError, RankerError
+from ranking.core.hashing import sha256_file
 from ranking.core.workspace import Workspace
 
 if TYPE_CHECKING:
@@ -48,6 +50,7 @@ _ARROW_TYPES = {
     "Bool": pa.bool_(),
 }
 DEFAULT_DAYS = 20
+MAX_DAYS = 3660  # ten years: beyond it a window is a typo, and dates run out of range
 ROW_GROUP_ROWS = 65_536
 
 
@@ -61,6 +64,7 @@ class DayPartition:
     partition_key: str
     source_version: str
     built: bool  # built in this call (False: reused)
+    repaired: str | None = None  # why an existing partition of this key was rebuilt
 
 
 def example_schema(
@@ -92,7 +96,48 @@ def load_manifest(ws: Workspace, end: dt.date, days: int = DEFAULT_DAYS) -> dict
 
 
 # bump when the join or the partition layout changes: every partition is rebuilt once
-PARTITION_FORMAT = 1
+# 2: the key also hashes the day before's snapshots; partition.json records bytes and sha256
+PARTITION_FORMAT = 2
+
+
+def serving_version(ws: Workspace, day: dt.date) -> str:
+    """Content hash of every source file that can serve day ``day``'s join: its impressions, its
+    snapshots, and the day before's snapshots. Feast's TTL check is inclusive
+    (``feature_ts >= event_ts - ttl``), so with a 24 h TTL an impression at exactly D 00:00:00 can
+    be served by D-1's snapshot where D's lacks the entity; the key hashes those files too rather
+    than narrowing the TTL (a 24 h - 1 us TTL would rest on how each offline store rounds)."""
+    before = day - dt.timedelta(days=1)
+    return hashlib.sha256(
+        "\0".join(
+            [
+                sources.day_version(ws, SOURCE_TABLES, day),
+                sources.day_version(ws, (sources.USERS, sources.PINS), before),
+            ]
+        ).encode()
+    ).hexdigest()
+
+
+def day_bounds(day: dt.date) -> tuple[pd.Timestamp, pd.Timestamp]:
+    """[D 00:00, D+1 00:00) in UTC: the timestamps day D's impressions may have."""
+    start = pd.Timestamp(dt.datetime.combine(day, dt.time(), dt.UTC))
+    return start, start + pd.Timedelta(days=1)
+
+
+def check_day_timestamps(day: dt.date, imp: pd.DataFrame) -> None:
+    """Every impression of day D's partition has its timestamp inside [D, D+1): a row filed
+    under the wrong day would be joined with the wrong day's snapshots (and keyed by them)."""
+    start, end = day_bounds(day)
+    ts = pd.to_datetime(imp["event_timestamp"], utc=True)
+    bad = imp[(ts < start) | (ts >= end)]
+    if len(bad):
+        shown = ", ".join(
+            f"{r.request_id}/{r.pin_id} at {pd.Timestamp(r.event_timestamp).isoformat()}"
+            for r in bad.head(5).itertuples()
+        )
+        raise DataValidationError(
+            f"{len(bad)} impressions filed under {day.isoformat()} have timestamps outside"
+            f" [{start.isoformat()}, {end.isoformat()}): {shown}" + (" ..." if len(bad) > 5 else "")
+        )
 
 
 def _partition_key(feature_version: str, source_version: str) -> str:
@@ -113,6 +158,7 @@ def join_day(store: FeatureStore, day: dt.date, impressions: pa.Table, schema: p
     validation.check_schema(day, impressions.schema, IMPRESSION_SCHEMA, "impressions")
     imp = impressions.to_pandas()
     validation.check_unique_impressions(day, imp, IMPRESSION_KEY)
+    check_day_timestamps(day, imp)
     imp["event_timestamp"] = pd.to_datetime(imp["event_timestamp"], utc=True).astype("datetime64[ns, UTC]")
     lookups = imp[list(LOOKUP_KEY)].drop_duplicates(ignore_index=True)
     service = store.get_feature_service(FEATURE_SERVICE)
@@ -155,25 +201,51 @@ class _Store:
         return self._store
 
 
+def partition_problem(path: Path, stats: dict[str, Any]) -> str | None:
+    """Why a partition's file differs from what its partition.json recorded at write (size,
+    sha256, parquet row count), or None when it matches."""
+    if "bytes" not in stats or "sha256" not in stats:
+        return "its record has no size/checksum (written by an older builder)"
+    if not path.is_file():
+        return f"{path.name} is missing"
+    size = path.stat().st_size
+    if size != int(stats["bytes"]):
+        return f"{path.name} holds {size} bytes, recorded {stats['bytes']}"
+    if sha256_file(path) != stats["sha256"]:
+        return f"{path.name} has another sha256 than recorded"
+    try:
+        rows = pq.read_metadata(path).num_rows
+    except (OSError, pa.ArrowException) as exc:
+        return f"{path.name} is not readable parquet ({exc})"
+    if rows != int(stats["rows"]):
+        return f"{path.name} holds {rows} rows, recorded {stats['rows']}"
+    return None
+
+
 def _build_partition(
     ws: Workspace, store: _Store, day: dt.date, schema: pa.Schema, feature_version: str
 ) -> DayPartition:
-    source_version = sources.day_version(ws, SOURCE_TABLES, day)
+    source_version = serving_version(ws, day)
     key = _partition_key(feature_version, source_version)
     target = ws.windows / "days" / day.isoformat() / key
     stats_path = target / "partition.json"
     if stats_path.is_file():
         stats = read_json(stats_path)
-        return DayPartition(
-            date=day.isoformat(),
-            path=str(target / "examples.parquet"),
-            rows=int(stats["rows"]),
-            label_rate=float(stats["label_rate"]),
-            null_rates=dict(stats["null_rates"]),
-            partition_key=key,
-            source_version=source_version,
-            built=False,
-        )
+        problem = partition_problem(target / "examples.parquet", stats)
+        if problem is None:
+            return DayPartition(
+                date=day.isoformat(),
+                path=str(target / "examples.parquet"),
+                rows=int(stats["rows"]),
+                label_rate=float(stats["label_rate"]),
+                null_rates=dict(stats["null_rates"]),
+                partition_key=key,
+                source_version=source_version,
+                built=False,
+            )
+        log.warning("partition %s (%s) does not match its record: %s; rebuilding it", day, key, problem)
+    else:
+        problem = None
     started = time.perf_counter()
     impressions = sources.read_day(ws, sources.IMPRESSIONS, day)
     if impressions.num_rows == 0:
@@ -196,6 +268,9 @@ def _build_partition(
     with atomic_dir(target) as tmp:
         # row groups of 64k rows: the trainer streams partitions a row group at a time
         pq.write_table(table, tmp / "examples.parquet", compression="zstd", row_group_size=ROW_GROUP_ROWS)
+        # what reuse verifies: a partition truncated or altered after this is rebuilt, not trusted
+        stats["bytes"] = (tmp / "examples.parquet").stat().st_size
+        stats["sha256"] = sha256_file(tmp / "examples.parquet")
         atomic_write_json(tmp / "partition.json", stats)
     log.info("built partition %s (%d rows) in %.1fs", day, table.num_rows, stats["build_seconds"])
     return DayPartition(
@@ -207,6 +282,7 @@ def _build_partition(
         partition_key=key,
         source_version=source_version,
         built=True,
+        repaired=problem,
     )
 
 
@@ -221,8 +297,15 @@ def build_window(
     (``settings``: the Feast store the workspace was applied with; default from the environment)."""
     checks = checks or WindowChecks()
     checks.validate()
-    if days <= 0:
-        raise RankerError(f"window days must be > 0, got {days}")
+    if not 0 < days <= MAX_DAYS:
+        raise RankerError(f"window days must be in 1..{MAX_DAYS}, got {days}")
+    try:
+        end - dt.timedelta(days=days)
+        end + dt.timedelta(days=1)
+    except OverflowError:
+        raise RankerError(
+            f"a {days}-day window ending {end.isoformat()} runs outside the calendar (years 1..9999)"
+        ) from None
     started = time.perf_counter()
     target = ws.window_manifest(end, days)
     try:
@@ -283,6 +366,7 @@ def _build(
     def entry(p: DayPartition) -> dict[str, Any]:
         d = asdict(p)
         d.pop("built")
+        d.pop("repaired")
         return d
 
     return {
@@ -301,6 +385,7 @@ def _build(
         "label_rate": saves_train / rows_train if rows_train else 0.0,
         "days_built": sum(p.built for p in parts),
         "days_reused": sum(not p.built for p in parts),
+        "days_repaired": {p.date: p.repaired for p in parts if p.repaired},
         "checks": asdict(checks),
         "created_at": dt.datetime.now(dt.UTC).isoformat(timespec="seconds"),
         "duration_seconds": round(time.perf_counter() - started, 3),
@@ -327,6 +412,7 @@ WINDOW_SUMMARY_FIELDS = (
     "label_rate",
     "days_built",
     "days_reused",
+    "days_repaired",
     "missing_days",
     "feature_version",
     "duration_seconds",

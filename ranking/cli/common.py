@@ -17,6 +17,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
+from ranking.core.errors import RankerError
 from ranking.core.workspace import Workspace, validate_run_id
 
 
@@ -31,13 +32,21 @@ class CommandResult:
 Handler = Callable[[argparse.Namespace], CommandResult]
 
 
+def run_id_arg(value: str) -> str:
+    """argparse type for --run-id: the id check's RankerError as argparse's own type error."""
+    try:
+        return validate_run_id(value)
+    except RankerError as exc:
+        raise argparse.ArgumentTypeError(str(exc)) from None
+
+
 def add_common(parser: argparse.ArgumentParser) -> argparse.ArgumentParser:
     """Options every command takes: --home, --json, --run-id."""
     parser.add_argument("--home", default=None, help="workspace folder (default: $RANKER_HOME, else ./var)")
     parser.add_argument("--json", action="store_true", help="print one JSON object summarising what was done")
     parser.add_argument(
         "--run-id",
-        type=validate_run_id,
+        type=run_id_arg,
         default=None,
         help="pipeline run id: also write the summary to <home>/pipeline/<run-id>/<step>.json",
     )
@@ -48,12 +57,20 @@ def workspace(args: argparse.Namespace) -> Workspace:
     return Workspace.resolve(getattr(args, "home", None))
 
 
+# dates a command line may name: windows, snapshots and lags are computed around them, and
+# dates near year 1 or 9999 overflow the calendar a few days away
+MIN_DATE, MAX_DATE = dt.date(1970, 1, 1), dt.date(2999, 12, 31)
+
+
 def parse_date(value: str) -> dt.date:
-    """argparse type for YYYY-MM-DD dates, with a clear error."""
+    """argparse type for YYYY-MM-DD dates in [1970-01-01, 2999-12-31], with a clear error."""
     try:
-        return dt.date.fromisoformat(value)
+        day = dt.date.fromisoformat(value)
     except ValueError:
         raise argparse.ArgumentTypeError(f"not a date (YYYY-MM-DD): {value!r}") from None
+    if not MIN_DATE <= day <= MAX_DATE:
+        raise argparse.ArgumentTypeError(f"date out of range ({MIN_DATE}..{MAX_DATE}): {value}")
+    return day
 
 
 def float_in(low: float, high: float = math.inf, *, high_inclusive: bool = True) -> Callable[[str], float]:

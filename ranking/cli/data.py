@@ -6,6 +6,7 @@ import argparse
 from pathlib import Path
 
 from ranking.cli.common import (
+    MAX_DATE,
     CommandResult,
     add_common,
     non_negative,
@@ -13,6 +14,7 @@ from ranking.cli.common import (
     positive_int,
     workspace,
 )
+from ranking.core.errors import RankerError
 
 
 def _column(value: str) -> str:
@@ -22,8 +24,12 @@ def _column(value: str) -> str:
 
 
 def _synth(args: argparse.Namespace) -> CommandResult:
+    import datetime as dt
+
     from features.synth import SynthConfig, generate
 
+    if args.start + dt.timedelta(days=args.days) > MAX_DATE:
+        raise RankerError(f"--start {args.start} + --days {args.days} runs past {MAX_DATE}")
     knobs = {
         k: getattr(args, k)
         for k in (
@@ -55,6 +61,7 @@ def _import(args: argparse.Namespace) -> CommandResult:
         user_attribute_col=args.user_attribute_col,
         item_attribute_col=args.item_attribute_col,
         replace=args.replace,
+        time_unit=args.time_unit,
     )
     summary = import_events(workspace(args), cfg)
     text = f"imported {summary['impressions']:,} impressions over {summary['days']} days into {summary['source']}"
@@ -104,5 +111,15 @@ def register(sub: argparse._SubParsersAction) -> None:  # type: ignore[type-arg]
     p.add_argument(
         "--item-attribute-col", type=_column, default=None, help="categorical item attribute -> category"
     )
-    p.add_argument("--replace", action="store_true", help="delete the workspace's existing source data first")
+    p.add_argument(
+        "--time-unit",
+        choices=("auto", "s", "ms", "us", "ns"),
+        default="auto",
+        help="unit of numeric timestamps (default auto: from the column's median magnitude)",
+    )
+    p.add_argument(
+        "--replace",
+        action="store_true",
+        help="replace the workspace's source data (the new data is staged, then swapped in whole)",
+    )
     p.set_defaults(handler=_import, step="import")

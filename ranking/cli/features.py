@@ -57,9 +57,12 @@ def _window(args: argparse.Namespace) -> CommandResult:
         max_null_rate=args.max_null_rate,
     )
     s = window_step(WindowRequest(workspace(args), args.end, args.days, checks))
+    repaired = (
+        f" ({len(s['days_repaired'])} rebuilt: no longer matched their record)" if s["days_repaired"] else ""
+    )
     text = (
         f"window {s['end']} ({s['days']}d): {s['rows_train']:,} train rows, {s['rows_eval']:,} eval rows,"
-        f" {s['days_built']} days built, {s['days_reused']} reused -> {s['manifest']}"
+        f" {s['days_built']} days built, {s['days_reused']} reused{repaired} -> {s['manifest']}"
     )
     return CommandResult(s, text=text)
 
@@ -93,7 +96,7 @@ def register(sub: argparse._SubParsersAction) -> None:  # type: ignore[type-arg]
     p.add_argument(
         "--end", type=parse_date, required=True, help="eval day; training days are [end-days, end)"
     )
-    p.add_argument("--days", type=positive_int, default=DEFAULT_WINDOW_DAYS)
+    p.add_argument("--days", type=positive_int, default=DEFAULT_WINDOW_DAYS, help="1..3660 (default 20)")
     p.add_argument("--min-coverage", type=fraction, default=0.9, help="fraction of training days required")
     p.add_argument("--min-label-rate", type=fraction, default=0.001)
     p.add_argument("--max-label-rate", type=fraction, default=0.5)

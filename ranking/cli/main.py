@@ -7,10 +7,13 @@ module's ``register(subparsers)`` adds its commands with ``set_defaults(handler=
 from __future__ import annotations
 
 import argparse
+import errno
 import importlib
+import json
 import logging
 import os
 import sys
+from typing import Any, NoReturn
 
 from ranking.cli.common import emit
 from ranking.core.errors import RankerError
@@ -33,8 +36,60 @@ _GROUPS = [
 ]
 
 
+class UsageError(RankerError):
+    """The command line itself is wrong (unknown option, a value its type refuses)."""
+
+
+class _Parser(argparse.ArgumentParser):
+    """argparse that reports a bad command line as one line (raised, so the caller decides
+    how to print it and in-process callers are not exited)."""
+
+    def error(self, message: str) -> NoReturn:
+        raise UsageError(f"{message} (see `{self.prog} --help`)")
+
+
+# errno values that are the environment's, not the code's: the user fixes them (free space,
+# permissions, a writable mount, the right path); anything else stays a traceback
+_USER_ERRNO = {
+    errno.ENOSPC: "no space left on device",
+    errno.EDQUOT: "disk quota exceeded",
+    errno.EROFS: "read-only file system",
+    errno.EACCES: "permission denied",
+    errno.EPERM: "operation not permitted",
+    errno.ENOTDIR: "not a folder (a path component is a file)",
+    errno.ENAMETOOLONG: "file name too long",
+}
+
+
+def as_user_error(exc: BaseException) -> RankerError | None:
+    """The one mapping of exceptions to user-fixable errors (exit 2, one line): RankerError as
+    it is, an OSError of the environment (disk full, read-only, permissions) naming its path;
+    None for anything else (a bug of ours: the caller lets it propagate as a traceback)."""
+    if isinstance(exc, RankerError):
+        return exc
+    if isinstance(exc, OSError) and exc.errno in _USER_ERRNO:
+        what = _USER_ERRNO[exc.errno]
+        where = exc.filename if exc.filename is not None else "(path not reported)"
+        code = errno.errorcode.get(exc.errno, str(exc.errno))
+        return RankerError(f"{what} ({code}): {where}")
+    return None
+
+
+def _fail(command: str | None, error: RankerError, want_json: bool) -> int:
+    print(f"{' '.join(['ranker', *([command] if command else [])])}: error: {error}", file=sys.stderr)
+    if want_json:  # the summary says what failed, as a success's says what was done
+        body: dict[str, Any] = {
+            "step": command,
+            "exit_code": error.exit_code,
+            "error": str(error),
+            "error_type": type(error).__name__,
+        }
+        print(json.dumps(body, sort_keys=True, default=str))
+    return error.exit_code
+
+
 def build_parser() -> argparse.ArgumentParser:
-    parser = argparse.ArgumentParser(
+    parser = _Parser(
         prog="ranker",
         description="Home-feed ranker retraining pipeline. Command groups:\n"
         + "\n".join(f"  {what}" for _, what in _GROUPS),
@@ -48,26 +103,36 @@ def build_parser() -> argparse.ArgumentParser:
 
 
 def main(argv: list[str] | None = None) -> int:
+    words = list(sys.argv[1:] if argv is None else argv)
     parser = build_parser()
-    args = parser.parse_args(argv)
-    logging.basicConfig(
-        level=args.log_level.upper(),
-        stream=sys.stderr,
-        format="%(asctime)s %(levelname)s %(name)s %(message)s",
-    )
+    try:
+        args = parser.parse_args(words)
+    except UsageError as exc:  # exits as argparse would (status 2), in one line
+        sys.exit(_fail(next((w for w in words if not w.startswith("-")), None), exc, "--json" in words))
+    try:
+        logging.basicConfig(
+            level=args.log_level.upper(),
+            stream=sys.stderr,
+            format="%(asctime)s %(levelname)s %(name)s %(message)s",
+        )
+    except ValueError as exc:
+        return _fail(getattr(args, "command", None), UsageError(f"--log-level: {exc}"), "--json" in words)
     handler = getattr(args, "handler", None)
     if handler is None:
         parser.print_help()
         return 2
     try:
         result = handler(args)
-    except RankerError as exc:
-        print(f"ranker {args.command}: error: {exc}", file=sys.stderr)
-        return exc.exit_code
+        emit(args, args.step, result)  # writes the step summary: a full disk fails here too
+    except (RankerError, OSError) as exc:
+        error = as_user_error(exc)
+        if error is None:
+            raise
+        name = " ".join(w for w in (args.command, getattr(args, f"{args.command}_command", None)) if w)
+        return _fail(name, error, bool(getattr(args, "json", False)))
     except KeyboardInterrupt:
         print(f"ranker {args.command}: interrupted", file=sys.stderr)
         return 130
-    emit(args, args.step, result)
     return result.exit_code
 
 

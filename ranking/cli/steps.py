@@ -34,19 +34,27 @@ class InProcessSteps:
         started = time.perf_counter()
         try:
             args = self.parser.parse_args(full)
-        except SystemExit as exc:  # argparse already printed why to stderr
+        except (RankerError, SystemExit) as exc:  # the CLI's parser raises UsageError
             name = "_".join(w for w in argv[:2] if not w.startswith("-"))
-            error = f"`ranker {' '.join(argv)}` was refused by its parser (exit {exc.code}; see stderr)"
+            error = f"`ranker {' '.join(argv)}` was refused by its parser: {exc}"
+            print(f"ranker {name}: error: {exc}", file=sys.stderr)
             outcome = StepOutcome(name, 2, {}, time.perf_counter() - started, error=error)
             self.outcomes.append(outcome)
             return outcome
         step = str(args.step)
         try:
             result = args.handler(args)
-        except RankerError as exc:
-            outcome = StepOutcome(step, exc.exit_code, {}, time.perf_counter() - started, error=str(exc))
-            summary = {"step": step, "exit_code": exc.exit_code, "error": str(exc), "run_id": self.run_id}
-            atomic_write_json(workspace(args).step_summary_path(self.run_id, step), summary)
+        except (RankerError, OSError) as exc:
+            from ranking.cli.main import as_user_error
+
+            user_error = as_user_error(exc)
+            if user_error is None:
+                raise
+            code, message = user_error.exit_code, str(user_error)
+            outcome = StepOutcome(step, code, {}, time.perf_counter() - started, error=message)
+            summary = {"step": step, "exit_code": code, "error": message, "run_id": self.run_id}
+            with contextlib.suppress(OSError):  # the disk that failed the step may refuse this too
+                atomic_write_json(workspace(args).step_summary_path(self.run_id, step), summary)
             self.outcomes.append(outcome)
             return outcome
         # the same recording as the CLI's; the step's JSON line goes to stderr, as a log line

@@ -8,6 +8,7 @@ import os
 from dataclasses import dataclass
 from pathlib import Path
 
+from ranking.core.errors import RankerError
 from ranking.core.ids import validate_run_id
 
 __all__ = ["Workspace", "validate_run_id"]
@@ -20,7 +21,10 @@ class Workspace:
     @classmethod
     def resolve(cls, home: str | os.PathLike[str] | None = None) -> Workspace:
         raw = home or os.environ.get("RANKER_HOME") or "var"
-        return cls(Path(raw).expanduser().resolve())
+        root = Path(raw).expanduser().resolve()
+        if root.exists() and not root.is_dir():
+            raise RankerError(f"workspace {root} is not a folder (--home / $RANKER_HOME)")
+        return cls(root)
 
     # source data written by `ranker data synth|import` (day-partitioned parquet)
     @property

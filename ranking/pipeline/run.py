@@ -104,13 +104,92 @@ def _registry_env(url: str | None) -> Iterator[None]:
             os.environ[REGISTRY_ENV] = before
 
 
+ATTEMPTS = "attempts"
+# the steps whose summaries (and failure records) `ranker run` writes; others under the same run
+# id (a `features freshness --run-id R` before it, as the DAG runs) belong to the caller
+RUN_STEPS = ("window", "train", "gate", "promote", "reject", "metrics", "run")
+
+
+@dataclass(frozen=True)
+class Rerun:
+    """What an earlier, unfinished attempt of the same run id left: its summaries now lie in
+    ``pipeline/<run id>/attempts/<n>/``; a successful train (registered version) is kept."""
+
+    attempt: int
+    train: dict[str, Any] | None  # the kept train summary, when its version can be reused
+
+
+def prepare_rerun(home: str, run_id: str, registry: str | None) -> Rerun | None:
+    """Make ``pipeline/<run id>/`` hold only this attempt's summaries.
+
+    A run id whose ``run`` summary recorded a decision (exit 0 or 1) is finished: refused, with
+    nothing touched. Anything else there is an earlier attempt that failed or was killed: its
+    summaries and failure records (of :data:`RUN_STEPS`) move to ``attempts/<n>/`` (so metrics and
+    readers never mix two attempts), except a train summary whose registered version is complete,
+    which this attempt reuses instead of training (and registering) again."""
+    from ranking.core.atomic import read_json
+    from ranking.core.workspace import Workspace
+
+    folder = Workspace.resolve(home).pipeline / run_id
+    if not folder.is_dir():
+        return None
+    previous = folder / "run.json"
+    if previous.is_file():
+        try:
+            prior = read_json(previous)
+        except (OSError, ValueError):
+            prior = {}
+        if isinstance(prior, dict) and prior.get("exit_code") in (0, 1) and not prior.get("error"):
+            raise RankerError(
+                f"run {run_id} already finished (gate {prior.get('decision') or '-'}, version"
+                f" {prior.get('version') or '-'}, exit {prior['exit_code']}); its summaries are in"
+                f" {folder}: use a new --run-id"
+            )
+    entries = [
+        path
+        for step in RUN_STEPS
+        for path in (folder / f"{step}.json", folder / "failures" / f"{step}.json")
+        if path.is_file()
+    ]
+    if not entries:
+        return None
+    keep: dict[str, Any] | None = None
+    train_path = folder / "train.json"
+    if train_path.is_file():
+        try:
+            train = read_json(train_path)
+        except (OSError, ValueError):
+            train = None
+        version = train.get("version") if isinstance(train, dict) else None
+        if isinstance(train, dict) and train.get("exit_code", 0) == 0 and version and not train.get("error"):
+            from ranking.registry import Registry
+
+            if Registry.for_workspace(Workspace.resolve(home), registry).is_complete(str(version)):
+                keep = train
+    done = [int(p.name) for p in (folder / ATTEMPTS).glob("*") if p.name.isdigit()]
+    attempt = max(done, default=0) + 1
+    target = folder / ATTEMPTS / str(attempt)
+    target.mkdir(parents=True)
+    for entry in entries:
+        if keep is not None and entry == train_path:
+            continue
+        dest = target / entry.relative_to(folder)
+        dest.parent.mkdir(parents=True, exist_ok=True)
+        os.replace(entry, dest)
+    log.info("ranker run: earlier attempt of %s moved to %s", run_id, target)
+    return Rerun(attempt=attempt + 1, train=keep)
+
+
 def execute(plan: RunPlan, home: str, run_id: str, runner: StepRunner) -> RunResult:
     """Run the pipeline; the returned summary is the `run` step's."""
     with _registry_env(plan.registry):
-        return _execute(plan, home, run_id, runner)
+        rerun = prepare_rerun(home, run_id, plan.registry)
+        return _execute(plan, home, run_id, runner, rerun)
 
 
-def _execute(plan: RunPlan, home: str, run_id: str, runner: StepRunner) -> RunResult:
+def _execute(
+    plan: RunPlan, home: str, run_id: str, runner: StepRunner, rerun: Rerun | None = None
+) -> RunResult:
     started = time.perf_counter()
     end = plan.end.isoformat()
     registry = ["--registry", plan.registry] if plan.registry else []
@@ -124,6 +203,7 @@ def _execute(plan: RunPlan, home: str, run_id: str, runner: StepRunner) -> RunRe
         "promoted": False,
         "forced": False,
         "kept_champion": False,
+        "attempt": rerun.attempt if rerun else 1,
     }
     exit_code = 0
     finished = False
@@ -134,19 +214,35 @@ def _execute(plan: RunPlan, home: str, run_id: str, runner: StepRunner) -> RunRe
             raise _StepFailed(outcome)
         summary["days"] = outcome.summary.get("days", plan.days)  # the builder's default when not given
 
-        train = ["train", "--end", end]
-        for flag, value in (
-            ("--days", plan.days),
-            ("--epochs", plan.epochs),
-            ("--schedule", plan.schedule),
-            ("--pipeline", plan.pipeline),
-        ):
-            if value is not None:
-                train += [flag, str(value)]
-        outcome = runner.run(train)
-        if outcome.exit_code != 0:
-            raise _StepFailed(outcome)
-        version = _registered_version(outcome.summary, home, run_id, plan.registry)
+        if rerun is not None and rerun.train is not None:
+            kept = rerun.train
+            if (kept.get("window") or {}).get("window_id") != outcome.summary.get("window_id"):
+                raise RankerError(
+                    f"the window of run {run_id} changed since its attempt that trained"
+                    f" {kept.get('version')} (source data replaced?): use a new --run-id"
+                )
+            log.info(
+                "ranker run: attempt %d reuses %s trained by an earlier one", rerun.attempt, kept["version"]
+            )
+            train_summary: dict[str, Any] = kept
+            runner.outcomes.append(StepOutcome("train", 0, kept, 0.0))  # reused: listed, not rerun
+        else:
+            # --resume (as the DAG does): an earlier attempt's run folder continues after its last
+            # complete epoch instead of failing on the folder it left
+            train = ["train", "--end", end, "--resume"]
+            for flag, value in (
+                ("--days", plan.days),
+                ("--epochs", plan.epochs),
+                ("--schedule", plan.schedule),
+                ("--pipeline", plan.pipeline),
+            ):
+                if value is not None:
+                    train += [flag, str(value)]
+            outcome = runner.run(train)
+            if outcome.exit_code != 0:
+                raise _StepFailed(outcome)
+            train_summary = outcome.summary
+        version = _registered_version(train_summary, home, run_id, plan.registry)
         summary["version"] = version
 
         gate = runner.run(["gate", "--candidate", version, "--end", end, *plan.gate_args, *registry])

@@ -63,6 +63,7 @@ class Alias:
     def move(self, make_event: Callable[[int, str | None], AliasEvent]) -> AliasEvent:
         """Compare-and-swap loop: read the head, let ``make_event(seq, current)`` check its
         preconditions and build the event, create it exclusively; on a lost race, start over."""
+        self.storage.remove_orphan_temps(self.folder)
         for _ in range(MAX_CAS_RETRIES):
             seq, current = self.head()
             event = make_event(seq + 1, current)

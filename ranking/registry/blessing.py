@@ -43,8 +43,10 @@ def blessing_digest(verdict: dict[str, Any] | None, problem: str | None) -> dict
     return out
 
 
-def version_status(*, complete: bool, is_champion: bool, verdict: dict[str, Any] | None) -> str:
-    """incomplete | champion | rejected | blessed | gate-rejected | candidate."""
+def version_status(
+    *, complete: bool, is_champion: bool, verdict: dict[str, Any] | None, champion: str | None = None
+) -> str:
+    """incomplete | champion | rejected | blessed | blessed-stale | gate-rejected | candidate."""
     if not complete:
         return "incomplete"
     if is_champion:
@@ -53,7 +55,8 @@ def version_status(*, complete: bool, is_champion: bool, verdict: dict[str, Any]
     if verdict.get("rejected"):
         return "rejected"
     if verdict.get("decision") == "pass":
-        return "blessed"
+        # a pass against an older champion blesses nothing now (promote would refuse it)
+        return "blessed" if verdict.get("champion_version") == champion else "blessed-stale"
     if verdict.get("decision") == "reject":
         return "gate-rejected"
     return "candidate"

@@ -215,12 +215,13 @@ class Registry:
         if not reason or not reason.strip():
             raise RegistryError("a promotion needs a reason (--reason TEXT)")
         self.verify(version)
-        verdict = self.verdict(version)
         who = who or current_actor()
 
         def make_event(seq: int, current: str | None) -> AliasEvent:
             if current == version:
                 raise _AlreadyChampion
+            # read on every try: a rejection or re-gate that landed while we lost a race counts
+            verdict = self.verdict(version)
             problem = blessing_problem(verdict, current)
             if problem and not force:
                 raise RegistryError(
@@ -309,6 +310,7 @@ class Registry:
             complete=complete,
             is_champion=version == champion,
             verdict=self.verdict(version) if complete and version != champion else None,
+            champion=champion,
         )
 
     def trained_for(self, version: str) -> str | None:

@@ -3,16 +3,39 @@ filesystem. Writes never leave a half-written file under its final name."""
 
 from __future__ import annotations
 
+import functools
 import json
+import logging
 import os
+import re
 import shutil
-import tempfile
+import time
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
-from ranking.core.atomic import atomic_path, atomic_write_bytes, fsync_dir
+from ranking.core.atomic import atomic_path, atomic_write_bytes, fsync_dir, new_temp_file
 from ranking.core.errors import RegistryError
 from ranking.core.hashing import sha256_fileobj
+
+log = logging.getLogger(__name__)
+
+# temp files of a local exclusive create or atomic write whose writer was killed: a live writer
+# holds one for milliseconds, so anything older than this is an orphan
+_ORPHAN_TEMP = re.compile(r"^\..+\.tmp$")
+ORPHAN_TEMP_AGE_SECONDS = 3600.0
+
+# fsspec filesystems whose mode "xb" is a server-side conditional create (the alias's
+# compare-and-swap rests on it); every other backend's "xb" is fsspec's exists-then-write, under
+# which two promotions can interleave, so it is refused by name rather than silently degraded
+CONDITIONAL_CREATE_BACKENDS: dict[str, str] = {
+    "fsspec.implementations.local.LocalFileSystem": "link(2) of a complete temp file",
+    "fsspec.implementations.memory.MemoryFileSystem": "checked create (one process only: tests)",
+    "s3fs.core.S3FileSystem": "PUT with If-None-Match: *",
+    "gcsfs.core.GCSFileSystem": "upload with ifGenerationMatch=0",
+}
+# the package behind each protocol a registry URL may name, for the message when it is missing
+_BACKEND_PACKAGES = {"s3": "s3fs", "s3a": "s3fs", "gs": "gcsfs", "gcs": "gcsfs"}
 
 
 def json_bytes(obj: Any) -> bytes:
@@ -20,24 +43,79 @@ def json_bytes(obj: Any) -> bytes:
     return (json.dumps(obj, indent=2, sort_keys=True, default=str) + "\n").encode()
 
 
+def _open_fs(url: str) -> tuple[Any, str]:
+    """The fsspec filesystem of a registry URL, refusing backends that cannot do the alias's
+    compare-and-swap (see CONDITIONAL_CREATE_BACKENDS) and naming a missing backend package.
+    The class is checked before it is instantiated (some backends connect on construction)."""
+    from fsspec.core import split_protocol, url_to_fs
+    from fsspec.registry import get_filesystem_class
+
+    protocol = (split_protocol(url)[0] or "file").lower()
+    try:
+        cls = get_filesystem_class(protocol)
+    except ImportError as exc:
+        package = _BACKEND_PACKAGES.get(protocol, f"the fsspec backend of {protocol}://")
+        raise RegistryError(
+            f"registry {url}: {protocol}:// needs {package}, which is not installed ({exc})"
+        ) from None
+    except ValueError as exc:
+        raise RegistryError(f"registry {url}: unknown fsspec protocol {protocol!r} ({exc})") from None
+    names = {f"{c.__module__}.{c.__qualname__}" for c in cls.__mro__}
+    if not names & set(CONDITIONAL_CREATE_BACKENDS):
+        raise RegistryError(
+            f"registry {url}: the {protocol}:// backend ({cls.__name__}) has no conditional"
+            " create, so two promotions could interleave; use a local folder, s3:// or gs://"
+        )
+    try:
+        fs, root = url_to_fs(url)
+    except (ImportError, ValueError, TypeError) as exc:
+        raise RegistryError(f"registry {url}: cannot open it ({type(exc).__name__}: {exc})") from None
+    return fs, root
+
+
+# credential failures of object-store clients (not OSErrors): the user fixes them
+_CREDENTIAL_ERRORS = {
+    "NoCredentialsError",
+    "PartialCredentialsError",
+    "DefaultCredentialsError",
+    "RefreshError",
+}
+
+
+def _backend_errors(method: Callable[..., Any]) -> Callable[..., Any]:
+    @functools.wraps(method)
+    def wrapper(self: Storage, *args: Any, **kwargs: Any) -> Any:
+        try:
+            return method(self, *args, **kwargs)
+        except Exception as exc:
+            if type(exc).__name__ in _CREDENTIAL_ERRORS:
+                raise RegistryError(f"registry {self.url}: no usable credentials ({exc})") from None
+            raise
+
+    return wrapper
+
+
 class Storage:
     """Root-relative file operations under a registry root URL."""
 
     def __init__(self, url: str) -> None:
-        from fsspec.core import url_to_fs
         from fsspec.implementations.local import LocalFileSystem
 
         self.url = url
-        self.fs, root = url_to_fs(url)
+        self.fs, root = _open_fs(url)
         self.local = isinstance(self.fs, LocalFileSystem)
         self.root = root.rstrip("/") or "/"
+        if self.local and Path(self.root).exists() and not Path(self.root).is_dir():
+            raise RegistryError(f"registry root {self.root} is not a folder")
 
     def path(self, rel: str) -> str:
         return f"{self.root}/{rel}" if self.root != "/" else f"/{rel}"
 
+    @_backend_errors
     def exists(self, rel: str) -> bool:
         return bool(self.fs.exists(self.path(rel)))
 
+    @_backend_errors
     def listdir(self, rel: str) -> list[str]:
         """Base names of the entries of a folder ([] when it does not exist)."""
         self.fs.invalidate_cache(self.path(rel))  # s3fs/gcsfs cache listings; the alias needs fresh ones
@@ -47,6 +125,7 @@ class Storage:
             return []
         return sorted(str(e).rstrip("/").rsplit("/", 1)[-1] for e in entries)
 
+    @_backend_errors
     def read_bytes(self, rel: str) -> bytes:
         try:
             return bytes(self.fs.cat_file(self.path(rel)))
@@ -60,6 +139,7 @@ class Storage:
         except json.JSONDecodeError as exc:
             raise RegistryError(f"corrupt JSON in registry {self.url}: {rel}: {exc}") from None
 
+    @_backend_errors
     def write_bytes(self, rel: str, data: bytes) -> None:
         """Create or replace ``rel`` atomically."""
         if self.local:
@@ -67,6 +147,7 @@ class Storage:
         else:  # object stores publish an object only when its upload completes
             self.fs.pipe_file(self.path(rel), data)
 
+    @_backend_errors
     def create_exclusive(self, rel: str, data: bytes) -> bool:
         """Create ``rel`` with ``data`` only if it does not exist; False if it already does.
 
@@ -78,7 +159,7 @@ class Storage:
         if self.local:
             parent = Path(target).parent
             parent.mkdir(parents=True, exist_ok=True)
-            fd, tmp = tempfile.mkstemp(prefix=f".{Path(target).name}.", suffix=".tmp", dir=parent)
+            fd, tmp = new_temp_file(parent, Path(target).name)
             try:
                 with os.fdopen(fd, "wb") as f:
                     f.write(data)
@@ -89,8 +170,11 @@ class Storage:
                 return True
             except FileExistsError:
                 return False
+            except OSError as exc:  # ENOSPC, EROFS: name the file, not the temp
+                exc.filename = target
+                raise
             finally:
-                os.unlink(tmp)
+                tmp.unlink(missing_ok=True)
         try:
             with self.fs.open(target, "xb") as f:
                 f.write(data)
@@ -98,6 +182,7 @@ class Storage:
         except FileExistsError:
             return False
 
+    @_backend_errors
     def put_file(self, local_src: Path, rel: str) -> None:
         target = self.path(rel)
         if self.local:
@@ -106,12 +191,37 @@ class Storage:
         else:
             self.fs.put_file(str(local_src), target)
 
+    @_backend_errors
     def get_file(self, rel: str, local_dst: Path) -> None:
         if self.local:
             shutil.copyfile(self.path(rel), local_dst)
         else:
             self.fs.get_file(self.path(rel), str(local_dst))
 
+    def remove_orphan_temps(self, rel: str, max_age_seconds: float = ORPHAN_TEMP_AGE_SECONDS) -> list[str]:
+        """Delete temp files in folder ``rel`` that a killed local writer left (older than
+        ``max_age_seconds``; younger ones may belong to a live writer). Object stores have none."""
+        if not self.local:
+            return []
+        folder = Path(self.path(rel))
+        if not folder.is_dir():
+            return []
+        removed = []
+        cutoff = time.time() - max_age_seconds
+        for entry in folder.iterdir():
+            if not _ORPHAN_TEMP.match(entry.name):
+                continue
+            try:
+                if entry.is_file() and entry.stat().st_mtime < cutoff:
+                    entry.unlink()
+                    removed.append(entry.name)
+            except FileNotFoundError:  # another cleaner got it first
+                continue
+        if removed:
+            log.info("removed %d orphan temp file(s) in %s: %s", len(removed), folder, ", ".join(removed))
+        return removed
+
+    @_backend_errors
     def sha256(self, rel: str) -> str:
         with self.fs.open(self.path(rel), "rb") as f:
             return sha256_fileobj(f)

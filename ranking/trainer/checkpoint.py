@@ -36,7 +36,10 @@ def save_checkpoint(path: Path, payload: dict[str, Any]) -> str:
     import torch
 
     with atomic_path(path) as tmp:
-        torch.save({"format": FORMAT_VERSION, **payload}, tmp)
+        # through a Python file object: a full disk is then OSError(ENOSPC), which the CLI reports
+        # as one line; torch.save(path) reports it as an opaque RuntimeError from its zip writer
+        with open(tmp, "wb") as f:
+            torch.save({"format": FORMAT_VERSION, **payload}, f)
         digest = sha256_file(tmp)
     atomic_write_text(checksum_path(path), f"{digest}  {path.name}\n")
     return digest
@@ -70,7 +73,13 @@ def load_checkpoint(path: Path, verify: bool = True) -> dict[str, Any]:
     try:
         payload = torch.load(path, map_location="cpu", weights_only=True)
     except Exception as exc:  # unpickling errors come in many types
-        raise CheckpointError(f"cannot load checkpoint {path}: {exc}") from None
+        # torch's own message spans lines and suggests weights_only=False: never for a file
+        # that failed the safe load; one line, the detail in the debug log
+        log.debug("torch.load(%s) failed: %s", path, exc)
+        raise CheckpointError(
+            f"cannot load checkpoint {path}: corrupt, or holds more than tensors and plain values"
+            f" ({type(exc).__name__})"
+        ) from None
     if not isinstance(payload, dict) or "model" not in payload:
         raise CheckpointError(f"{path} is not a ranker checkpoint (no 'model' state)")
     return payload

@@ -8,6 +8,7 @@ Both round-trip through plain dicts (JSON/YAML) and validate on construction.
 from __future__ import annotations
 
 import json
+import math
 from dataclasses import asdict, dataclass, field, fields, replace
 from pathlib import Path
 from typing import Any
@@ -56,9 +57,15 @@ class OptimizerConfig:
     weight_decay: float = 0.0
 
     def __post_init__(self) -> None:
+        for name in ("lr", "eps", "weight_decay"):
+            value = getattr(self, name)
+            if isinstance(value, bool) or not isinstance(value, (int, float)) or not math.isfinite(value):
+                raise ConfigError(f"optimizer {self.name!r}: {name} must be a finite number, got {value!r}")
         if not self.lr > 0:
             # lr=0 is not a freeze (fused optimizer state still accumulates): use the F schedule
             raise ConfigError(f"optimizer {self.name!r}: lr must be > 0, got {self.lr}")
+        if self.eps <= 0 or self.weight_decay < 0:
+            raise ConfigError(f"optimizer {self.name!r}: eps must be > 0 and weight_decay >= 0")
 
 
 @dataclass(frozen=True)

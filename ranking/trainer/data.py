@@ -124,13 +124,26 @@ def required_columns(cfg: ModelConfig, eval_keys: bool = False) -> list[str]:
     return list(dict.fromkeys(cols))
 
 
+def unreadable(path: str | Path, exc: BaseException) -> DataValidationError:
+    """A partition pyarrow cannot read (truncated, bytes flipped): one line naming the file."""
+    first = str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
+    return DataValidationError(
+        f"partition {path} is unreadable ({first}): rebuild the window (ranker features window),"
+        " which replaces partitions that no longer match their record"
+    )
+
+
 def check_partition(part: Partition, columns: Sequence[str], what: str) -> None:
     """The file exists, holds the needed columns and as many rows as the manifest says."""
+    import pyarrow as pa
     import pyarrow.parquet as pq
 
     if not part.path.is_file():
         raise DataValidationError(f"{what} partition {part.date or ''} missing: {part.path}")
-    meta = pq.read_metadata(part.path)
+    try:
+        meta = pq.read_metadata(part.path)
+    except (OSError, pa.ArrowException) as exc:
+        raise unreadable(part.path, exc) from None
     names = set(meta.schema.to_arrow_schema().names)
     missing = [c for c in columns if c not in names]
     if missing:
@@ -279,11 +292,15 @@ class Unit:
 
 
 def list_units(paths: Sequence[Path]) -> list[Unit]:
+    import pyarrow as pa
     import pyarrow.parquet as pq
 
     units: list[Unit] = []
     for path in paths:
-        meta = pq.read_metadata(path)
+        try:
+            meta = pq.read_metadata(path)
+        except (OSError, pa.ArrowException) as exc:
+            raise unreadable(path, exc) from None
         units.extend(
             Unit(str(path), g, meta.row_group(g).num_rows)
             for g in range(meta.num_row_groups)
@@ -339,13 +356,26 @@ def plan_epoch(units: Sequence[Unit], world: int, global_batch: int, seed: int, 
 
 def read_units(units: Sequence[Unit], cfg: ModelConfig, keys: bool = False) -> Iterator[Chunk]:
     """Decode row groups slice by slice, in the given order."""
+    import pyarrow as pa
     import pyarrow.parquet as pq
 
     columns = required_columns(cfg, eval_keys=keys)
     for unit in units:
-        pf = pq.ParquetFile(unit.path)
-        for rb in pf.iter_batches(batch_size=READ_SLICE_ROWS, row_groups=[unit.row_group], columns=columns):
-            yield encode(rb, cfg, where=f"{unit.path} (row group {unit.row_group})", keys=keys)
+        try:
+            pf = pq.ParquetFile(unit.path)
+            batches = pf.iter_batches(
+                batch_size=READ_SLICE_ROWS, row_groups=[unit.row_group], columns=columns
+            )
+            while True:
+                try:
+                    rb = next(batches)
+                except StopIteration:
+                    break
+                yield encode(rb, cfg, where=f"{unit.path} (row group {unit.row_group})", keys=keys)
+        except (OSError, pa.ArrowException) as exc:  # decoding fails only when a page is read
+            if isinstance(exc, OSError) and exc.errno is not None:
+                raise  # the environment's (ENOSPC, EACCES ...): the CLI names it
+            raise unreadable(unit.path, exc) from None
 
 
 def shuffle_stream(chunks: Iterator[Chunk], buffer_rows: int, rng: np.random.Generator) -> Iterator[Chunk]:

@@ -82,6 +82,17 @@ def _check_run_dir(req: TrainRequest) -> None:
     existing = (req.run_dir / FINAL_CHECKPOINT).exists() or (req.run_dir / "checkpoints").is_dir()
     if existing and not req.resume:
         raise RankerError(f"run folder {req.run_dir} already holds a run: pass --resume or another --out")
+    if (
+        req.resume
+        and (req.run_dir / FINAL_CHECKPOINT).exists()
+        and latest_complete_checkpoint(req.run_dir) is None
+    ):
+        # a finished run without epoch checkpoints (a registry version folder, a copied run):
+        # --resume would start at epoch 1 and overwrite it
+        raise RankerError(
+            f"--resume: {req.run_dir} holds a finished model ({FINAL_CHECKPOINT}) but no complete epoch"
+            " checkpoint to continue from; refusing to train over it (use another --out)"
+        )
 
 
 def _load_warm_start(req: TrainRequest) -> dict[str, Any] | None:

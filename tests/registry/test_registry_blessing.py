@@ -34,11 +34,12 @@ def test_blessing_digest_keeps_what_the_event_records() -> None:
 
 def test_version_status() -> None:
     def status(verdict: dict[str, object] | None, *, complete: bool = True, champion: bool = False) -> str:
-        return version_status(complete=complete, is_champion=champion, verdict=verdict)
+        return version_status(complete=complete, is_champion=champion, verdict=verdict, champion="v0001")
 
     assert status({"decision": "pass"}, complete=False) == "incomplete"
     assert status({"decision": "reject"}, champion=True) == "champion"
     assert status({"decision": "pass", "rejected": {"reason": "on-call"}}) == "rejected"
-    assert status({"decision": "pass"}) == "blessed"
+    assert status({"decision": "pass", "champion_version": "v0001"}) == "blessed"
+    assert status({"decision": "pass", "champion_version": None}) == "blessed-stale"
     assert status({"decision": "reject"}) == "gate-rejected"
     assert status(None) == "candidate"
