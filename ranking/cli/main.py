@@ -13,6 +13,7 @@ import os
 import sys
 
 from ranking.cli.common import emit
+from ranking.cli.config import RankerParser
 from ranking.core.errors import RankerError
 
 # (module, what it provides) — order is the order of `ranker --help`
@@ -29,11 +30,13 @@ _GROUPS = [
     ("ranking.cli.run", "run"),
     ("ranking.cli.metrics", "metrics publish|show"),
     ("ranking.cli.study", "study"),
+    ("ranking.cli.backtest", "backtest"),
+    ("ranking.cli.config", "config show"),
 ]
 
 
 def build_parser() -> argparse.ArgumentParser:
-    parser = argparse.ArgumentParser(
+    parser = RankerParser(
         prog="ranker",
         description="Home-feed ranker retraining pipeline. Command groups:\n"
         + "\n".join(f"  {what}" for _, what in _GROUPS),
@@ -48,7 +51,11 @@ def build_parser() -> argparse.ArgumentParser:
 
 def main(argv: list[str] | None = None) -> int:
     parser = build_parser()
-    args = parser.parse_args(argv)
+    try:
+        args = parser.parse_args(argv)
+    except RankerError as exc:  # the pipeline config is read while parsing a step
+        print(f"ranker: {exc}", file=sys.stderr)
+        return exc.exit_code
     logging.basicConfig(
         level=args.log_level.upper(),
         stream=sys.stderr,
