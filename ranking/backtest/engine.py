@@ -383,6 +383,14 @@ def replay_day(
 # --------------------------------------------------------------------------------------------
 
 Progress = Callable[[str, int, int, float], None]
+# (workspace, eval day, window days, checks) -> the window's manifest
+WindowBuilder = Callable[[Workspace, dt.date, int, Any], Mapping[str, Any]]
+
+
+def _build_window(ws: Workspace, day: dt.date, days: int, checks: Any) -> Mapping[str, Any]:
+    from features.window import build_window
+
+    return build_window(ws, day, days, checks)
 
 
 @dataclass
@@ -395,6 +403,7 @@ class Backtest:
     parallel: int = 1
     on_progress: Progress | None = None
     code_version: str = ""
+    window_builder: WindowBuilder = _build_window
 
     def __post_init__(self) -> None:
         self.folder = self.ws.root / "backtests" / self.spec.id
@@ -419,8 +428,6 @@ class Backtest:
         """Every (day, window length) the recipes need, built once before any recipe runs (so
         recipes running in parallel only ever reuse partitions). A window that fails its checks
         is left to fail in each recipe's run, where it is recorded."""
-        from features.window import build_window
-
         ids: dict[tuple[dt.date, int], str | None] = {}
         for day in self.spec.eval_days:
             for run in self.runs:
@@ -428,9 +435,8 @@ class Backtest:
                 if (day, window.days) in ids:
                     continue
                 try:
-                    ids[(day, window.days)] = build_window(self.ws, day, window.days, window.checks())[
-                        "window_id"
-                    ]
+                    manifest = self.window_builder(self.ws, day, window.days, window.checks())
+                    ids[(day, window.days)] = str(manifest["window_id"])
                 except RankerError as exc:
                     log.warning("backtest: window %s (%dd) failed: %s", day, window.days, exc)
                     ids[(day, window.days)] = None

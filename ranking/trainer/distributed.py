@@ -65,7 +65,9 @@ def quiet_library_noise() -> None:
         return
     warnings.filterwarnings("ignore", category=FutureWarning, module=r"(torch|torchrec|fbgemm_gpu)(\.|$)")
     warnings.filterwarnings("ignore", category=UserWarning, module=r"(torch|torchrec|fbgemm_gpu)(\.|$)")
-    warnings.filterwarnings("ignore", category=FutureWarning, module=r"ranking\.trainer\.distributed")  # ShardedTensor
+    warnings.filterwarnings(
+        "ignore", category=FutureWarning, module=r"ranking\.trainer\.distributed"
+    )  # ShardedTensor
     for name in ("torchrec", "torch.distributed", "torch.fx"):
         logging.getLogger(name).setLevel(logging.ERROR)
     root = logging.getLogger()
