@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import argparse
 import json
-import tomllib
+import re
 from pathlib import Path
 
 import pytest
@@ -104,7 +104,7 @@ def test_environment_sits_between_defaults_and_the_file(tmp_path: Path) -> None:
 def test_an_explicit_schedule_list_carries_its_own_epochs() -> None:
     e = resolve([Layer("file:x", {"recipe.epochs": 3}), Layer("flag", {"recipe.schedule": "F,J"})])
     assert e.config.recipe.epochs is None and e.config.recipe.epoch_count == 2
-    with pytest.raises(ConfigFileError, match="recipe.epochs: must equal the length of schedule F,J"):
+    with pytest.raises(ConfigFileError, match=r"recipe\.epochs: must equal the length of schedule F,J"):
         resolve([Layer("file:x", {"recipe.schedule": "F,J", "recipe.epochs": 3})])
 
 
@@ -144,14 +144,14 @@ def test_bad_values_are_one_line_errors_naming_the_key(
         err = capsys.readouterr().err.strip()
         assert len(err.splitlines()) == 1, err
         assert err.startswith("ranker: config error: ")
-        assert __import__("re").search(message, err), err
+        assert re.search(message, err), err
 
 
 def test_yaml_is_read_too_and_its_nan_refused(tmp_path: Path) -> None:
     home = _home(tmp_path, "recipe:\n  epochs: 2\n", name="ranker.yaml")
     assert load(home).config.recipe.epochs == 2
     (home / "ranker.yaml").write_text("gate:\n  tolerance: .nan\n")
-    with pytest.raises(ConfigFileError, match="gate.tolerance: must be a finite number"):
+    with pytest.raises(ConfigFileError, match=r"gate\.tolerance: must be a finite number"):
         load(home)
     (home / "ranker.toml").write_text("")
     with pytest.raises(ConfigFileError, match="holds 2 config files"):
