@@ -107,11 +107,19 @@ def _ci(ci: list[float] | None) -> str:
     return "—" if not ci else f"[{100 * ci[0]:+.2f}%, {100 * ci[1]:+.2f}%]"
 
 
+def _shown_path(path: str) -> str:
+    """Relative to the working directory when under it (a committed report names repo files)."""
+    try:
+        return str(Path(path).resolve().relative_to(Path.cwd().resolve()))
+    except ValueError:
+        return path
+
+
 def render_markdown(report: Mapping[str, Any]) -> str:
     spec = report["spec"]
     base = report["baseline"]
     days = spec["days"]
-    recipes = ", ".join(f"`{n}` ({r['file']})" for n, r in spec["recipes"].items())
+    recipes = ", ".join(f"`{n}` ({_shown_path(r['file'])})" for n, r in spec["recipes"].items())
     lines = [
         f"# Backtest {spec['id']}: {days} days from {spec['start']}",
         "",

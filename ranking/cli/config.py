@@ -15,8 +15,9 @@ The file: ``--config FILE``, else ``$RANKER_CONFIG``, else ``<home>/ranker.toml`
 from __future__ import annotations
 
 import argparse
+import contextlib
 import os
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -145,6 +146,27 @@ def effective_config(args: argparse.Namespace) -> EffectiveConfig:
     from ranking.config.loader import load
 
     return load(workspace(args).root, getattr(args, "config", None))
+
+
+@contextlib.contextmanager
+def config_env(args: argparse.Namespace) -> Iterator[None]:
+    """Point ``$RANKER_CONFIG`` at ``--config`` while a command runs its own steps (``ranker
+    run``'s in-process steps, the study's ``ranker train`` processes), so they read the same file."""
+    from ranking.config.loader import CONFIG_ENV
+
+    explicit = getattr(args, "config", None)
+    if explicit is None:
+        yield
+        return
+    before = os.environ.get(CONFIG_ENV)
+    os.environ[CONFIG_ENV] = str(Path(explicit).expanduser().resolve())
+    try:
+        yield
+    finally:
+        if before is None:
+            os.environ.pop(CONFIG_ENV, None)
+        else:
+            os.environ[CONFIG_ENV] = before
 
 
 def render_text(effective: EffectiveConfig) -> str:

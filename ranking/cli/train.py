@@ -105,6 +105,10 @@ def _resolve_warm_start(ws: Workspace, value: str) -> tuple[Path | None, str]:
 
 
 def _model_config(args: argparse.Namespace, run_dir: Path, warm: Path | None) -> Any:
+    return _with_config_optimizers(args, _base_model_config(args, run_dir, warm))
+
+
+def _base_model_config(args: argparse.Namespace, run_dir: Path, warm: Path | None) -> Any:
     from ranking.trainer.config import default_model_config, load_model_config
 
     if args.model_config is not None:
@@ -117,6 +121,37 @@ def _model_config(args: argparse.Namespace, run_dir: Path, warm: Path | None) ->
 
         return model_config_of(warm, load_checkpoint(warm))
     return default_model_config()
+
+
+def _with_config_optimizers(args: argparse.Namespace, model_config: Any) -> Any:
+    """The pipeline config's ``recipe.table_optimizer`` / ``dense_optimizer`` replace the model
+    config's (a warm start's included: optimizers are not part of the architecture)."""
+    import dataclasses
+
+    from ranking.cli.config import effective_config
+    from ranking.trainer.config import OptimizerConfig
+
+    recipe = effective_config(args).config.recipe
+    changes = {
+        name: OptimizerConfig(**section.model_dump())
+        for name, section in (
+            ("table_optimizer", recipe.table_optimizer),
+            ("dense_optimizer", recipe.dense_optimizer),
+        )
+        if section is not None
+    }
+    return dataclasses.replace(model_config, **changes) if changes else model_config
+
+
+def _record_effective_config(args: argparse.Namespace, run_dir: Path) -> Path:
+    """``effective_config.json`` beside the run's manifest: the config and each value's source
+    (the registry keeps it with the version)."""
+    from ranking.cli.config import effective_config
+    from ranking.core.atomic import atomic_write_json
+
+    path = run_dir / "effective_config.json"
+    atomic_write_json(path, effective_config(args).to_dict())
+    return path
 
 
 def _env_threads() -> int | None:
@@ -161,6 +196,8 @@ def _launch(args: argparse.Namespace, ws: Workspace, run_dir: Path, warm: Path |
         "--no-register",
         f"--summary-file={summary_file}",
     ]
+    if args.config is not None:  # the workers read the same pipeline config (its optimizers)
+        argv.append(f"--config={Path(args.config).resolve()}")
     if args.epochs is not None:
         argv.append(f"--epochs={args.epochs}")
     if args.threads is not None:
@@ -243,6 +280,7 @@ def _train(args: argparse.Namespace) -> CommandResult:
             atomic_write_json(args.summary_file, summary)
             return CommandResult(quiet=True)
 
+    summary["effective_config"] = str(_record_effective_config(args, run_dir))
     summary["version"] = None
     if not args.no_register:
         from ranking.registry.store import register_run

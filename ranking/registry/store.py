@@ -52,7 +52,8 @@ REQUIRED_FILES: tuple[str, ...] = (
     "eval.json",
     "eval_scores.parquet",
 )
-OPTIONAL_FILES: tuple[str, ...] = ("curve.png",)
+# effective_config.json: the pipeline config the run was trained with and each value's source
+OPTIONAL_FILES: tuple[str, ...] = ("curve.png", "effective_config.json")
 
 _EVENT_FILE = re.compile(r"^(\d{8})\.json$")
 _MAX_CAS_RETRIES = 50
