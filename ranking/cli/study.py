@@ -92,6 +92,7 @@ def _progress_printer() -> Callable[[str, int, int, float], None]:
 def _study(args: argparse.Namespace) -> CommandResult:
     import shutil
 
+    from ranking.cli.config import config_env, effective_config
     from ranking.study.study import StudyRunner, StudySpec, build_report, study_dir_for, write_report
 
     ws = workspace(args)
@@ -114,9 +115,11 @@ def _study(args: argparse.Namespace) -> CommandResult:
         study_dir,
         parallel=args.parallel or max(1, os.cpu_count() or 1),
         on_progress=_progress_printer(),
+        window_checks=effective_config(args).config.window.checks(),
     )
     start = time.perf_counter()
-    results = runner.run()
+    with config_env(args):  # the study's `ranker train` processes read the same config
+        results = runner.run()
     report = build_report(spec, results, time.perf_counter() - start)
     paths = write_report(report, study_dir)
     if args.report_dir:
