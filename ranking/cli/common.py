@@ -38,6 +38,13 @@ def add_common(parser: argparse.ArgumentParser) -> argparse.ArgumentParser:
         metavar="FILE",
         help="pipeline config (default: $RANKER_CONFIG, else <home>/ranker.toml if present)",
     )
+    parser.add_argument(
+        "--params",
+        default=None,
+        metavar="JSON",
+        help='config values set by the caller, e.g. a DAG run\'s Params: {"recipe.epochs": 2} '
+        "(above the config file, below flags; recorded as source 'param')",
+    )
     parser.add_argument("--json", action="store_true", help="print one JSON object summarising what was done")
     parser.add_argument(
         "--run-id",

@@ -1,10 +1,10 @@
 """The pipeline config on the command line: ``ranker config show`` and the parser that applies
 the config to every step.
 
-Each step's flags that have a config key are *bound* (``BINDINGS``): when the step is parsed,
-a bound flag that was not given takes the effective config value (defaults < environment <
-config file), a flag that was given wins and is recorded as ``flag`` — or ``param`` when the
-DAG runs the step (it sets ``$RANKER_FLAG_SOURCE=param``). The parsed args carry the result as
+Each step's flags that have a config key are *bound* (``bindings()``): when the step is parsed,
+every bound flag takes the effective value of its key — defaults < environment < config file <
+the flag, if given (source ``flag``) < ``--params JSON``, a DAG run's Params (source ``param``).
+The parsed args carry the result as
 ``args.pipeline_config`` (an :class:`~ranking.config.loader.EffectiveConfig`): keys without a
 flag (the optimizers, ``gate.ci_level``, the study's window checks) are read from it, and
 ``ranker train`` records it beside the run as ``effective_config.json``.
@@ -26,9 +26,6 @@ from ranking.cli.common import CommandResult, add_common, workspace
 
 if TYPE_CHECKING:
     from ranking.config.loader import EffectiveConfig
-
-FLAG_SOURCE_ENV = "RANKER_FLAG_SOURCE"
-FLAG_SOURCES = ("flag", "param")
 
 
 @dataclass(frozen=True)
@@ -94,15 +91,6 @@ class _Unset:
 _UNSET = _Unset()
 
 
-def flag_source(environ: os._Environ[str] | dict[str, str] | None = None) -> str:
-    from ranking.config.loader import ConfigFileError
-
-    value = (os.environ if environ is None else environ).get(FLAG_SOURCE_ENV, "flag") or "flag"
-    if value not in FLAG_SOURCES:
-        raise ConfigFileError(f"${FLAG_SOURCE_ENV} must be one of {', '.join(FLAG_SOURCES)} (got {value!r})")
-    return value
-
-
 class RankerParser(argparse.ArgumentParser):
     """An ArgumentParser whose step subparsers fill unset bound flags from the pipeline config.
 
@@ -127,11 +115,16 @@ class RankerParser(argparse.ArgumentParser):
             value = getattr(ns, b.dest)
             if value is not _UNSET:
                 given[b.key] = b.to_config(value) if b.to_config else value
-        from ranking.config.loader import load
+        from ranking.config.loader import load, parse_params
 
-        effective = load(workspace(ns).root, getattr(ns, "config", None), given, flag_source())
+        effective = load(
+            workspace(ns).root,
+            getattr(ns, "config", None),
+            given,
+            params=parse_params(getattr(ns, "params", None)),
+        )
         for b in table:
-            if getattr(ns, b.dest) is _UNSET:
+            if getattr(ns, b.dest) is _UNSET or effective.sources[b.key] == "param":
                 value = effective.value(b.key)
                 setattr(ns, b.dest, b.to_arg(value) if b.to_arg else value)
         ns.pipeline_config = effective
@@ -143,9 +136,13 @@ def effective_config(args: argparse.Namespace) -> EffectiveConfig:
     found = getattr(args, "pipeline_config", None)
     if found is not None:
         return found  # type: ignore[no-any-return]
-    from ranking.config.loader import load
+    from ranking.config.loader import load, parse_params
 
-    return load(workspace(args).root, getattr(args, "config", None))
+    return load(
+        workspace(args).root,
+        getattr(args, "config", None),
+        params=parse_params(getattr(args, "params", None)),
+    )
 
 
 @contextlib.contextmanager

@@ -2,7 +2,7 @@
 
 Layers, lowest first: built-in defaults < environment (``$RANKER_PUSHGATEWAY_URL``,
 ``$RANKER_MAX_SOURCE_LAG_HOURS``: deployment-wide settings that predate the file) < config file
-< CLI flags or DAG Params. Each effective value remembers the layer it came from.
+< CLI flags < DAG Params (``--params``). Each effective value remembers the layer it came from.
 
 The file is TOML (primary: ``tomllib`` is in the standard library and TOML's types are explicit,
 so ``1e-3`` is a number and ``no`` is not a boolean, as YAML 1.1 would have it); YAML is read too
@@ -191,14 +191,33 @@ def resolve(layers: list[Layer], files: tuple[str, ...] = ()) -> EffectiveConfig
     return EffectiveConfig(config, {k: sources[k] for k in leaf_keys()}, files)
 
 
+def parse_params(text: str | None) -> dict[str, Any]:
+    """``--params '{"recipe.epochs": 2}'``: a JSON object of dotted config keys (null = not set)."""
+    if not text:
+        return {}
+    try:
+        raw = json.loads(text, parse_constant=lambda c: float(c))
+    except json.JSONDecodeError as exc:
+        raise ConfigFileError(f"--params: not a JSON object: {exc.msg}") from None
+    if not isinstance(raw, dict):
+        raise ConfigFileError("--params: must be a JSON object of dotted config keys")
+    known = set(leaf_keys())
+    unknown = sorted(k for k in raw if k not in known and k.split(".")[0] not in SECTIONS)
+    if unknown:
+        raise ConfigFileError(f"{unknown[0]}: unknown section (known: {', '.join(SECTIONS)}) [{PARAM}]")
+    return {k: v for k, v in raw.items() if v is not None}
+
+
 def load(
     home: Path,
     explicit: str | os.PathLike[str] | None = None,
     overrides: Mapping[str, Any] | None = None,
     override_source: str = FLAG,
     environ: Mapping[str, str] | None = None,
+    params: Mapping[str, Any] | None = None,
 ) -> EffectiveConfig:
-    """The effective config of a command: defaults < env < file < ``overrides`` (flags or Params)."""
+    """The effective config of a command: defaults < env < file < ``overrides`` (flags) <
+    ``params`` (a DAG run's Params: the operator's choice for this run)."""
     layers = [Layer(f"env:{ENV_KEYS[k]}", {k: v}) for k, v in env_values(environ).items()]
     path = find_config_file(home, explicit, environ)
     files: tuple[str, ...] = ()
@@ -207,6 +226,8 @@ def load(
         files = (str(path),)
     if overrides:
         layers.append(Layer(override_source, dict(overrides)))
+    if params:
+        layers.append(Layer(PARAM, dict(params)))
     return resolve(layers, files)
 
 

@@ -66,7 +66,7 @@ def test_every_bound_flag_has_the_config_default_as_its_own(tmp_path: Path) -> N
             assert argparse_default == value, (step, b.dest, argparse_default, value)
 
 
-def test_file_below_flags_below_params(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+def test_file_below_params_below_flags(tmp_path: Path) -> None:
     home = _home(tmp_path, '[recipe]\nepochs = 1\nwarm_start = "none"\n[window]\ndays = 7\n')
     common = ["train", "--home", str(home), "--end", "2026-01-10"]
     args = _parse(*common)
@@ -79,10 +79,35 @@ def test_file_below_flags_below_params(tmp_path: Path, monkeypatch: pytest.Monke
     assert args.pipeline_config.sources["recipe.epochs"] == "flag"
     assert args.pipeline_config.sources["window.days"] == "flag"  # given, even though equal to the file's
 
-    monkeypatch.setenv("RANKER_FLAG_SOURCE", "param")  # how the DAG runs a step
-    args = _parse(*common, "--epochs", "3")
-    assert args.epochs == 3 and args.pipeline_config.sources["recipe.epochs"] == "param"
+    # how the DAG runs a step: its Params as --params, above the file
+    args = _parse(*common, "--params", '{"recipe.epochs": 3, "recipe.schedule": null}')
+    assert (args.epochs, args.schedule) == (3, "delayed")  # null: not set by the Params
+    assert args.pipeline_config.sources["recipe.epochs"] == "param"
     assert args.pipeline_config.sources["recipe.warm_start"].startswith("file:")
+    # file < flags < Params: a run's Param is the operator's choice, over a flag the caller wired
+    args = _parse(*common, "--params", '{"recipe.epochs": 3}', "--epochs", "2", "--seed", "4")
+    assert (args.epochs, args.seed) == (3, 4)
+    assert args.pipeline_config.sources["recipe.epochs"] == "param"
+    assert args.pipeline_config.sources["recipe.seed"] == "flag"
+
+
+@pytest.mark.parametrize(
+    ("params", "message"),
+    [
+        ('{"recipe.epochs": 0}', r"recipe\.epochs: must be >= 1 \(got 0\) \[param\]"),
+        ('{"gate.tolerance": NaN}', r"gate\.tolerance: must be a finite number \(got nan\) \[param\]"),
+        ('{"recipes.epochs": 1}', r"recipes\.epochs: unknown section"),
+        ('{"recipe.epoch": 1}', r"recipe\.epoch: unknown key"),
+        ("[1]", r"--params: must be a JSON object"),
+        ("{", r"--params: not a JSON object"),
+    ],
+)
+def test_bad_params_are_one_line_errors(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str], params: str, message: str
+) -> None:
+    assert main(["train", "--home", str(_home(tmp_path)), "--end", "2026-01-10", "--params", params]) == 2
+    err = capsys.readouterr().err.strip()
+    assert len(err.splitlines()) == 1 and re.search(message, err), err
 
 
 def test_gate_thresholds_come_from_the_file_unless_flagged(tmp_path: Path) -> None:
