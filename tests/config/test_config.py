@@ -221,3 +221,28 @@ def test_config_show_prints_values_and_sources_and_its_text_reads_back(
     assert f"epochs = 1  # file:{home / 'ranker.toml'}" in text
     again = _home(tmp_path / "again", text)
     assert load(again).config == load(home).config
+
+
+def test_the_dags_param_keys_are_config_keys() -> None:
+    """The DAG maps its Params to config keys without importing ranking: check the names here."""
+    import importlib.util
+    import sys
+
+    from ranking.config import leaf_keys
+
+    path = Path(__file__).resolve().parents[2] / "dags" / "ranker_dags" / "params.py"
+    spec = importlib.util.spec_from_file_location("dag_params", path)
+    assert spec and spec.loader
+    module = importlib.util.module_from_spec(spec)
+    sys.modules["dag_params"] = module  # dataclasses resolve the module's annotations through it
+    spec.loader.exec_module(module)
+    assert set(module.PARAM_KEYS.values()) <= set(leaf_keys())
+    # and every value the Params' enums allow is a valid config value of its key
+    for warm in module.WARM_STARTS:
+        for scope in module.WARM_START_SCOPES:
+            e = resolve([Layer("param", {"recipe.warm_start": warm, "recipe.warm_start_scope": scope})])
+            assert (e.config.recipe.warm_start, e.config.recipe.warm_start_scope) == (warm, scope)
+    for pipeline in module.PIPELINES:
+        assert resolve([Layer("param", {"recipe.pipeline": pipeline})]).config.recipe.pipeline == pipeline
+    for schedule in module.SCHEDULE_NAMES:
+        assert resolve([Layer("param", {"recipe.schedule": schedule})]).config.recipe.schedule == schedule
