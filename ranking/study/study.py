@@ -324,8 +324,8 @@ class StudyRunner:
         ]
         if self.spec.model_config:
             cmd += ["--model-config", self.spec.model_config]
-        # explicit: a pipeline config's recipe.warm_start_scope must not change a study cell
-        cmd += ["--warm-start-scope", "dense" if cell.init == "warm_dense" else "all"]
+        if warm_from is not None:  # explicit: a pipeline config's warm_start_scope must not change a cell
+            cmd += ["--warm-start-scope", "dense" if cell.init == "warm_dense" else "all"]
         threads = max(1, (os.cpu_count() or 1) // max(1, self.parallel))
         env = {**os.environ, "OMP_NUM_THREADS": str(threads), "MKL_NUM_THREADS": str(threads)}
         start = time.perf_counter()
