@@ -16,12 +16,12 @@ TRAINER_STAMP := $(VENV)/.installed-$(DEVICE)-$(shell cat $(TRAINER_LOCK) pyproj
 AIRFLOW_STAMP := $(AFVENV)/.installed-$(shell sha256sum < $(AIRFLOW_LOCK) | cut -c1-12)
 PYTEST_ARGS ?=
 
-.PHONY: setup test lint typecheck test-py test-airflow demo bench study lock clean-venvs help
+.PHONY: setup test lint typecheck test-py test-airflow demo bench study backtest lock clean-venvs help
 
 help:
 	@echo "make demo   - set up, build a synthetic workspace, run ranker_retrain through Airflow for two days"
 	@echo "make test   - set up, lint (ruff), type check (mypy), pytest in both environments"
-	@echo "make setup [DEVICE=cuda] | make bench | make study | make lock"
+	@echo "make setup [DEVICE=cuda] | make bench | make study | make backtest | make lock"
 
 setup: $(TRAINER_STAMP) $(AIRFLOW_STAMP)
 
@@ -70,6 +70,9 @@ bench: setup
 
 study: setup
 	bash infra/study.sh
+
+backtest: setup
+	bash infra/backtest.sh
 
 lock:
 	requirements/compile.sh all

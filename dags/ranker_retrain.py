@@ -5,8 +5,10 @@ plan → check_freshness → build_window → validate_window → train → gate
 
 Every step is a ``ranker`` CLI call in the project environment (``$RANKER_BIN``), so the same
 command runs locally, in a container or in a pod; this file only wires the steps. Deployment
-settings come from ``RANKER_*`` environment variables (``ranker_dags/settings.py``), run
-parameters from the validated Params. docs/orchestration.md explains both.
+settings come from ``RANKER_*`` environment variables (``ranker_dags/settings.py``) and the
+pipeline config (``<home>/ranker.toml`` or ``$RANKER_CONFIG``, read by the steps themselves); run
+parameters from the validated Params, which the steps get as ``--params`` (a layer above the
+config; an empty Param leaves the config's value). docs/orchestration.md explains both.
 """
 
 from __future__ import annotations
@@ -21,7 +23,7 @@ from airflow.sdk.timezone import datetime
 from ranker_dags import decisions
 from ranker_dags.assets import CHAMPION
 from ranker_dags.callbacks import make_failure_callback
-from ranker_dags.launchers import container_train_operator, summary_from_xcom, train_step_args
+from ranker_dags.launchers import container_train_operator, params_arg, summary_from_xcom, train_step_args
 from ranker_dags.params import PlanError, make_plan, ranker_run_id, retrain_params
 from ranker_dags.ranker_cli import EXIT_NEGATIVE, EXIT_OK, ranker_argv, run_ranker
 from ranker_dags.settings import OrchestrationSettings
@@ -94,7 +96,7 @@ def build_retrain_dag(settings: OrchestrationSettings) -> DAG:
 
         @task(execution_timeout=timedelta(hours=2), **transient)
         def build_window(plan: dict[str, Any], freshness: dict[str, Any]) -> dict[str, Any]:
-            args = ["features", "window", "--end", plan["window_end"], "--days", str(plan["window_days"])]
+            args = ["features", "window", "--end", plan["window_end"], "--params", params_arg(plan)]
             return ranker(plan, args).summary
 
         @task(execution_timeout=timedelta(minutes=5), **no_retry)
@@ -131,9 +133,7 @@ def build_retrain_dag(settings: OrchestrationSettings) -> DAG:
         def gate(plan: dict[str, Any], train_result: Any) -> dict[str, Any]:
             candidate = summary_from_xcom(train_result)["version"]
             args = ["gate", "--candidate", str(candidate), "--end", plan["window_end"]]
-            for flag, key in (("--tolerance", "tolerance"), ("--min-hit", "min_hit")):
-                if plan[key] is not None:
-                    args += [flag, repr(float(plan[key]))]
+            args += ["--params", params_arg(plan)]
             result = ranker(plan, args, allowed=(EXIT_OK, EXIT_NEGATIVE))
             return {**result.summary, "candidate_version": candidate}
 

@@ -47,8 +47,9 @@ def window_problems(summary: Mapping[str, Any], plan: Mapping[str, Any]) -> list
     problems = []
     if str(summary.get("end")) != plan["window_end"]:
         problems.append(f"window end {summary.get('end')} != planned {plan['window_end']}")
-    if int(summary.get("days", -1)) != int(plan["window_days"]):
-        problems.append(f"window days {summary.get('days')} != planned {plan['window_days']}")
+    planned = plan.get("window_days")  # None: the pipeline config's, whatever the step reports
+    if planned is not None and int(summary.get("days", -1)) != int(planned):
+        problems.append(f"window days {summary.get('days')} != planned {planned}")
     for key in ("rows_train", "rows_eval"):
         if int(summary.get(key) or 0) <= 0:
             problems.append(f"{key} is {summary.get(key)}: the window is empty")
@@ -58,7 +59,7 @@ def window_problems(summary: Mapping[str, Any], plan: Mapping[str, Any]) -> list
         # window (the builder tolerates a few missing days up to its coverage threshold)
         missing = len(summary.get("missing_days") or [])
         accounted = int(built) + int(reused)
-        expected = int(plan["window_days"]) - missing + 1
+        expected = int(summary.get("days") or 0) - missing + 1
         if accounted != expected:
             problems.append(
                 f"{built} days built + {reused} reused != {expected} (train days - {missing} missing + eval day)"

@@ -13,6 +13,7 @@ separate argv entries, never through shell parsing, so no parameter value can in
 
 from __future__ import annotations
 
+import json
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
@@ -33,32 +34,23 @@ def train_step_args(plan: dict[str, Any], nproc: int) -> list[str]:
     ``--resume`` always: the run folder is ``<home>/runs/<run id>``, so a retry of the task continues
     after the last complete epoch instead of failing on the folder the first try left (a first try
     with no checkpoint starts from epoch 1)."""
-    args = [
-        "train",
-        "--end",
-        str(plan["window_end"]),
-        "--days",
-        str(plan["window_days"]),
-        "--epochs",
-        str(plan["epochs"]),
-        "--schedule",
-        str(plan["schedule"]),
-        "--pipeline",
-        str(plan["pipeline"]),
-        "--resume",
-    ]
+    args = ["train", "--end", str(plan["window_end"]), "--params", params_arg(plan), "--resume"]
     if nproc > 1:
         args += ["--nproc", str(nproc)]
     return args
 
 
+def params_arg(plan: dict[str, Any]) -> str:
+    """The run's Params that are set, as ``--params`` JSON (a Jinja template renders to it)."""
+    params = plan.get("config_params") or {}
+    return params if isinstance(params, str) else json.dumps(params, sort_keys=True)
+
+
 def templated_train_args(settings: OrchestrationSettings) -> list[str]:
     """``train_step_args`` + common options as Jinja templates over the plan task's XCom (for the
     container launchers, whose command is rendered by Airflow at run time)."""
-    template_plan = {
-        key: "{{ " + PLAN_XCOM + f"['{key}'] }}}}"
-        for key in ("window_end", "window_days", "epochs", "schedule", "pipeline")
-    }
+    template_plan: dict[str, Any] = {"window_end": "{{ " + PLAN_XCOM + "['window_end'] }}"}
+    template_plan["config_params"] = "{{ " + PLAN_XCOM + "['config_params'] | tojson }}"
     return [
         *train_step_args(template_plan, settings.train_nproc),
         "--json",

@@ -22,6 +22,20 @@ from typing import Any
 SCHEDULE_NAMES = ("delayed", "joint", "frozen", "joint_then_frozen")
 SCHEDULE_LIST_PATTERN = r"^[FJ](,[FJ]){0,9}$"
 PIPELINES = ("sync", "semisync")
+WARM_STARTS = ("none", "champion")
+WARM_START_SCOPES = ("all", "dense")
+# Param -> pipeline config key: the steps get the Params that are set as `--params JSON`, a layer
+# above the config file (<home>/ranker.toml or $RANKER_CONFIG); an empty Param leaves the config's
+PARAM_KEYS = {
+    "window_days": "window.days",
+    "epochs": "recipe.epochs",
+    "schedule": "recipe.schedule",
+    "pipeline": "recipe.pipeline",
+    "warm_start": "recipe.warm_start",
+    "warm_start_scope": "recipe.warm_start_scope",
+    "tolerance": "gate.tolerance",
+    "min_hit": "gate.min_save_hit_at_3",
+}
 REASON_MAX = 500
 # the CLI's run-id rule, the same string as RUN_ID_PATTERN in ranking/core/ids.py (this environment
 # cannot import `ranking`; tests/dags/test_id_patterns.py compares the two)
@@ -49,26 +63,53 @@ def retrain_param_schemas() -> dict[str, dict[str, Any]]:
             "complete day before the run's date.",
         },
         "window_days": {
-            "default": 20,
-            "type": "integer",
+            "default": None,
+            "type": ["null", "integer"],
             "minimum": 1,
             "maximum": 60,
             "title": "Window length in days",
+            "description": "Empty: the pipeline config's window.days (default 20).",
         },
-        "epochs": {"default": 3, "type": "integer", "minimum": 1, "maximum": 10, "title": "Epochs"},
+        "epochs": {
+            "default": None,
+            "type": ["null", "integer"],
+            "minimum": 1,
+            "maximum": 10,
+            "title": "Epochs",
+            "description": "Empty: the pipeline config's recipe.epochs (default 3, or the schedule list's length).",
+        },
         "schedule": {
-            "default": "delayed",
-            "type": "string",
-            "anyOf": [{"enum": list(SCHEDULE_NAMES)}, {"pattern": SCHEDULE_LIST_PATTERN}],
+            "default": None,
+            "anyOf": [
+                {"type": "null"},
+                {"type": "string", "enum": list(SCHEDULE_NAMES)},
+                {"type": "string", "pattern": SCHEDULE_LIST_PATTERN},
+            ],
             "title": "Embedding schedule",
             "description": "delayed (F,J,J...), joint, frozen, joint_then_frozen, or one letter per "
-            "epoch such as F,J,J (F: tables frozen, J: joint).",
+            "epoch such as F,J,J (F: tables frozen, J: joint). Empty: the pipeline config's.",
         },
         "pipeline": {
-            "default": "semisync",
-            "type": "string",
-            "enum": list(PIPELINES),
+            "default": None,
+            "type": ["null", "string"],
+            "enum": [None, *PIPELINES],
             "title": "Training pipeline",
+            "description": "Empty: the pipeline config's recipe.pipeline (default semisync).",
+        },
+        "warm_start": {
+            "default": None,
+            "type": ["null", "string"],
+            "enum": [None, *WARM_STARTS],
+            "title": "Warm start",
+            "description": "champion: from the production model; none: from scratch. Empty: the "
+            "pipeline config's recipe.warm_start (default champion).",
+        },
+        "warm_start_scope": {
+            "default": None,
+            "type": ["null", "string"],
+            "enum": [None, *WARM_START_SCOPES],
+            "title": "Warm start scope",
+            "description": "all weights, or the dense layers only (fresh tables). Empty: the config's.",
         },
         "tolerance": {
             "default": None,
@@ -77,7 +118,7 @@ def retrain_param_schemas() -> dict[str, dict[str, Any]]:
             "exclusiveMaximum": 1,
             "title": "Gate tolerance",
             "description": "Allowed relative drop of save HIT@3 vs the champion (0.01 = 1%). "
-            "Empty: the gate's default.",
+            "Empty: the pipeline config's gate.tolerance.",
         },
         "min_hit": {
             "default": None,
@@ -85,7 +126,7 @@ def retrain_param_schemas() -> dict[str, dict[str, Any]]:
             "minimum": 0,
             "maximum": 1,
             "title": "Gate floor on save HIT@3",
-            "description": "Absolute floor on the candidate's save HIT@3. Empty: the gate's default.",
+            "description": "Absolute floor on the candidate's save HIT@3. Empty: the config's gate.min_save_hit_at_3.",
         },
         "dry_run": {
             "default": False,
@@ -126,10 +167,12 @@ class RunPlan:
 
     run_id: str
     window_end: str
-    window_days: int
-    epochs: int
-    schedule: str
-    pipeline: str
+    window_days: int | None  # None: the pipeline config's (also for every Param below)
+    epochs: int | None
+    schedule: str | None
+    pipeline: str | None
+    warm_start: str | None
+    warm_start_scope: str | None
     tolerance: float | None
     min_hit: float | None
     dry_run: bool
@@ -137,8 +180,14 @@ class RunPlan:
     reason: str
     actor: str  # who triggered the run: recorded by the registry as "who"
 
+    @property
+    def config_params(self) -> dict[str, Any]:
+        """The Params that are set, by config key (what the steps get as ``--params``)."""
+        values = asdict(self)
+        return {key: values[name] for name, key in PARAM_KEYS.items() if values[name] is not None}
+
     def to_dict(self) -> dict[str, Any]:
-        return asdict(self)
+        return {**asdict(self), "config_params": self.config_params}
 
 
 def ranker_run_id(airflow_run_id: str) -> str:
@@ -179,12 +228,12 @@ def make_plan(
     actor: str | None = None,
 ) -> RunPlan:
     """Check the cross-field rules Params cannot express and resolve the window end."""
-    epochs = int(params["epochs"])
-    schedule = str(params["schedule"])
-    if schedule not in SCHEDULE_NAMES:
+    epochs = _optional(params, "epochs", int)
+    schedule = _optional(params, "schedule", str)
+    if schedule is not None and schedule not in SCHEDULE_NAMES:
         if not re.match(SCHEDULE_LIST_PATTERN, schedule):
             raise PlanError(f"unknown schedule {schedule!r}: use {', '.join(SCHEDULE_NAMES)} or e.g. F,J,J")
-        if len(schedule.split(",")) != epochs:
+        if epochs is not None and len(schedule.split(",")) != epochs:
             raise PlanError(
                 f"schedule {schedule!r} has {len(schedule.split(','))} settings but epochs={epochs}: "
                 "give one setting per epoch"
@@ -207,10 +256,12 @@ def make_plan(
     return RunPlan(
         run_id=ranker_run_id(airflow_run_id),
         window_end=window_end.isoformat(),
-        window_days=int(params["window_days"]),
+        window_days=_optional(params, "window_days", int),
         epochs=epochs,
         schedule=schedule,
-        pipeline=str(params["pipeline"]),
+        pipeline=_optional(params, "pipeline", str),
+        warm_start=_optional(params, "warm_start", str),
+        warm_start_scope=_optional(params, "warm_start_scope", str),
         tolerance=None if tolerance is None else float(tolerance),
         min_hit=None if min_hit is None else float(min_hit),
         dry_run=dry_run,
@@ -218,6 +269,11 @@ def make_plan(
         reason=reason,
         actor=actor or f"airflow:{run_type}",
     )
+
+
+def _optional(params: Mapping[str, Any], name: str, kind: Any) -> Any:
+    value = params.get(name)
+    return None if value is None else kind(value)
 
 
 def parse_date(value: str, name: str) -> dt.date:

@@ -16,6 +16,7 @@ import sys
 from typing import Any, NoReturn
 
 from ranking.cli.common import emit
+from ranking.cli.config import RankerParser
 from ranking.core.errors import RankerError
 
 # (module, what it provides) — order is the order of `ranker --help`
@@ -33,6 +34,8 @@ _GROUPS = [
     ("ranking.cli.run", "run"),
     ("ranking.cli.metrics", "metrics publish|show"),
     ("ranking.cli.study", "study"),
+    ("ranking.cli.backtest", "backtest"),
+    ("ranking.cli.config", "config show"),
 ]
 
 
@@ -40,7 +43,7 @@ class UsageError(RankerError):
     """The command line itself is wrong (unknown option, a value its type refuses)."""
 
 
-class _Parser(argparse.ArgumentParser):
+class _Parser(RankerParser):
     """argparse that reports a bad command line as one line (raised, so the caller decides
     how to print it and in-process callers are not exited)."""
 
@@ -107,7 +110,7 @@ def main(argv: list[str] | None = None) -> int:
     parser = build_parser()
     try:
         args = parser.parse_args(words)
-    except UsageError as exc:  # exits as argparse would (status 2), in one line
+    except RankerError as exc:  # a bad command line or pipeline config: status 2, in one line
         sys.exit(_fail(next((w for w in words if not w.startswith("-")), None), exc, "--json" in words))
     try:
         logging.basicConfig(

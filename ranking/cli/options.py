@@ -96,14 +96,18 @@ def gate_passthrough(args: argparse.Namespace) -> list[str]:
 
 
 def gate_config(args: argparse.Namespace) -> GateConfig:
+    """The pipeline config's gate section (keys without a flag too: ci_level, min_score_std,
+    seed), with the thresholds given as flags over it."""
+    from ranking.cli.config import effective_config
     from ranking.gate.checks import GateConfig
 
-    values: dict[str, Any] = {}
+    values: dict[str, Any] = effective_config(args).config.gate.model_dump()
     for option, name, _, _ in _GATE_OPTIONS:
         if getattr(args, _dest(option), None) is not None:
             values[name] = getattr(args, _dest(option))
     for option, name, _ in _GATE_FLAGS:
-        values[name] = bool(getattr(args, _dest(option), False))
+        if getattr(args, _dest(option), False):
+            values[name] = True
     return GateConfig(**values)
 
 

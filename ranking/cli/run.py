@@ -30,11 +30,13 @@ def handle_run(args: argparse.Namespace) -> CommandResult:
     ws = workspace(args)
     if not args.run_id:
         args.run_id = new_run_id(args.end)  # the CLI then records this summary as <run id>/run.json
+    from ranking.cli.config import config_env
     from ranking.cli.main import build_parser
     from ranking.cli.steps import InProcessSteps
 
     steps = InProcessSteps(build_parser(), str(ws.root), args.run_id)
-    result = execute(plan, str(ws.root), args.run_id, steps)
+    with config_env(args):  # every step reads the run's --config, or <home>/ranker.toml
+        result = execute(plan, str(ws.root), args.run_id, steps)
     return CommandResult(result.summary, exit_code=result.exit_code, text=result.text)
 
 

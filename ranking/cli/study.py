@@ -88,30 +88,32 @@ def _progress_printer() -> Callable[[str, int, int, float], None]:
 
 
 def _study(args: argparse.Namespace) -> CommandResult:
+    from ranking.cli.config import config_env, effective_config
     from ranking.study.run import StudyRequest, run_study
     from ranking.study.spec import StudySpec
 
-    outcome = run_study(
-        StudyRequest(
-            workspace=workspace(args),
-            spec=StudySpec(
-                end=args.end,
-                windows=args.windows,
-                epochs=args.epochs,
-                schedules=args.schedules,
-                seeds=args.seeds,
-                inits=args.inits,
-                warm_offset_days=args.warm_offset_days,
-                pipeline=args.pipeline,
-                batch_size=args.batch_size,
-                model_config=str(args.model_config.resolve()) if args.model_config else None,
-            ),
-            name=args.name,
-            parallel=args.parallel,
-            report_dir=args.report_dir,
-            on_progress=_progress_printer(),
-        )
+    request = StudyRequest(
+        workspace=workspace(args),
+        spec=StudySpec(
+            end=args.end,
+            windows=args.windows,
+            epochs=args.epochs,
+            schedules=args.schedules,
+            seeds=args.seeds,
+            inits=args.inits,
+            warm_offset_days=args.warm_offset_days,
+            pipeline=args.pipeline,
+            batch_size=args.batch_size,
+            model_config=str(args.model_config.resolve()) if args.model_config else None,
+        ),
+        name=args.name,
+        parallel=args.parallel,
+        report_dir=args.report_dir,
+        on_progress=_progress_printer(),
+        window_checks=effective_config(args).config.window.checks(),
     )
+    with config_env(args):  # the study's `ranker train` processes read the same config
+        outcome = run_study(request)
     text = "\n".join(
         [f"study report: {outcome.paths['markdown']}"]
         + [

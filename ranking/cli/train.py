@@ -66,8 +66,12 @@ def register(sub: argparse._SubParsersAction) -> None:  # type: ignore[type-arg]
 
 def train_job(args: argparse.Namespace) -> TrainJob:
     """The typed request of a ``ranker train`` command line."""
+    from ranking.cli.config import effective_config
+    from ranking.trainer.config import OptimizerConfig
     from ranking.trainer.job import TrainJob
 
+    effective = effective_config(args)
+    recipe = effective.config.recipe
     return TrainJob(
         workspace=workspace(args),
         end=args.end,
@@ -90,6 +94,14 @@ def train_job(args: argparse.Namespace) -> TrainJob:
         register=not args.no_register,
         progress=not args.no_progress,
         summary_file=args.summary_file,
+        table_optimizer=OptimizerConfig(**recipe.table_optimizer.model_dump())
+        if recipe.table_optimizer
+        else None,
+        dense_optimizer=OptimizerConfig(**recipe.dense_optimizer.model_dump())
+        if recipe.dense_optimizer
+        else None,
+        config_file=Path(args.config) if args.config is not None else None,
+        effective_config=effective.to_dict(),
     )
 
 

@@ -43,7 +43,8 @@ REQUIRED_FILES: tuple[str, ...] = (
     "eval.json",
     "eval_scores.parquet",
 )
-OPTIONAL_FILES: tuple[str, ...] = ("curve.png",)
+# effective_config.json: the pipeline config the run was trained with and each value's source
+OPTIONAL_FILES: tuple[str, ...] = ("curve.png", "effective_config.json")
 
 
 def validate_version_id(version: str) -> str:

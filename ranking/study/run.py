@@ -8,12 +8,15 @@ import time
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from ranking.core.workspace import Workspace
 from ranking.study.report import build_report, write_report
 from ranking.study.runner import StudyRunner
 from ranking.study.spec import StudySpec, study_dir_for
+
+if TYPE_CHECKING:
+    from features.validation import WindowChecks
 
 ProgressCallback = Callable[[str, int, int, float], None]  # (cell key, done, total, elapsed seconds)
 
@@ -28,6 +31,8 @@ class StudyRequest:
     parallel: int | None = None  # runs at a time (default: CPU cores)
     report_dir: Path | None = None  # also copy the report here
     on_progress: ProgressCallback | None = None
+    # the window checks (the pipeline config's `window` section); None: WindowChecks' defaults
+    window_checks: WindowChecks | None = None
 
 
 @dataclass(frozen=True)
@@ -55,6 +60,7 @@ def run_study(request: StudyRequest) -> StudyOutcome:
         study_dir,
         parallel=request.parallel or max(1, os.cpu_count() or 1),
         on_progress=request.on_progress,
+        window_checks=request.window_checks,
     )
     start = time.perf_counter()
     results = runner.run()

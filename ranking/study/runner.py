@@ -16,12 +16,15 @@ from collections.abc import Callable, Iterable
 from concurrent.futures import ThreadPoolExecutor, as_completed
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from ranking.core.atomic import atomic_write_json, read_json
 from ranking.core.hashing import sha256_file
 from ranking.core.workspace import Workspace
 from ranking.study.spec import BASELINE_SCHEDULE, WARM_INITS, Cell, StudyError, StudySpec, letters, plan_cells
+
+if TYPE_CHECKING:
+    from features.validation import WindowChecks
 
 
 @dataclass
@@ -34,6 +37,8 @@ class StudyRunner:
     parallel: int = 2
     ranker: list[str] = field(default_factory=lambda: [sys.executable, "-m", "ranking.cli"])
     on_progress: Callable[[str, int, int, float], None] | None = None
+    # the window checks (the pipeline config's `window` section); None: WindowChecks' defaults
+    window_checks: WindowChecks | None = None
 
     def cell_dir(self, cell: Cell) -> Path:
         return self.study_dir / "runs" / cell.key
@@ -94,8 +99,8 @@ class StudyRunner:
         ]
         if self.spec.model_config:
             cmd += ["--model-config", self.spec.model_config]
-        if cell.init == "warm_dense":
-            cmd += ["--warm-start-scope", "dense"]
+        if warm_from is not None:  # explicit: a pipeline config's warm_start_scope must not change a cell
+            cmd += ["--warm-start-scope", "dense" if cell.init == "warm_dense" else "all"]
         threads = max(1, (os.cpu_count() or 1) // max(1, self.parallel))
         env = {**os.environ, "OMP_NUM_THREADS": str(threads), "MKL_NUM_THREADS": str(threads)}
         start = time.perf_counter()
@@ -144,7 +149,7 @@ class StudyRunner:
         needed = {(spec.end, w) for w in spec.windows}
         needed |= {(spec.warm_end(c.window_days), c.window_days) for c in bases}
         for end, w in sorted(needed):
-            windows[(end, w)] = build_window(self.ws, end, w)["window_id"]
+            windows[(end, w)] = build_window(self.ws, end, w, self.window_checks)["window_id"]
         total = len(bases) + len(cells)
         base_jobs = [
             (c, spec.warm_end(c.window_days), windows[(spec.warm_end(c.window_days), c.window_days)], None)

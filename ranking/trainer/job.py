@@ -21,7 +21,7 @@ from typing import Any
 from ranking.core.errors import RankerError, TrainingFailed
 from ranking.core.ids import validate_run_id
 from ranking.core.workspace import Workspace
-from ranking.trainer.config import ModelConfig
+from ranking.trainer.config import ModelConfig, OptimizerConfig
 
 log = logging.getLogger(__name__)
 
@@ -54,6 +54,12 @@ class TrainJob:
     register: bool = True
     progress: bool = True
     summary_file: Path | None = None  # set for launched workers: rank 0 writes its summary here
+    # the pipeline config's optimizers: they replace the model config's (a warm start's included)
+    table_optimizer: OptimizerConfig | None = None
+    dense_optimizer: OptimizerConfig | None = None
+    config_file: Path | None = None  # the pipeline config file, handed to launched workers
+    # the effective pipeline config and each value's source, recorded in the run folder
+    effective_config: dict[str, Any] | None = None
 
 
 def run_train_job(job: TrainJob) -> dict[str, Any] | None:
@@ -118,6 +124,11 @@ def run_train_job(job: TrainJob) -> dict[str, Any] | None:
             atomic_write_json(job.summary_file, summary)
             return None
 
+    if job.effective_config is not None:
+        from ranking.core.atomic import atomic_write_json
+
+        summary["effective_config"] = str(run_dir / "effective_config.json")
+        atomic_write_json(summary["effective_config"], job.effective_config)
     summary["version"] = None
     if job.register:
         from ranking.registry import register_run
@@ -156,7 +167,17 @@ def resolve_warm_start(ws: Workspace, value: str) -> tuple[Path | None, str]:
 
 
 def resolve_model_config(job: TrainJob, run_dir: Path, warm: Path | None) -> ModelConfig:
-    """The job's config file, else the resumed run's, else the warm start's, else the default."""
+    """The job's config file, else the resumed run's, else the warm start's, else the default;
+    with the job's optimizers (not part of the architecture) in place of its own."""
+    config = _base_model_config(job, run_dir, warm)
+    return replace(
+        config,
+        table_optimizer=job.table_optimizer or config.table_optimizer,
+        dense_optimizer=job.dense_optimizer or config.dense_optimizer,
+    )
+
+
+def _base_model_config(job: TrainJob, run_dir: Path, warm: Path | None) -> ModelConfig:
     from ranking.trainer.config import default_model_config, load_model_config
 
     if job.model_config is not None:
@@ -181,6 +202,8 @@ def worker_job(job: TrainJob, run_dir: Path, warm: Path | None) -> TrainJob:
         run_id=None,
         nproc=1,
         model_config=job.model_config.resolve() if job.model_config is not None else None,
+        config_file=job.config_file.resolve() if job.config_file is not None else None,
+        effective_config=None,
         register=False,
         summary_file=run_dir / LAUNCH_SUMMARY,
     )
@@ -207,6 +230,7 @@ def train_argv(job: TrainJob) -> list[str]:
         "--threads": job.threads,
         "--model-config": job.model_config,
         "--summary-file": job.summary_file,
+        "--config": job.config_file,  # the workers read the same pipeline config (its optimizers)
     }
     argv += [f"{flag}={value}" for flag, value in optional.items() if value is not None]
     switches = {

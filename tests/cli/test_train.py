@@ -193,7 +193,10 @@ def test_cli_errors_are_one_line_exit_2(
         ]
     )
     assert rc == 2
-    assert "has 2 epochs but --epochs is 3" in capsys.readouterr().err
+    # checked with the pipeline config, which names the key and where the value came from
+    assert (
+        "recipe.epochs: must equal the length of schedule F,J (2) (got 3) [flag]" in capsys.readouterr().err
+    )
     rc = main(
         [
             "train",

@@ -30,19 +30,20 @@ PLAN = {
     "epochs": 3,
     "schedule": "F,J,J",
     "pipeline": "semisync",
+    # what RunPlan.to_dict() adds: the Params that are set, by pipeline config key
+    "config_params": {
+        "window.days": 20,
+        "recipe.epochs": 3,
+        "recipe.schedule": "F,J,J",
+        "recipe.pipeline": "semisync",
+    },
 }
 EXPECTED_ARGS = [
     "train",
     "--end",
     "2026-01-24",
-    "--days",
-    "20",
-    "--epochs",
-    "3",
-    "--schedule",
-    "F,J,J",
-    "--pipeline",
-    "semisync",
+    "--params",
+    '{"recipe.epochs": 3, "recipe.pipeline": "semisync", "recipe.schedule": "F,J,J", "window.days": 20}',
     "--resume",
     "--nproc",
     "2",
@@ -144,8 +145,17 @@ def test_local_launcher_is_a_python_task_with_the_same_arguments() -> None:
     task = build_retrain_dag(OrchestrationSettings(launcher="local", train_nproc=2)).get_task("train")
     assert type(task).__name__ == "_PythonDecoratedOperator"
     assert task.pool == "training"
-    assert train_step_args(PLAN, 2) == EXPECTED_ARGS[:14]
-    assert train_step_args(PLAN, 1) == EXPECTED_ARGS[:12]
+    assert train_step_args(PLAN, 2) == EXPECTED_ARGS[:8]
+    assert train_step_args(PLAN, 1) == EXPECTED_ARGS[:6]
+    # Params left empty are not passed: the steps take the pipeline config's values
+    assert train_step_args({**PLAN, "config_params": {}}, 1) == [
+        "train",
+        "--end",
+        "2026-01-24",
+        "--params",
+        "{}",
+        "--resume",
+    ]
 
 
 def fake_ranker(folder: Path) -> Path:
@@ -163,7 +173,7 @@ def fake_ranker(folder: Path) -> Path:
 
 
 def test_container_command_passes_hostile_values_verbatim(tmp_path: Path) -> None:
-    hostile = {**PLAN, "schedule": "F,J,J; touch PWNED", "run_id": "$(touch PWNED)"}
+    hostile = {**PLAN, "config_params": {"recipe.schedule": "F,J,J; touch PWNED"}, "run_id": "$(touch PWNED)"}
     task, _ = rendered_train_task(OrchestrationSettings(launcher="docker", train_nproc=2), hostile)
     summary_file = tmp_path / "summary.json"
     command = [part.replace(DOCKER_SUMMARY_FILE, str(summary_file)) for part in task.command]
@@ -172,7 +182,9 @@ def test_container_command_passes_hostile_values_verbatim(tmp_path: Path) -> Non
     assert proc.returncode == 0, proc.stderr
     summary = summary_from_xcom(proc.stdout.splitlines()[-1])  # DockerOperator pushes the last line
     assert summary["argv"] == task.command[4:]
-    assert "F,J,J; touch PWNED" in summary["argv"] and "$(touch PWNED)" in summary["argv"]
+    assert (
+        '{"recipe.schedule": "F,J,J; touch PWNED"}' in summary["argv"] and "$(touch PWNED)" in summary["argv"]
+    )
     assert not (tmp_path / "PWNED").exists()
 
 

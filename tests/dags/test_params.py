@@ -30,10 +30,13 @@ def validated(**conf: Any) -> dict[str, Any]:
 def test_defaults_validate() -> None:
     assert validated() == {
         "window_end": None,
-        "window_days": 20,
-        "epochs": 3,
-        "schedule": "delayed",
-        "pipeline": "semisync",
+        # empty: the pipeline config's value (<home>/ranker.toml, else the built-in default)
+        "window_days": None,
+        "epochs": None,
+        "schedule": None,
+        "pipeline": None,
+        "warm_start": None,
+        "warm_start_scope": None,
         "tolerance": None,
         "min_hit": None,
         "dry_run": False,
@@ -59,6 +62,8 @@ def test_defaults_validate() -> None:
         {"schedule": "F,,J"},
         {"schedule": "f,j"},
         {"pipeline": "async"},
+        {"warm_start": "yesterday"},
+        {"warm_start_scope": "tables"},
         {"tolerance": 1.0},
         {"tolerance": -0.1},
         {"min_hit": 1.5},
@@ -80,6 +85,8 @@ def test_bad_params_are_rejected(conf: dict[str, Any]) -> None:
         {"schedule": "F,J,J"},
         {"schedule": "joint_then_frozen", "pipeline": "sync"},
         {"tolerance": 0.0, "min_hit": 0.2},
+        {"warm_start": "none", "schedule": "joint", "epochs": 1},
+        {"warm_start": "champion", "warm_start_scope": "dense"},
         {"force_promote": True, "reason": "hotfix for incident 42"},
     ],
 )
@@ -116,6 +123,20 @@ def test_explicit_schedule_must_match_epochs() -> None:
     with pytest.raises(PlanError, match="one setting per epoch"):
         plan_for({"schedule": "F,J", "epochs": 3})
     assert plan_for({"schedule": "F,J", "epochs": 2}).schedule == "F,J"
+
+
+def test_the_steps_get_only_the_params_that_are_set_by_config_key() -> None:
+    assert plan_for({}).config_params == {}
+    assert plan_for({}).to_dict()["config_params"] == {}
+    naive = plan_for({"warm_start": "none", "schedule": "joint", "epochs": 1, "min_hit": 0.1})
+    assert naive.config_params == {
+        "recipe.warm_start": "none",
+        "recipe.schedule": "joint",
+        "recipe.epochs": 1,
+        "gate.min_save_hit_at_3": 0.1,
+    }
+    # an explicit list without epochs is fine: the list is the epoch count
+    assert plan_for({"schedule": "F,J"}).config_params == {"recipe.schedule": "F,J"}
 
 
 def test_plan_carries_validated_values() -> None:

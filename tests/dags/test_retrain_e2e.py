@@ -75,6 +75,8 @@ def home(airflow_db: Path) -> Iterator[Path]:
         synth = ["data", "synth", "--start", START, "--days", str(DAYS), "--seed", "11"]
         ranker(home, *synth, "--users", "300", "--pins", "600", "--requests-per-day", "200")
         ranker(home, "features", "apply")
+        # the workspace's pipeline config: the DAG's steps read it, its Params go above it
+        (home / "ranker.toml").write_text("[window]\nmax_null_rate = 0.9\n[recipe]\nbatch_size = 256\n")
         yield home
     finally:
         shutil.rmtree(home, ignore_errors=True)
@@ -134,6 +136,18 @@ def dry_run(rollback_run: RunResult, dags: dict[str, Any], home: Path) -> RunRes
 
 def versions(models: dict[str, Any]) -> list[str]:
     return [row["version"] for row in models["versions"]]
+
+
+def test_the_steps_take_the_config_file_and_the_params_above_it(first_run: RunResult, home: Path) -> None:
+    window = first_run.summary(home, "window")
+    assert json.loads(Path(window["manifest"]).read_text())["checks"]["max_null_rate"] == 0.9
+    train = first_run.summary(home, "train")
+    recorded = json.loads(Path(train["effective_config"]).read_text())
+    assert recorded["config"]["recipe"]["batch_size"] == 256
+    assert recorded["sources"]["recipe.batch_size"] == f"file:{home / 'ranker.toml'}"
+    for key in ("window.days", "recipe.epochs", "recipe.schedule", "recipe.pipeline"):
+        assert recorded["sources"][key] == "param", key
+    assert recorded["sources"]["recipe.warm_start"] == "default"  # an empty Param: not passed
 
 
 def test_first_run_promotes_without_a_champion(first_run: RunResult, home: Path) -> None:
@@ -296,4 +310,4 @@ def test_schema_invalid_params_never_create_a_run(airflow_db: Path) -> None:
     for conf in ({"window_days": 0}, {"window_end": "2026-13-40"}, {"schedule": "sometimes"}):
         with pytest.raises(ParamValidationError):
             ranker_retrain.test(run_conf=conf)
-        assert ranker_retrain.params["window_days"] == 20  # the refused conf left no trace
+        assert ranker_retrain.params["window_days"] is None  # the refused conf left no trace

@@ -1,0 +1,547 @@
+"""Backtest replay: the daily retrain, day by day, once per recipe, each in isolation.
+
+Layout (``<home>/backtests/<id>/``)::
+
+    spec.json                          what was asked (start, days, recipes, baseline)
+    <recipe>/recipe.toml               the recipe file as given
+    <recipe>/home/                     the recipe's workspace: its own registry, runs, pipeline
+                                       summaries and metrics state; source, feast and windows are
+                                       links to the backtested workspace's (windows are keyed by
+                                       content, so recipes share every partition)
+    <recipe>/home/ranker.toml          the recipe's effective config file: the workspace's config
+                                       with the recipe's sections over it, metrics kept local
+    <recipe>/days/<date>.json          one replayed day (see ``replay_day``), written last
+    <recipe>/days/<date>.log           the day's ``ranker run`` log
+    <recipe>/scores/<date>-served.parquet   the served model's scores on that day
+    report/                            backtest.md, backtest.png, backtest.json
+
+A day is ``ranker run --home <recipe home> --end <date>``: the same code path as the daily DAG
+(window -> train -> gate -> promote | reject -> metrics). The served model of a day is the
+recipe's champion *before* that day's decision; it is scored on the day's eval partition.
+
+Day-1 rule: a recipe starts with an empty registry, so on its first day (and any later day
+before its first promotion) no model is served: the day has ``served = null`` and is left out
+of the served means and of the bootstrap; the report says how many days each mean covers.
+
+Reuse: each day's record carries a fingerprint chained over the previous day's (recipe config,
+day, code version, the window's content id). A re-run keeps every leading day whose fingerprint
+still matches and continues after it; a day that no longer matches restarts the recipe from an
+empty registry (a later day's result depends on every earlier decision).
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+import hashlib
+import json
+import logging
+import os
+import shutil
+import subprocess
+import sys
+import threading
+import time
+from collections.abc import Callable, Mapping
+from concurrent.futures import ThreadPoolExecutor
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Protocol
+
+from ranking.config.loader import ConfigFileError, EffectiveConfig, Layer, file_values, parse_file, resolve
+from ranking.config.model import SECTIONS
+from ranking.config.render import to_toml
+from ranking.core.atomic import atomic_write_json, atomic_write_text, read_json
+from ranking.core.errors import RankerError
+from ranking.core.ids import validate_run_id
+from ranking.core.workspace import Workspace
+
+log = logging.getLogger(__name__)
+
+SHARED = ("source", "feast", "windows")
+# environment a replayed day must not inherit: it would point the run at production state
+_ISOLATE_ENV = (
+    "RANKER_REGISTRY",
+    "RANKER_CONFIG",
+    "RANKER_PUSHGATEWAY_URL",
+    "RANKER_HOME",
+)
+
+
+class BacktestError(RankerError):
+    """A backtest cannot be planned or one of its days could not be recorded."""
+
+
+@dataclass(frozen=True)
+class Recipe:
+    name: str
+    path: Path
+    values: Mapping[str, Any]  # dotted keys the recipe sets (paths resolved against its folder)
+
+
+@dataclass(frozen=True)
+class BacktestSpec:
+    start: dt.date
+    days: int
+    recipes: tuple[Recipe, ...]
+    baseline: str
+    name: str | None = None
+    bootstrap_samples: int = 1000
+    ci_level: float = 0.95
+    seed: int = 0
+
+    def __post_init__(self) -> None:
+        if self.days <= 0:
+            raise BacktestError(f"--days must be > 0 (got {self.days})")
+        names = [r.name for r in self.recipes]
+        if not names:
+            raise BacktestError("give at least one --recipe NAME=FILE")
+        if len(set(names)) != len(names):
+            raise BacktestError(f"recipe names must be unique: {names}")
+        if self.baseline not in names:
+            raise BacktestError(
+                f"--baseline {self.baseline!r} is not one of the recipes ({', '.join(names)})"
+            )
+
+    @property
+    def eval_days(self) -> list[dt.date]:
+        return [self.start + dt.timedelta(days=i) for i in range(self.days)]
+
+    @property
+    def id(self) -> str:
+        return validate_run_id(self.name or f"from-{self.start.isoformat()}")
+
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            "start": self.start.isoformat(),
+            "days": self.days,
+            "recipes": {r.name: {"file": str(r.path), "sets": dict(r.values)} for r in self.recipes},
+            "baseline": self.baseline,
+            "id": self.id,
+            "bootstrap_samples": self.bootstrap_samples,
+            "ci_level": self.ci_level,
+            "seed": self.seed,
+        }
+
+
+def read_recipe(name: str, path: Path) -> Recipe:
+    """A recipe file: a pipeline config holding only the sections it changes."""
+    validate_run_id(name)
+    path = Path(path).expanduser().resolve()
+    if not path.is_file():
+        raise BacktestError(f"recipe {name}: no file at {path}")
+    return Recipe(name, path, file_values(path, parse_file(path)))
+
+
+def recipe_config(recipe: Recipe, base: Mapping[str, Any], base_source: str | None) -> EffectiveConfig:
+    """The recipe's effective config: defaults < the workspace's config < the recipe's sections;
+    a backtest never pushes metrics anywhere and keeps its textfile inside the recipe's home."""
+    layers = []
+    if base_source:
+        layers.append(Layer(base_source, dict(base)))
+    layers.append(Layer(f"file:{recipe.path}", dict(recipe.values)))
+    layers.append(Layer("backtest", {"metrics.pushgateway": "", "metrics.textfile": None}))
+    try:
+        return resolve(layers)
+    except ConfigFileError as exc:
+        raise BacktestError(f"recipe {recipe.name}: {exc}") from None
+
+
+def config_digest(effective: EffectiveConfig) -> str:
+    body = json.dumps(effective.config.model_dump(mode="json"), sort_keys=True)
+    return hashlib.sha256(body.encode()).hexdigest()
+
+
+def day_fingerprint(previous: str | None, day: dt.date, config: str, code: str, window: str | None) -> str:
+    body = json.dumps([previous, day.isoformat(), config, code, window])
+    return hashlib.sha256(body.encode()).hexdigest()[:32]
+
+
+# --------------------------------------------------------------------------------------------
+# the replay
+# --------------------------------------------------------------------------------------------
+
+
+class Replayer(Protocol):
+    """What a replayed day needs from the pipeline (a subprocess ``ranker run`` in production;
+    tests substitute a fake to check the bookkeeping)."""
+
+    def run_day(self, home: Path, day: dt.date, run_id: str, log_path: Path) -> tuple[int, dict[str, Any]]:
+        """``ranker run --end day`` in ``home``: (exit code, the run's summary)."""
+        ...
+
+    def score(self, checkpoint: Path, eval_parquet: Path) -> Any:
+        """Scores frame (request_id, pin_id, saved, score) of a checkpoint on an eval partition."""
+        ...
+
+
+class CliReplayer:
+    """Each day is ``python -m ranking.cli run`` in a fresh process (the production entry point);
+    served models are scored in-process with the functions ``ranker evaluate`` uses."""
+
+    def __init__(self, python: str = sys.executable) -> None:
+        self.python = python
+
+    def run_day(self, home: Path, day: dt.date, run_id: str, log_path: Path) -> tuple[int, dict[str, Any]]:
+        cmd = [
+            self.python,
+            "-m",
+            "ranking.cli",
+            "run",
+            "--home",
+            str(home),
+            "--end",
+            day.isoformat(),
+            "--run-id",
+            run_id,
+            "--json",
+        ]
+        env = {k: v for k, v in os.environ.items() if k not in _ISOLATE_ENV}
+        env.setdefault("OMP_NUM_THREADS", "1")
+        log_path.parent.mkdir(parents=True, exist_ok=True)
+        with open(log_path, "w") as err:
+            proc = subprocess.run(cmd, stdout=subprocess.PIPE, stderr=err, text=True, env=env, check=False)
+        summary: dict[str, Any] = {}
+        for line in reversed(proc.stdout.strip().splitlines()):
+            try:
+                summary = json.loads(line)
+                break
+            except json.JSONDecodeError:
+                continue
+        return proc.returncode, summary
+
+    def score(self, checkpoint: Path, eval_parquet: Path) -> Any:
+        from ranking.trainer.scoring import score_checkpoint
+
+        return score_checkpoint(checkpoint, eval_parquet)
+
+
+@dataclass
+class RecipeRun:
+    recipe: Recipe
+    folder: Path
+    effective: EffectiveConfig
+
+    @property
+    def home(self) -> Path:
+        return self.folder / "home"
+
+    def day_path(self, day: dt.date) -> Path:
+        return self.folder / "days" / f"{day.isoformat()}.json"
+
+    def served_scores_path(self, day: dt.date) -> Path:
+        return self.folder / "scores" / f"{day.isoformat()}-served.parquet"
+
+
+def prepare_recipe_home(run: RecipeRun, shared_home: Path) -> None:
+    """The recipe's workspace: links to the shared data, its own everything else, its config."""
+    run.home.mkdir(parents=True, exist_ok=True)
+    for name in SHARED:
+        link = run.home / name
+        target = shared_home / name
+        if link.is_symlink() and link.resolve() == target.resolve():
+            continue
+        if link.exists() or link.is_symlink():
+            raise BacktestError(f"{link} exists and is not a link to {target}")
+        target.mkdir(parents=True, exist_ok=True)
+        link.symlink_to(target, target_is_directory=True)
+    shutil.copy2(run.recipe.path, run.folder / "recipe.toml")
+    dumped = run.effective.config.model_dump(mode="json")
+    changed = {
+        s: {k: v for k, v in dumped[s].items() if run.effective.sources[f"{s}.{k}"] != "default"}
+        for s in SECTIONS
+    }
+    atomic_write_text(
+        run.home / "ranker.toml",
+        f"# written by ranker backtest: recipe {run.recipe.name} ({run.recipe.path}) over the workspace config\n"
+        + to_toml({s: body for s, body in changed.items() if body}),
+    )
+
+
+def _reset(run: RecipeRun) -> None:
+    for name in ("registry", "runs", "pipeline", "metrics", "cache"):
+        shutil.rmtree(run.home / name, ignore_errors=True)
+    shutil.rmtree(run.folder / "days", ignore_errors=True)
+    shutil.rmtree(run.folder / "scores", ignore_errors=True)
+
+
+def _champion(home: Path) -> tuple[str | None, dict[str, Any]]:
+    from ranking.registry import Registry
+
+    reg = Registry(str(home / "registry"))
+    version = reg.champion()
+    return version, (reg.record(version).train if version else {})
+
+
+def _version_count(home: Path) -> int:
+    from ranking.registry import Registry
+
+    return len(Registry(str(home / "registry")).version_ids())
+
+
+def _step_summary(home: Path, run_id: str, step: str) -> dict[str, Any]:
+    path = home / "pipeline" / run_id / f"{step}.json"
+    try:
+        found: dict[str, Any] = read_json(path)
+        return found
+    except (OSError, ValueError):
+        return {}
+
+
+def _window_manifest(shared_home: Path, day: dt.date, days: int) -> dict[str, Any] | None:
+    path = shared_home / "windows" / f"{day.isoformat()}_{days}d" / "manifest.json"
+    try:
+        found: dict[str, Any] = read_json(path)
+        return found
+    except (OSError, ValueError):
+        return None
+
+
+def _candidate_metrics(home: Path, version: str | None) -> dict[str, Any] | None:
+    if not version:
+        return None
+    from ranking.registry import Registry
+
+    try:
+        found: dict[str, Any] = json.loads(Registry(str(home / "registry")).read_file(version, "eval.json"))
+        return found
+    except (RankerError, ValueError):
+        return None
+
+
+def replay_day(
+    run: RecipeRun,
+    day: dt.date,
+    fingerprint: str,
+    replayer: Replayer,
+    shared_home: Path,
+) -> dict[str, Any]:
+    """Replay one day of one recipe and return its record (also written to ``days/<date>.json``)."""
+    from ranking.evaluation.scores import write_scores
+    from ranking.registry import Registry, cache_dir
+
+    started = time.perf_counter()
+    champion, champion_train = _champion(run.home)
+    attempt = len(list((run.home / "pipeline").glob(f"backtest__{day.isoformat()}__*"))) + 1
+    run_id = f"backtest__{day.isoformat()}__{attempt}"
+    exit_code, summary = replayer.run_day(
+        run.home, day, run_id, run.folder / "days" / f"{day.isoformat()}.log"
+    )
+    train = _step_summary(run.home, run_id, "train")
+    gate = _step_summary(run.home, run_id, "gate")
+    version = summary.get("version") or train.get("version")
+
+    served: dict[str, Any] | None = None
+    if champion is not None:
+        manifest = _window_manifest(shared_home, day, run.effective.config.window.days)
+        trained_for = champion_train.get("train_end")
+        served = {
+            "version": champion,
+            "trained_for": trained_for,
+            "age_days": (day - dt.date.fromisoformat(trained_for)).days if trained_for else None,
+            "metrics": None,
+        }
+        if manifest is not None:
+            from ranking.evaluation.scores import metrics_of
+
+            reg = Registry(str(run.home / "registry"))
+            checkpoint = reg.local_dir(champion, cache_dir(Workspace.resolve(run.home))) / "model.pt"
+            scores = replayer.score(checkpoint, Path(manifest["eval"]["path"]))
+            write_scores(run.served_scores_path(day), scores)
+            served["metrics"] = metrics_of(scores).to_dict()
+            served["scores"] = str(run.served_scores_path(day).relative_to(run.folder))
+
+    after, _ = _champion(run.home)
+    record: dict[str, Any] = {
+        "day": day.isoformat(),
+        "fingerprint": fingerprint,
+        "run_id": run_id,
+        "exit_code": exit_code,
+        "error": summary.get("error") if exit_code not in (0, 1) else None,
+        "served": served,
+        "candidate": {"version": version, "metrics": _candidate_metrics(run.home, version)}
+        if version
+        else None,
+        "decision": summary.get("decision"),
+        "failed_checks": summary.get("failed_checks") or gate.get("failed_checks") or [],
+        "relative_change": gate.get("relative_change"),
+        "gate_ci": gate.get("ci"),
+        "promoted": bool(summary.get("promoted")),
+        "kept_champion": bool(summary.get("kept_champion")),
+        "champion_before": champion,
+        "champion_after": after,
+        "versions_after": _version_count(run.home),
+        "train_seconds": train.get("duration_seconds"),
+        "run_seconds": round(time.perf_counter() - started, 3),
+    }
+    atomic_write_json(run.day_path(day), record)
+    return record
+
+
+# --------------------------------------------------------------------------------------------
+# the backtest
+# --------------------------------------------------------------------------------------------
+
+Progress = Callable[[str, int, int, float], None]
+# (workspace, eval day, window days, checks) -> the window's manifest
+WindowBuilder = Callable[[Workspace, dt.date, int, Any], Mapping[str, Any]]
+
+
+def _build_window(ws: Workspace, day: dt.date, days: int, checks: Any) -> Mapping[str, Any]:
+    from features.window import build_window
+
+    return build_window(ws, day, days, checks)
+
+
+@dataclass
+class Backtest:
+    ws: Workspace
+    spec: BacktestSpec
+    replayer: Replayer
+    base_config: Mapping[str, Any] = field(default_factory=dict)
+    base_source: str | None = None  # file:PATH of the workspace's config, if it has one
+    parallel: int = 1
+    on_progress: Progress | None = None
+    code_version: str = ""
+    window_builder: WindowBuilder = _build_window
+
+    def __post_init__(self) -> None:
+        self.folder = self.ws.root / "backtests" / self.spec.id
+        self.runs = [
+            RecipeRun(r, self.folder / r.name, recipe_config(r, self.base_config, self.base_source))
+            for r in self.spec.recipes
+        ]
+        self._lock = threading.Lock()
+        self._done = 0
+        self._started = 0.0
+
+    def _tick(self, label: str) -> None:
+        with self._lock:
+            self._done += 1
+            done = self._done
+        if self.on_progress:
+            self.on_progress(
+                label, done, len(self.runs) * self.spec.days, time.perf_counter() - self._started
+            )
+
+    def build_windows(self) -> dict[tuple[dt.date, int], str | None]:
+        """Every (day, window length) the recipes need, built once before any recipe runs (so
+        recipes running in parallel only ever reuse partitions). A window that fails its checks
+        is left to fail in each recipe's run, where it is recorded."""
+        ids: dict[tuple[dt.date, int], str | None] = {}
+        for day in self.spec.eval_days:
+            for run in self.runs:
+                window = run.effective.config.window
+                if (day, window.days) in ids:
+                    continue
+                try:
+                    manifest = self.window_builder(self.ws, day, window.days, window.checks())
+                    ids[(day, window.days)] = str(manifest["window_id"])
+                except RankerError as exc:
+                    log.warning("backtest: window %s (%dd) failed: %s", day, window.days, exc)
+                    ids[(day, window.days)] = None
+        return ids
+
+    def run(self) -> dict[str, list[dict[str, Any]]]:
+        """Replay every recipe (up to ``parallel`` at a time); returns each recipe's day records."""
+        self.folder.mkdir(parents=True, exist_ok=True)
+        atomic_write_json(self.folder / "spec.json", self.spec.to_dict())
+        windows = self.build_windows()
+        self._started = time.perf_counter()
+        with ThreadPoolExecutor(max_workers=max(1, self.parallel)) as pool:
+            futures = {run.recipe.name: pool.submit(self._run_recipe, run, windows) for run in self.runs}
+            return {name: future.result() for name, future in futures.items()}
+
+    def _run_recipe(
+        self, run: RecipeRun, windows: Mapping[tuple[dt.date, int], str | None]
+    ) -> list[dict[str, Any]]:
+        prepare_recipe_home(run, self.ws.root)
+        digest = config_digest(run.effective)
+        expected: list[str] = []
+        previous: str | None = None
+        for day in self.spec.eval_days:
+            previous = day_fingerprint(
+                previous, day, digest, self.code_version, windows.get((day, run.effective.config.window.days))
+            )
+            expected.append(previous)
+
+        records: list[dict[str, Any]] = []
+        for i, day in enumerate(self.spec.eval_days):
+            path = run.day_path(day)
+            if not path.is_file():
+                break
+            kept = read_json(path)
+            if kept.get("fingerprint") != expected[i]:
+                log.info(
+                    "backtest %s: %s changed (recipe, code or data): replaying from day 1",
+                    run.recipe.name,
+                    day,
+                )
+                records = []
+                _reset(run)
+                break
+            records.append(kept)
+        # continue after the reused days, from the registry state they left
+        champion, _ = _champion(run.home)
+        left = records[-1]["champion_after"] if records else None
+        if champion != left:
+            log.info(
+                "backtest %s: the registry's champion (%s) is not the one the last recorded day left (%s):"
+                " replaying from day 1",
+                run.recipe.name,
+                champion,
+                left,
+            )
+            records = []
+            _reset(run)
+        for record in records:
+            self._tick(f"{run.recipe.name} {record['day']} (reused)")
+        for i in range(len(records), self.spec.days):
+            day = self.spec.eval_days[i]
+            records.append(replay_day(run, day, expected[i], self.replayer, self.ws.root))
+            self._tick(f"{run.recipe.name} {day}")
+        return records
+
+
+def compare_to_baseline(bt: Backtest, records: Mapping[str, list[dict[str, Any]]]) -> dict[str, Any]:
+    """Each non-baseline recipe's paired comparison with the baseline over the days both served."""
+    import pandas as pd
+
+    from ranking.backtest.stats import compare, paired_day
+
+    folders = {run.recipe.name: run.folder for run in bt.runs}
+    base = bt.spec.baseline
+
+    def scores(name: str, record: Mapping[str, Any]) -> Any:
+        served = record.get("served") or {}
+        rel = served.get("scores")
+        return pd.read_parquet(folders[name] / rel) if rel else None
+
+    base_days = {r["day"]: r for r in records[base]}
+    out: dict[str, Any] = {}
+    for name, days in records.items():
+        if name == base:
+            continue
+        pairs = []
+        for r in days:
+            b = base_days.get(r["day"])
+            if b is None:
+                continue
+            b_scores, o_scores = scores(base, b), scores(name, r)
+            if b_scores is None or o_scores is None:
+                continue
+            pairs.append(paired_day(r["day"], b_scores, o_scores))
+        out[name] = compare(
+            pairs, samples=bt.spec.bootstrap_samples, level=bt.spec.ci_level, seed=bt.spec.seed
+        )
+    return out
+
+
+def finite_json(obj: Any) -> Any:
+    """NaN/inf -> None, so the report is strict JSON."""
+    if isinstance(obj, float):
+        return obj if obj == obj and obj not in (float("inf"), float("-inf")) else None
+    if isinstance(obj, dict):
+        return {k: finite_json(v) for k, v in obj.items()}
+    if isinstance(obj, list | tuple):
+        return [finite_json(v) for v in obj]
+    return obj

@@ -1,0 +1,269 @@
+"""The backtest report: per-recipe summary (pure, from the day records and the paired
+comparisons), Markdown, a PNG (served save HIT@3 per day; promotions) and JSON."""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Mapping
+from pathlib import Path
+from typing import Any
+
+from ranking.backtest.stats import HIGHER_IS_BETTER, METRICS, Comparison
+from ranking.core.atomic import atomic_path, atomic_write_json, atomic_write_text
+
+DAY1_RULE = (
+    "A recipe starts with an empty registry: until its first promotion no model is served, and "
+    "those days are left out of the served means and the bootstrap (the tables show them as —)."
+)
+CI_RULE = (
+    "Relative change = (mean over days of the recipe's served metric) / (the baseline's) − 1, over the "
+    "days both recipes served a model. {level:.0%} CI: paired two-stage bootstrap ({samples} resamples): "
+    "days with replacement, then each drawn day's requests with replacement, the same draw for both "
+    "recipes (both served models are scored on the same eval requests). NE: lower is better."
+)
+
+
+def _mean(values: list[float]) -> float | None:
+    vals = [v for v in values if v is not None and math.isfinite(v)]
+    return sum(vals) / len(vals) if vals else None
+
+
+def _metric(record: Mapping[str, Any], who: str, metric: str) -> float | None:
+    part = record.get(who) or {}
+    values = part.get("metrics") or {}
+    value = values.get(metric)
+    return float(value) if isinstance(value, int | float) else None
+
+
+def recipe_summary(records: list[dict[str, Any]]) -> dict[str, Any]:
+    """Promotions, staleness, training time, served/candidate means and the gate's calls."""
+    decided = [r for r in records if r.get("decision") is not None]
+    promotions = sum(1 for r in records if r.get("promoted"))
+    ages = [
+        r["served"]["age_days"]
+        for r in records
+        if r.get("served") and r["served"].get("age_days") is not None
+    ]
+    served_days = [r for r in records if _metric(r, "served", "save_hit_at_3") is not None]
+    # the gate's calls judged by the outcome on the same eval day: did the candidate beat the served model?
+    judged = [
+        r for r in served_days if _metric(r, "candidate", "save_hit_at_3") is not None and r.get("decision")
+    ]
+
+    def beat(r: dict[str, Any]) -> bool:
+        return (_metric(r, "candidate", "save_hit_at_3") or 0.0) > (
+            _metric(r, "served", "save_hit_at_3") or 0.0
+        )
+
+    train = [float(r["train_seconds"]) for r in records if isinstance(r.get("train_seconds"), int | float)]
+    return {
+        "days": len(records),
+        "failed_days": [r["day"] for r in records if r.get("exit_code") not in (0, 1)],
+        "served_days": len(served_days),
+        "served_mean": {m: _mean([_metric(r, "served", m) for r in served_days]) for m in METRICS},  # type: ignore[misc]
+        "candidate_mean": {m: _mean([_metric(r, "candidate", m) for r in records]) for m in METRICS},  # type: ignore[misc]
+        "promotions": promotions,
+        "promotion_rate": promotions / len(decided) if decided else None,
+        "longest_staleness_days": max(ages) if ages else None,
+        "total_train_seconds": round(sum(train), 1),
+        "gate_calls": {
+            "judged_days": len(judged),
+            "candidate_beat_served": sum(1 for r in judged if beat(r)),
+            "rejected_a_better_candidate": sum(1 for r in judged if not r.get("promoted") and beat(r)),
+            "promoted_a_worse_candidate": sum(1 for r in judged if r.get("promoted") and not beat(r)),
+        },
+    }
+
+
+def build_report(
+    spec: Mapping[str, Any],
+    records: Mapping[str, list[dict[str, Any]]],
+    comparisons: Mapping[str, Comparison | None],
+    wall_seconds: float,
+) -> dict[str, Any]:
+    return {
+        "spec": dict(spec),
+        "baseline": spec["baseline"],
+        "rules": {
+            "day1": DAY1_RULE,
+            "ci": CI_RULE.format(level=spec["ci_level"], samples=spec["bootstrap_samples"]),
+        },
+        "recipes": {name: recipe_summary(days) for name, days in records.items()},
+        "vs_baseline": {name: (c.to_dict() if c else None) for name, c in comparisons.items()},
+        "days": dict(records),
+        "wall_seconds": round(wall_seconds, 1),
+    }
+
+
+def _f(x: Any, digits: int = 4) -> str:
+    return "—" if x is None or (isinstance(x, float) and not math.isfinite(x)) else f"{x:.{digits}f}"
+
+
+def _pct(x: Any) -> str:
+    return "—" if x is None or not math.isfinite(x) else f"{100 * x:+.2f}%"
+
+
+def _ci(ci: list[float] | None) -> str:
+    return "—" if not ci else f"[{100 * ci[0]:+.2f}%, {100 * ci[1]:+.2f}%]"
+
+
+def _shown_path(path: str) -> str:
+    """Relative to the working directory when under it (a committed report names repo files)."""
+    try:
+        return str(Path(path).resolve().relative_to(Path.cwd().resolve()))
+    except ValueError:
+        return path
+
+
+def render_markdown(report: Mapping[str, Any]) -> str:
+    spec = report["spec"]
+    base = report["baseline"]
+    days = spec["days"]
+    recipes = ", ".join(f"`{n}` ({_shown_path(r['file'])})" for n, r in spec["recipes"].items())
+    lines = [
+        f"# Backtest {spec['id']}: {days} days from {spec['start']}",
+        "",
+        f"Recipes: {recipes}; baseline `{base}`. Wall time {report['wall_seconds'] / 60:.1f} min.",
+        "",
+        "Each day replays the daily retrain (`ranker run`: window → train → gate → promote | reject) in the "
+        "recipe's own registry; *served* is the recipe's champion before that day's decision, scored on "
+        "the day's eval impressions.",
+        "",
+        f"- {report['rules']['day1']}",
+        f"- {report['rules']['ci']}",
+        "",
+        "## Summary",
+        "",
+        "| recipe | served days | served save HIT@3 | vs baseline (CI) | AUC vs baseline (CI) | NE vs baseline (CI) "
+        "| promotions | longest staleness | training time |",
+        "| --- | --- | --- | --- | --- | --- | --- | --- | --- |",
+    ]
+    for name, s in report["recipes"].items():
+        c = report["vs_baseline"].get(name)
+        rel = (
+            [f"{_pct(c['relative_change'][m])} {_ci(c['ci'][m])} over {c['days']} d" for m in METRICS]
+            if c
+            else ["(baseline)" if name == base else "— (no common served day)"] * 3
+        )
+        rate = s["promotion_rate"]
+        lines.append(
+            f"| `{name}` | {s['served_days']}/{s['days']} | {_f(s['served_mean']['save_hit_at_3'])} | "
+            + " | ".join(rel)
+            + f" | {s['promotions']} ({'—' if rate is None else f'{rate:.0%}'}) | "
+            f"{'—' if s['longest_staleness_days'] is None else str(s['longest_staleness_days']) + ' d'} | "
+            f"{s['total_train_seconds'] / 60:.1f} min |"
+        )
+    lines += [
+        "",
+        "The gate's calls, judged on the same eval day (did the candidate's save HIT@3 beat the served model's?):",
+        "",
+        "| recipe | judged days | candidate beat served | rejected a better candidate | promoted a worse one |",
+        "| --- | --- | --- | --- | --- |",
+    ]
+    for name, s in report["recipes"].items():
+        g = s["gate_calls"]
+        lines.append(
+            f"| `{name}` | {g['judged_days']} | {g['candidate_beat_served']} | "
+            f"{g['rejected_a_better_candidate']} | {g['promoted_a_worse_candidate']} |"
+        )
+    lines += ["", "![served save HIT@3 per day](backtest.png)", ""]
+    for name, records in report["days"].items():
+        lines += [
+            f"## `{name}` day by day",
+            "",
+            "| day | served | age | served HIT@3 | AUC | NE | candidate | cand. HIT@3 | AUC | NE | decision "
+            "| failed checks | train s |",
+            "| --- | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- |",
+        ]
+        for r in records:
+            served = r.get("served") or {}
+            cand = r.get("candidate") or {}
+            decision = r.get("decision") or ("failed" if r.get("exit_code") not in (0, 1) else "—")
+            if r.get("promoted"):
+                decision += ", promoted"
+            age = served.get("age_days")
+            lines.append(
+                f"| {r['day']} | {served.get('version') or '—'} | {'—' if age is None else age} | "
+                + " | ".join(_f(_metric(r, "served", m)) for m in METRICS)
+                + f" | {cand.get('version') or '—'} | "
+                + " | ".join(_f(_metric(r, "candidate", m)) for m in METRICS)
+                + f" | {decision} | {', '.join(r.get('failed_checks') or []) or '—'} | "
+                f"{_f(r.get('train_seconds'), 0)} |"
+            )
+        lines.append("")
+    direction = ", ".join(
+        f"{m} {'higher' if up else 'lower'} is better" for m, up in HIGHER_IS_BETTER.items()
+    )
+    lines += [f"Metrics: {direction}.", ""]
+    return "\n".join(lines)
+
+
+def plot_report(report: Mapping[str, Any], path: Path) -> None:
+    import datetime as dt
+
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    names = list(report["days"])
+    fig, (top, bottom) = plt.subplots(
+        2,
+        1,
+        figsize=(10, 5.5 + 0.3 * len(names)),
+        sharex=True,
+        gridspec_kw={"height_ratios": [3, 1 + 0.25 * len(names)]},
+    )
+    for name in names:
+        records = report["days"][name]
+        xs = [dt.date.fromisoformat(r["day"]) for r in records]
+        ys = [_metric(r, "served", "save_hit_at_3") for r in records]
+        top.plot(xs, [math.nan if y is None else y for y in ys], marker="o", label=name)
+    top.set_ylabel("served save HIT@3")
+    top.set_title(f"backtest {report['spec']['id']}: the model each recipe would have served")
+    top.grid(alpha=0.3)
+    top.legend()
+    for row, name in enumerate(names):
+        records = report["days"][name]
+        promoted = [dt.date.fromisoformat(r["day"]) for r in records if r.get("promoted")]
+        rejected = [dt.date.fromisoformat(r["day"]) for r in records if r.get("decision") == "reject"]
+        failed = [dt.date.fromisoformat(r["day"]) for r in records if r.get("exit_code") not in (0, 1)]
+        bottom.scatter(
+            promoted,
+            [row] * len(promoted),
+            marker="^",
+            color="tab:green",
+            label="promoted" if row == 0 else None,
+        )
+        bottom.scatter(
+            rejected,
+            [row] * len(rejected),
+            marker="x",
+            color="tab:red",
+            label="rejected" if row == 0 else None,
+        )
+        bottom.scatter(
+            failed, [row] * len(failed), marker="s", color="black", label="failed" if row == 0 else None
+        )
+    bottom.set_yticks(range(len(names)), names)
+    bottom.set_ylim(-0.5, len(names) - 0.5)
+    bottom.set_title("gate decisions (promotions)")
+    bottom.legend(loc="upper left", fontsize="small", ncol=3)
+    fig.autofmt_xdate()
+    fig.tight_layout()
+    with atomic_path(path) as tmp:
+        fig.savefig(tmp, format="png", dpi=110)
+    plt.close(fig)
+
+
+def write_report(report: Mapping[str, Any], out_dir: Path) -> dict[str, str]:
+    out_dir.mkdir(parents=True, exist_ok=True)
+    paths = {
+        "markdown": out_dir / "backtest.md",
+        "png": out_dir / "backtest.png",
+        "json": out_dir / "backtest.json",
+    }
+    atomic_write_text(paths["markdown"], render_markdown(report))
+    plot_report(report, paths["png"])
+    atomic_write_json(paths["json"], report)
+    return {k: str(v) for k, v in paths.items()}

@@ -1,0 +1,192 @@
+"""The pipeline config on the command line: ``ranker config show`` and the parser that applies
+the config to every step.
+
+Each step's flags that have a config key are *bound* (``bindings()``): when the step is parsed,
+every bound flag takes the effective value of its key — defaults < environment < config file <
+the flag, if given (source ``flag``) < ``--params JSON``, a DAG run's Params (source ``param``).
+The parsed args carry the result as
+``args.pipeline_config`` (an :class:`~ranking.config.loader.EffectiveConfig`): keys without a
+flag (the optimizers, ``gate.ci_level``, the study's window checks) are read from it, and
+``ranker train`` records it beside the run as ``effective_config.json``.
+
+The file: ``--config FILE``, else ``$RANKER_CONFIG``, else ``<home>/ranker.toml`` (or .yaml).
+"""
+
+from __future__ import annotations
+
+import argparse
+import contextlib
+import os
+from collections.abc import Callable, Iterator, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+from ranking.cli.common import CommandResult, add_common, workspace
+
+if TYPE_CHECKING:
+    from ranking.config.loader import EffectiveConfig
+
+
+@dataclass(frozen=True)
+class Binding:
+    dest: str  # argparse dest of the step's flag
+    key: str  # dotted config key
+    to_arg: Callable[[Any], Any] | None = None  # config value -> what the flag's type would give
+    to_config: Callable[[Any], Any] | None = None  # parsed flag value -> config value
+
+
+def _path_arg(value: Any) -> Any:
+    return None if value is None else Path(value)
+
+
+def _path_config(value: Any) -> Any:
+    return None if value is None else str(Path(value).expanduser().resolve())
+
+
+_MODEL_FILE = Binding("model_config", "recipe.model_file", _path_arg, _path_config)
+
+
+def _gate_bindings() -> tuple[Binding, ...]:
+    from ranking.cli.options import _GATE_FLAGS, _GATE_OPTIONS, _dest
+
+    return tuple(Binding(_dest(option), f"gate.{name}") for option, name, _, _ in _GATE_OPTIONS) + tuple(
+        Binding(_dest(option), f"gate.{name}") for option, name, _ in _GATE_FLAGS
+    )
+
+
+def bindings() -> dict[str, tuple[Binding, ...]]:
+    """Step name -> its bound flags. Steps listed with no bindings still read (and validate) the
+    config: they use keys without flags or hand it to their own steps."""
+    recipe = tuple(
+        Binding(dest, f"recipe.{dest}")
+        for dest in ("schedule", "epochs", "pipeline", "warm_start", "warm_start_scope", "batch_size", "seed")
+    )
+    checks = tuple(
+        Binding(dest, f"window.{dest}")
+        for dest in ("days", "min_coverage", "min_label_rate", "max_label_rate", "max_null_rate")
+    )
+    return {
+        "window": checks,
+        "freshness": (Binding("max_lag_hours", "window.max_source_lag_hours"),),
+        "train": (Binding("days", "window.days"), *recipe, _MODEL_FILE),
+        "gate": _gate_bindings(),
+        "metrics": tuple(Binding(d, f"metrics.{d}") for d in ("pushgateway", "textfile", "job")),
+        "study": (
+            Binding("pipeline", "recipe.pipeline"),
+            Binding("batch_size", "recipe.batch_size"),
+            _MODEL_FILE,
+        ),
+        "run": (),
+        "backtest": (),
+        "config-show": (),
+    }
+
+
+class _Unset:
+    def __repr__(self) -> str:
+        return "<unset>"
+
+
+_UNSET = _Unset()
+
+
+class RankerParser(argparse.ArgumentParser):
+    """An ArgumentParser whose step subparsers fill unset bound flags from the pipeline config.
+
+    Subparsers inherit the class (argparse creates them with the parent's type). Bound dests are
+    pre-set to a sentinel: argparse leaves a dest that is already on the namespace alone unless
+    its flag is given, which is how a given flag is told apart from one equal to the default.
+    """
+
+    def parse_known_args(  # type: ignore[override]
+        self, args: Sequence[str] | None = None, namespace: argparse.Namespace | None = None
+    ) -> tuple[argparse.Namespace, list[str]]:
+        step = self._defaults.get("step")
+        table = bindings().get(step) if isinstance(step, str) else None
+        if table is None:
+            return super().parse_known_args(args, namespace)
+        ns = namespace if namespace is not None else argparse.Namespace()
+        for b in table:
+            setattr(ns, b.dest, _UNSET)
+        ns, rest = super().parse_known_args(args, ns)
+        given: dict[str, Any] = {}
+        for b in table:
+            value = getattr(ns, b.dest)
+            if value is not _UNSET:
+                given[b.key] = b.to_config(value) if b.to_config else value
+        from ranking.config.loader import load, parse_params
+
+        effective = load(
+            workspace(ns).root,
+            getattr(ns, "config", None),
+            given,
+            params=parse_params(getattr(ns, "params", None)),
+        )
+        for b in table:
+            if getattr(ns, b.dest) is _UNSET or effective.sources[b.key] == "param":
+                value = effective.value(b.key)
+                setattr(ns, b.dest, b.to_arg(value) if b.to_arg else value)
+        ns.pipeline_config = effective
+        return ns, rest
+
+
+def effective_config(args: argparse.Namespace) -> EffectiveConfig:
+    """The step's effective config (loaded here when the parser did not, e.g. a handler test)."""
+    found = getattr(args, "pipeline_config", None)
+    if found is not None:
+        return found  # type: ignore[no-any-return]
+    from ranking.config.loader import load, parse_params
+
+    return load(
+        workspace(args).root,
+        getattr(args, "config", None),
+        params=parse_params(getattr(args, "params", None)),
+    )
+
+
+@contextlib.contextmanager
+def config_env(args: argparse.Namespace) -> Iterator[None]:
+    """Point ``$RANKER_CONFIG`` at ``--config`` while a command runs its own steps (``ranker
+    run``'s in-process steps, the study's ``ranker train`` processes), so they read the same file."""
+    from ranking.config.loader import CONFIG_ENV
+
+    explicit = getattr(args, "config", None)
+    if explicit is None:
+        yield
+        return
+    before = os.environ.get(CONFIG_ENV)
+    os.environ[CONFIG_ENV] = str(Path(explicit).expanduser().resolve())
+    try:
+        yield
+    finally:
+        if before is None:
+            os.environ.pop(CONFIG_ENV, None)
+        else:
+            os.environ[CONFIG_ENV] = before
+
+
+def render_text(effective: EffectiveConfig) -> str:
+    from ranking.config.render import to_toml
+
+    files = ", ".join(effective.files) or "none (built-in defaults)"
+    header = f"# effective pipeline config; file: {files}\n# each value's source follows it\n"
+    return header + to_toml(effective.config.model_dump(mode="json"), effective.sources).rstrip("\n")
+
+
+def _show(args: argparse.Namespace) -> CommandResult:
+    effective = effective_config(args)
+    return CommandResult(effective.to_dict(), text=render_text(effective))
+
+
+def register(sub: argparse._SubParsersAction) -> None:  # type: ignore[type-arg]
+    """Add ``config show`` to ``ranker``."""
+    cfg = sub.add_parser("config", help="the pipeline config: show the effective values and their sources")
+    csub = cfg.add_subparsers(dest="config_command", metavar="SUBCOMMAND", required=True)
+    p = add_common(
+        csub.add_parser(
+            "show",
+            help="print the effective config and where each value came from (default | env | file | flag)",
+        )
+    )
+    p.set_defaults(handler=_show, step="config-show")

@@ -1,0 +1,197 @@
+"""The pipeline config: one typed model with four sections (``window``, ``recipe``, ``gate``,
+``metrics``), validated by pydantic.
+
+Defaults are not written twice: they are read from the dataclasses the steps already use
+(``features.validation.WindowChecks``, ``ranking.gate.checks.GateConfig``,
+``ranking.trainer.config.TrainConfig``), so the config can never disagree with a step run
+without one. Every model forbids unknown keys and non-finite floats, and is strict about types
+(``epochs = "3"`` in a file is an error, not a silent conversion).
+"""
+
+from __future__ import annotations
+
+import re
+from typing import Any, Literal
+
+from pydantic import BaseModel, ConfigDict, Field, ValidationInfo, field_validator
+
+from features.validation import WindowChecks
+from ranking.gate.checks import GateConfig
+from ranking.trainer.config import DENSE_OPTIMIZERS, PIPELINES, TABLE_OPTIMIZERS, TrainConfig
+from ranking.trainer.schedule import NAMED_SCHEDULES
+
+# `features.window.DEFAULT_DAYS` (importing features.window would import Feast); a test pins them equal
+DEFAULT_WINDOW_DAYS = 20
+# warm-start sources other than a checkpoint path (issue 13 adds "base")
+WARM_START_SOURCES = ("none", "champion")
+WARM_START_SCOPES = ("all", "dense")
+_SCHEDULE_LIST = re.compile(r"^[FJ](,[FJ])*$")
+
+_W = WindowChecks()
+_G = GateConfig()
+_T = TrainConfig(schedule=("joint",))
+
+
+class _Section(BaseModel):
+    model_config = ConfigDict(
+        extra="forbid", strict=True, allow_inf_nan=False, frozen=True, validate_default=True
+    )
+
+
+class WindowSection(_Section):
+    """The training window and its checks (``ranker features window``, ``freshness``)."""
+
+    days: int = Field(default=DEFAULT_WINDOW_DAYS, ge=1, le=365)
+    min_coverage: float = Field(default=_W.min_coverage, ge=0, le=1)
+    min_label_rate: float = Field(default=_W.min_label_rate, ge=0, le=1)
+    max_label_rate: float = Field(default=_W.max_label_rate, ge=0, le=1)
+    max_null_rate: float = Field(default=_W.max_null_rate, ge=0, le=1)
+    # None: report the lag only (`ranker features freshness` fails above it when set)
+    max_source_lag_hours: float | None = Field(default=None, ge=0)
+
+    @field_validator("max_label_rate")
+    @classmethod
+    def _label_bounds(cls, value: float, info: ValidationInfo) -> float:
+        low = info.data.get("min_label_rate")
+        if low is not None and value < low:
+            raise ValueError(f"must be >= min_label_rate ({low})")
+        return value
+
+    def checks(self) -> WindowChecks:
+        return WindowChecks(
+            min_coverage=self.min_coverage,
+            min_label_rate=self.min_label_rate,
+            max_label_rate=self.max_label_rate,
+            max_null_rate=self.max_null_rate,
+        )
+
+
+class OptimizerSection(_Section):
+    name: str
+    lr: float = Field(gt=0)
+    eps: float = Field(default=1e-8, gt=0)
+    weight_decay: float = Field(default=0.0, ge=0)
+
+
+class TableOptimizerSection(OptimizerSection):
+    name: Literal[TABLE_OPTIMIZERS]  # type: ignore[valid-type]
+
+
+class DenseOptimizerSection(OptimizerSection):
+    name: Literal[DENSE_OPTIMIZERS]  # type: ignore[valid-type]
+
+
+class RecipeSection(_Section):
+    """How the daily model is trained (``ranker train``)."""
+
+    schedule: str = _T.schedule_spec
+    # None: 3 for a named schedule, the list's length for an explicit one
+    epochs: int | None = Field(default=None, ge=1, le=20)
+    # none | champion | a checkpoint path (file or run folder)
+    warm_start: str = "champion"
+    warm_start_scope: Literal[WARM_START_SCOPES] = "all"  # type: ignore[valid-type]
+    pipeline: Literal[PIPELINES] = _T.pipeline  # type: ignore[valid-type]
+    batch_size: int = Field(default=_T.batch_size, ge=1)
+    seed: int = Field(default=_T.seed, ge=0)
+    # a ModelConfig file (JSON or YAML); None: the warm start's architecture, else the default model
+    model_file: str | None = None
+    # None: the model config's optimizer; a table replaces it (the warm start's included)
+    table_optimizer: TableOptimizerSection | None = None
+    dense_optimizer: DenseOptimizerSection | None = None
+
+    @field_validator("schedule")
+    @classmethod
+    def _schedule(cls, value: str) -> str:
+        if value not in NAMED_SCHEDULES and not _SCHEDULE_LIST.match(value):
+            raise ValueError(f"must be one of {', '.join(NAMED_SCHEDULES)} or a list such as F,J,J")
+        return value
+
+    @field_validator("warm_start")
+    @classmethod
+    def _warm_start(cls, value: str) -> str:
+        if not value.strip():
+            raise ValueError(f"must be {' | '.join(WARM_START_SOURCES)} or a checkpoint path")
+        return value
+
+    @field_validator("epochs")
+    @classmethod
+    def _epochs_match_list(cls, value: int | None, info: ValidationInfo) -> int | None:
+        schedule = info.data.get("schedule")
+        if value is not None and schedule and schedule not in NAMED_SCHEDULES:
+            n = len(schedule.split(","))
+            if n != value:
+                raise ValueError(f"must equal the length of schedule {schedule} ({n})")
+        return value
+
+    @property
+    def epoch_count(self) -> int:
+        if self.schedule in NAMED_SCHEDULES:
+            return self.epochs or 3
+        return len(self.schedule.split(","))
+
+
+class GateSection(_Section):
+    """Every threshold of the promotion gate (``ranking.gate.checks.GateConfig``)."""
+
+    min_save_hit_at_3: float = Field(default=_G.min_save_hit_at_3, ge=0, le=1)
+    min_lift_over_random: float = Field(default=_G.min_lift_over_random, ge=0)
+    tolerance: float = Field(default=_G.tolerance, ge=0, lt=1)
+    max_auc_drop: float = Field(default=_G.max_auc_drop, ge=0)
+    max_ne_rise: float = Field(default=_G.max_ne_rise, ge=0)
+    calibration_low: float = Field(default=_G.calibration_low, gt=0, le=1)
+    calibration_high: float = Field(default=_G.calibration_high, ge=1)
+    min_score_std: float = Field(default=_G.min_score_std, ge=0)
+    bootstrap_samples: int = Field(default=_G.bootstrap_samples, ge=1, le=100_000)
+    ci_level: float = Field(default=_G.ci_level, gt=0, lt=1)
+    require_ci: bool = _G.require_ci
+    seed: int = Field(default=_G.seed, ge=0)
+    allow_unfair: bool = _G.allow_unfair
+
+    def gate_config(self) -> GateConfig:
+        return GateConfig(**self.model_dump())
+
+
+class MetricsSection(_Section):
+    """Where ``ranker metrics publish`` sends the metrics."""
+
+    # None: not configured ($RANKER_PUSHGATEWAY_URL is read as the environment layer); "" = none
+    pushgateway: str | None = None
+    # None: <home>/metrics/ranker.prom
+    textfile: str | None = None
+    # None: the exporter's default job (ranker_retrain)
+    job: str | None = None
+
+    @field_validator("textfile")
+    @classmethod
+    def _textfile(cls, value: str | None) -> str | None:
+        if value is not None and not value.endswith(".prom"):
+            raise ValueError("must be a path ending in .prom")
+        return value
+
+
+class PipelineConfig(_Section):
+    window: WindowSection = Field(default_factory=WindowSection)
+    recipe: RecipeSection = Field(default_factory=RecipeSection)
+    gate: GateSection = Field(default_factory=GateSection)
+    metrics: MetricsSection = Field(default_factory=MetricsSection)
+
+
+SECTIONS: dict[str, type[_Section]] = {
+    "window": WindowSection,
+    "recipe": RecipeSection,
+    "gate": GateSection,
+    "metrics": MetricsSection,
+}
+# keys whose values are filesystem paths: relative ones are relative to the file that sets them
+PATH_KEYS = ("recipe.model_file", "recipe.warm_start", "metrics.textfile")
+
+
+def leaf_keys() -> list[str]:
+    """Every settable dotted key (``recipe.table_optimizer`` is one key: a table or nothing)."""
+    return [f"{name}.{field}" for name, section in SECTIONS.items() for field in section.model_fields]
+
+
+def flatten(config: PipelineConfig) -> dict[str, Any]:
+    """``{"window.days": 20, ..., "recipe.table_optimizer": {...} | None}`` (plain JSON types)."""
+    dumped = config.model_dump(mode="json")
+    return {key: dumped[key.split(".")[0]][key.split(".")[1]] for key in leaf_keys()}

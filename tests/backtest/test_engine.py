@@ -1,0 +1,248 @@
+"""Backtest bookkeeping with a scripted replayer (the real registry, constructed models): per-recipe
+isolation, served = the champion before the day's decision, the first day's rule, reuse on re-run
+and what invalidates it. The real `ranker run` path is in test_backtest_cli.py (slow)."""
+
+from __future__ import annotations
+
+import datetime as dt
+import json
+from collections.abc import Mapping
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import pandas as pd
+import pytest
+from scoresets import make_eval_day, noisy, with_scores
+
+from ranking.backtest.engine import (
+    Backtest,
+    BacktestError,
+    BacktestSpec,
+    compare_to_baseline,
+    finite_json,
+    read_recipe,
+)
+from ranking.backtest.report import build_report, write_report
+from ranking.core.atomic import atomic_write_json
+from ranking.core.workspace import Workspace
+from ranking.evaluation.metrics import compute_metrics
+from ranking.registry import Registry
+
+START = dt.date(2026, 3, 1)
+NOISE = {"naive": 1.5, "default": 0.3}  # the constructed quality of each recipe's models
+
+
+def _eval_day(day: dt.date) -> tuple[pd.DataFrame, np.ndarray]:
+    return make_eval_day(requests=120, seed=day.toordinal() % 1000)
+
+
+def fake_window(ws: Workspace, day: dt.date, days: int, checks: Any) -> Mapping[str, Any]:
+    frame, _ = _eval_day(day)
+    folder = ws.windows / f"{day.isoformat()}_{days}d"
+    folder.mkdir(parents=True, exist_ok=True)
+    frame.to_parquet(folder / "eval.parquet", index=False)
+    manifest = {"window_id": f"w-{day.isoformat()}-{days}", "eval": {"path": str(folder / "eval.parquet")}}
+    atomic_write_json(folder / "manifest.json", manifest)
+    return manifest
+
+
+class ScriptedReplayer:
+    """Does what `ranker run` does to the registry: registers a candidate, records the gate's
+    decision (scripted per recipe and day; pass by default) and promotes on pass."""
+
+    def __init__(self, rejects: set[tuple[str, dt.date]] | None = None) -> None:
+        self.rejects = rejects or set()
+        self.calls: list[tuple[str, dt.date, str | None]] = []
+
+    def run_day(self, home: Path, day: dt.date, run_id: str, log_path: Path) -> tuple[int, dict[str, Any]]:
+        recipe = home.parent.name
+        reg = Registry(str(home / "registry"))
+        self.calls.append((recipe, day, reg.champion()))
+        # the window step of the day: the shared windows folder (a link in the recipe's home)
+        assert (home / "windows" / f"{day.isoformat()}_20d" / "manifest.json").is_file()
+        frame, propensity = _eval_day(day)
+        seed = len(self.calls)
+        run = home / "runs" / run_id
+        run.mkdir(parents=True)
+        (run / "model.pt").write_text(json.dumps({"noise": NOISE[recipe], "seed": seed}))
+        (run / "model_config.json").write_text("{}")
+        end = day.isoformat()
+        (run / "train_manifest.json").write_text(json.dumps({"window": {"end": end, "days": 20}}))
+        scores = with_scores(frame, noisy(propensity, NOISE[recipe], seed=seed))
+        scores.to_parquet(run / "eval_scores.parquet", index=False)
+        metrics = compute_metrics(scores["request_id"], scores["saved"], scores["score"]).to_dict()
+        (run / "eval.json").write_text(json.dumps(metrics))
+        version = reg.register(run, run_id)
+        decision = "reject" if (recipe, day) in self.rejects else "pass"
+        failed = ["save_hit_at_3_change"] if decision == "reject" else []
+        pipeline = home / "pipeline" / run_id
+        atomic_write_json(pipeline / "train.json", {"version": version, "duration_seconds": 2.5})
+        atomic_write_json(pipeline / "gate.json", {"decision": decision, "failed_checks": failed})
+        reg.record_verdict(version, {"decision": decision, "champion_version": reg.champion()})
+        promoted = decision == "pass"
+        if promoted:
+            reg.promote(version, reason="test", force=True)
+        summary = {"version": version, "decision": decision, "promoted": promoted, "failed_checks": failed}
+        return (0 if promoted else 1), summary
+
+    def score(self, checkpoint: Path, eval_parquet: Path) -> pd.DataFrame:
+        payload = json.loads(Path(checkpoint).read_text())
+        frame = pd.read_parquet(eval_parquet)
+        day = dt.date.fromisoformat(Path(eval_parquet).parent.name.split("_")[0])
+        _, propensity = _eval_day(day)
+        return with_scores(frame, noisy(propensity, payload["noise"], seed=payload["seed"]))
+
+
+def _recipe_files(tmp_path: Path) -> dict[str, Path]:
+    files = {
+        "naive": '[recipe]\nschedule = "joint"\nepochs = 1\nwarm_start = "none"\n',
+        "default": '[recipe]\nschedule = "delayed"\nepochs = 3\n[metrics]\npushgateway = "http://prod:9091"\n',
+    }
+    out = {}
+    for name, text in files.items():
+        out[name] = tmp_path / f"{name}.toml"
+        out[name].write_text(text)
+    return out
+
+
+def _backtest(
+    tmp_path: Path,
+    replayer: ScriptedReplayer,
+    days: int = 4,
+    code: str = "code-1",
+    files: dict[str, Path] | None = None,
+) -> Backtest:
+    files = files or _recipe_files(tmp_path)
+    spec = BacktestSpec(
+        start=START,
+        days=days,
+        recipes=tuple(read_recipe(n, p) for n, p in files.items()),
+        baseline="naive",
+        bootstrap_samples=100,
+    )
+    ws = Workspace.resolve(tmp_path / "home")
+    return Backtest(ws, spec, replayer, code_version=code, window_builder=fake_window)
+
+
+def test_each_recipe_replays_in_its_own_registry_sharing_windows(tmp_path: Path) -> None:
+    bt = _backtest(tmp_path, ScriptedReplayer())
+    records = bt.run()
+    for name in ("naive", "default"):
+        home = bt.folder / name / "home"
+        assert Registry(str(home / "registry")).version_ids() == ["v0001", "v0002", "v0003", "v0004"]
+        assert len(list((home / "runs").iterdir())) == 4
+        assert (home / "windows").resolve() == (tmp_path / "home" / "windows").resolve()
+        assert [r["day"] for r in records[name]] == [
+            (START + dt.timedelta(days=i)).isoformat() for i in range(4)
+        ]
+    assert not (tmp_path / "home" / "registry").exists()  # the backtested workspace's registry is untouched
+    naive = (bt.folder / "naive" / "home" / "ranker.toml").read_text()
+    assert 'schedule = "joint"' in naive and 'warm_start = "none"' in naive
+    default = (bt.folder / "default" / "home" / "ranker.toml").read_text()
+    # a recipe's metrics never go to a Pushgateway from a backtest
+    assert 'pushgateway = ""' in default and "prod" not in default
+
+
+def test_served_is_the_champion_before_the_days_decision(tmp_path: Path) -> None:
+    replayer = ScriptedReplayer(rejects={("default", START + dt.timedelta(days=1))})
+    records = _backtest(tmp_path, replayer).run()["default"]
+    served = [(r["served"] or {}).get("version") for r in records]
+    before = [r["champion_before"] for r in records]
+    # day 1 promotes v0001; day 2 rejects v0002: v0001 still serves on day 3 (age 2); day 3 promotes v0003
+    assert served == [None, "v0001", "v0001", "v0003"] == before
+    assert [(r["served"] or {}).get("age_days") for r in records] == [None, 1, 2, 1]
+    assert [r["promoted"] for r in records] == [True, False, True, True]
+    assert records[1]["failed_checks"] == ["save_hit_at_3_change"]
+    # the served metrics are those of that model on that day (v0001: the fake's call 5, after naive's four)
+    frame, propensity = _eval_day(START + dt.timedelta(days=2))
+    want = compute_metrics(frame["request_id"], frame["saved"], noisy(propensity, NOISE["default"], seed=5))
+    assert records[2]["served"]["metrics"]["save_hit_at_3"] == pytest.approx(want.save_hit_at_3)
+    assert replayer.calls[4:] == [
+        ("default", START, None),
+        ("default", START + dt.timedelta(days=1), "v0001"),
+        ("default", START + dt.timedelta(days=2), "v0001"),
+        ("default", START + dt.timedelta(days=3), "v0003"),
+    ]
+
+
+def test_the_first_days_rule_days_without_a_served_model_are_left_out(tmp_path: Path) -> None:
+    """naive rejects on day 1 too: it serves nothing on days 1 and 2; default serves from day 2.
+    The comparison covers only days both served (3 and 4); the means cover each recipe's own."""
+    replayer = ScriptedReplayer(rejects={("naive", START)})
+    bt = _backtest(tmp_path, replayer)
+    records = bt.run()
+    assert [r["served"] for r in records["naive"][:2]] == [None, None]
+    comparisons = compare_to_baseline(bt, records)
+    c = comparisons["default"]
+    assert c is not None and c.days == 2 and [d["day"] for d in c.per_day] == ["2026-03-03", "2026-03-04"]
+    report = finite_json(build_report(bt.spec.to_dict(), records, comparisons, 1.0))
+    assert report["recipes"]["naive"]["served_days"] == 2 and report["recipes"]["default"]["served_days"] == 3
+    assert report["recipes"]["naive"]["promotions"] == 3
+    assert report["recipes"]["naive"]["promotion_rate"] == pytest.approx(0.75)
+    # the better-constructed recipe serves better than the baseline, and the CI says so
+    assert c.relative_change["save_hit_at_3"] > 0 and c.ci["save_hit_at_3"][0] > 0  # type: ignore[index]
+    paths = write_report(report, tmp_path / "report")
+    text = Path(paths["json"]).read_text()
+    json.loads(text, parse_constant=lambda c: pytest.fail(f"non-finite {c} in the report JSON"))
+    assert Path(paths["png"]).stat().st_size > 1000
+    md = Path(paths["markdown"]).read_text()
+    assert "| 2026-03-01 | — | — | — |" in md  # naive's first day: nothing served
+
+
+def test_a_rerun_reuses_finished_days_and_extends(tmp_path: Path) -> None:
+    replayer = ScriptedReplayer()
+    first = _backtest(tmp_path, replayer, days=3).run()
+    assert len(replayer.calls) == 6
+    again = _backtest(tmp_path, replayer, days=3).run()
+    assert len(replayer.calls) == 6 and again == first
+    longer = _backtest(tmp_path, replayer, days=4).run()
+    assert [c[1] for c in replayer.calls[6:]] == [START + dt.timedelta(days=3)] * 2
+    assert longer["naive"][:3] == first["naive"]
+
+
+def test_a_changed_recipe_or_code_replays_that_recipe_from_an_empty_registry(tmp_path: Path) -> None:
+    replayer = ScriptedReplayer()
+    files = _recipe_files(tmp_path)
+    _backtest(tmp_path, replayer, days=2, files=files).run()
+    files["default"].write_text('[recipe]\nschedule = "delayed"\nepochs = 2\n')
+    _backtest(tmp_path, replayer, days=2, files=files).run()
+    assert [c[:2] for c in replayer.calls[4:]] == [
+        ("default", START),
+        ("default", START + dt.timedelta(days=1)),
+    ]
+    assert replayer.calls[4][2] is None  # restarted without a champion
+    home = tmp_path / "home" / "backtests" / "from-2026-03-01" / "default" / "home"
+    assert Registry(str(home / "registry")).version_ids() == ["v0001", "v0002"]
+    _backtest(tmp_path, replayer, days=2, files=files, code="code-2").run()
+    assert len(replayer.calls) == 6 + 4  # a new code version replays every recipe
+
+
+def test_an_interrupted_day_is_replayed_unless_it_moved_the_champion(tmp_path: Path) -> None:
+    replayer = ScriptedReplayer(rejects={("naive", START + dt.timedelta(days=2))})
+    bt = _backtest(tmp_path, replayer, days=3)
+    bt.run()
+    # naive's day 3 rejected (champion unchanged); default's day 3 promoted: lose both records
+    for name in ("naive", "default"):
+        (bt.folder / name / "days" / "2026-03-03.json").unlink()
+    _backtest(tmp_path, replayer, days=3).run()
+    rerun = [c[:2] for c in replayer.calls[6:]]
+    assert rerun.count(("naive", START + dt.timedelta(days=2))) == 1 and rerun.count(("naive", START)) == 0
+    # default's registry is ahead of its records (v0003 promoted): it is replayed from day 1
+    assert [d for n, d in rerun if n == "default"] == [START + dt.timedelta(days=i) for i in range(3)]
+
+
+def test_bad_specs_and_recipes_are_one_line_errors(tmp_path: Path) -> None:
+    files = _recipe_files(tmp_path)
+    recipes = tuple(read_recipe(n, p) for n, p in files.items())
+    with pytest.raises(BacktestError, match="--baseline 'other' is not one of the recipes"):
+        BacktestSpec(start=START, days=2, recipes=recipes, baseline="other")
+    with pytest.raises(BacktestError, match="unique"):
+        BacktestSpec(start=START, days=2, recipes=(recipes[0], recipes[0]), baseline="naive")
+    with pytest.raises(BacktestError, match="no file"):
+        read_recipe("x", tmp_path / "missing.toml")
+    files["naive"].write_text("[recipe]\nepochs = 0\n")
+    with pytest.raises(
+        BacktestError, match=r"recipe naive: config error: recipe\.epochs: must be >= 1 \(got 0\)"
+    ):
+        _backtest(tmp_path, ScriptedReplayer(), files=files)
