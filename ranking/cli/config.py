@@ -60,7 +60,16 @@ def bindings() -> dict[str, tuple[Binding, ...]]:
     config: they use keys without flags or hand it to their own steps."""
     recipe = tuple(
         Binding(dest, f"recipe.{dest}")
-        for dest in ("schedule", "epochs", "pipeline", "warm_start", "warm_start_scope", "batch_size", "seed")
+        for dest in (
+            "schedule",
+            "epochs",
+            "pipeline",
+            "warm_start",
+            "warm_start_scope",
+            "remedy",
+            "batch_size",
+            "seed",
+        )
     )
     checks = tuple(
         Binding(dest, f"window.{dest}")

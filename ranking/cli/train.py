@@ -42,6 +42,13 @@ def register(sub: argparse._SubParsersAction) -> None:  # type: ignore[type-arg]
         default="all",
         help="what the warm start loads: all weights (default) or the dense layers only (fresh tables)",
     )
+    p.add_argument(
+        "--remedy",
+        choices=("none", "meda"),
+        default="none",
+        help="epoch-start remedy: meda = tables and their optimizer state back to the seed's init "
+        "each epoch, dense layers kept (default none)",
+    )
     p.add_argument("--out", default=None, help="run folder (default <home>/runs/<run id>)")
     p.add_argument(
         "--resume", action="store_true", help="continue the run in --out after its last complete epoch"
@@ -81,6 +88,7 @@ def train_job(args: argparse.Namespace) -> TrainJob:
         pipeline=args.pipeline,
         warm_start=args.warm_start,
         warm_start_scope=args.warm_start_scope,
+        remedy=args.remedy,
         out=Path(args.out) if args.out else None,
         run_id=args.run_id,
         resume=args.resume,

@@ -17,7 +17,7 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationInfo, field_validat
 
 from features.validation import WindowChecks
 from ranking.gate.checks import GateConfig
-from ranking.trainer.config import DENSE_OPTIMIZERS, PIPELINES, TABLE_OPTIMIZERS, TrainConfig
+from ranking.trainer.config import DENSE_OPTIMIZERS, PIPELINES, REMEDIES, TABLE_OPTIMIZERS, TrainConfig
 from ranking.trainer.schedule import NAMED_SCHEDULES
 
 # `features.window.DEFAULT_DAYS` (importing features.window would import Feast); a test pins them equal
@@ -91,6 +91,8 @@ class RecipeSection(_Section):
     warm_start: str = "champion"
     warm_start_scope: Literal[WARM_START_SCOPES] = "all"  # type: ignore[valid-type]
     pipeline: Literal[PIPELINES] = _T.pipeline  # type: ignore[valid-type]
+    # meda: the tables restart from the seed's init every epoch (docs/training.md "MEDA")
+    remedy: Literal[REMEDIES] = _T.remedy  # type: ignore[valid-type]
     batch_size: int = Field(default=_T.batch_size, ge=1)
     seed: int = Field(default=_T.seed, ge=0)
     # a ModelConfig file (JSON or YAML); None: the warm start's architecture, else the default model

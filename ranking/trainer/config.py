@@ -19,6 +19,7 @@ from ranking.core.errors import RankerError
 TABLE_OPTIMIZERS = ("rowwise_adagrad", "rowwise_adam", "adam")
 DENSE_OPTIMIZERS = ("adam", "adagrad", "sgd")
 PIPELINES = ("sync", "semisync")
+REMEDIES = ("none", "meda")  # epoch-start remedies (ranking.trainer.remedies)
 
 # default table sizes: IDs are hashed into these, so unseen IDs still get a row
 _DEFAULT_ROWS = {
@@ -183,8 +184,11 @@ class TrainConfig:
     seed: int = 0
     eval_each_epoch: bool = True
     timing: bool = True
+    remedy: str = "none"  # "meda": tables (and their optimizer state) back to the seed's init each epoch
 
     def __post_init__(self) -> None:
+        if self.remedy not in REMEDIES:
+            raise ConfigError(f"remedy {self.remedy!r}: choose from {', '.join(REMEDIES)}")
         if not self.schedule:
             raise ConfigError("schedule has no epochs")
         bad = [p for p in self.schedule if p not in ("frozen", "joint")]

@@ -41,6 +41,7 @@ class TrainJob:
     pipeline: str = "semisync"
     warm_start: str = "champion"  # a checkpoint path (file or run folder) | "champion" | "none"
     warm_start_scope: str = "all"  # "all" | "dense"
+    remedy: str = "none"  # "none" | "meda" (ranking.trainer.remedies)
     out: Path | None = None  # run folder (None: <home>/runs/<run id>)
     run_id: str | None = None
     resume: bool = False
@@ -105,6 +106,7 @@ def run_train_job(job: TrainJob) -> dict[str, Any] | None:
                     shuffle_buffer_rows=job.shuffle_buffer,
                     seed=job.seed,
                     eval_each_epoch=job.eval_each_epoch,
+                    remedy=job.remedy,
                 ),
                 run_dir=run_dir,
                 warm_start=warm,
@@ -220,6 +222,7 @@ def train_argv(job: TrainJob) -> list[str]:
         f"--pipeline={job.pipeline}",
         f"--warm-start={job.warm_start}",
         f"--warm-start-scope={job.warm_start_scope}",
+        f"--remedy={job.remedy}",
         f"--seed={job.seed}",
         f"--batch-size={job.batch_size}",
         f"--shuffle-buffer={job.shuffle_buffer}",

@@ -238,6 +238,11 @@ class _Trainer:
             distributed.copy_full_into(value, saved[key])
         self.optimizer.load_state_dict(payload["dense_optimizer"])
 
+    def _remedy_at_epoch_start(self) -> dict[str, Any] | None:
+        from ranking.trainer.remedies import apply_epoch_start
+
+        return apply_epoch_start(self.tc.remedy, self.dmp, self.cfg, self.tc.seed)
+
     # -------------------------------------------------------------- state out
     def _gather(self) -> tuple[dict[str, Any], dict[str, Any]]:
         """Unsharded model and table-optimizer state on rank 0 (collective)."""
@@ -390,7 +395,10 @@ class _Trainer:
         scores = None
         model_state: dict[str, Any] = {}
         for epoch in range(start_epoch, self.tc.epochs + 1):
+            remedy = self._remedy_at_epoch_start()
             stats = self._epoch(epoch, units, pipeline)
+            if remedy is not None:
+                stats["remedy"] = remedy
             model_state, table_opt = self._gather()
             if ctx.is_main:
                 if self.tc.eval_each_epoch or epoch == self.tc.epochs:
@@ -453,6 +461,7 @@ class _Trainer:
             "schedule": schedule_letters(tc.schedule),
             "schedule_spec": tc.schedule_spec,
             "pipeline": tc.pipeline,
+            "remedy": tc.remedy,
             "seed": tc.seed,
             "epochs": epochs,
             "eval": final_eval,
