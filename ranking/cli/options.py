@@ -50,6 +50,24 @@ def add_promotion_options(parser: argparse.ArgumentParser, dry_run_help: str) ->
     )
 
 
+def gate_rule(value: str) -> str:
+    from ranking.gate.checks import RULES
+
+    if value not in RULES:
+        raise argparse.ArgumentTypeError(f"choose from {', '.join(RULES)}, got {value!r}")
+    return value
+
+
+def non_negative_int(value: str) -> int:
+    try:
+        n = int(value)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"not an integer: {value!r}") from None
+    if n < 0:
+        raise argparse.ArgumentTypeError(f"must be >= 0, got {n}")
+    return n
+
+
 _GATE_OPTIONS: tuple[tuple[str, str, Any, str], ...] = (
     ("--tolerance", "tolerance", fraction_below_one, "max relative save HIT@3 drop vs the champion"),
     ("--min-hit", "min_save_hit_at_3", non_negative, "absolute floor on save HIT@3"),
@@ -63,11 +81,34 @@ _GATE_OPTIONS: tuple[tuple[str, str, Any, str], ...] = (
     ("--max-ne-rise", "max_ne_rise", non_negative, "max normalized-entropy rise vs the champion"),
     ("--calibration-low", "calibration_low", non_negative, "lowest mean prediction / base rate"),
     ("--calibration-high", "calibration_high", non_negative, "highest mean prediction / base rate"),
-    ("--bootstrap-samples", "bootstrap_samples", positive_int, "bootstrap resamples for the CI"),
+    ("--bootstrap-samples", "bootstrap_samples", positive_int, "bootstrap resamples for the CIs"),
+    (
+        "--gate-rule",
+        "rule",
+        gate_rule,
+        "ci: non-inferiority on the paired bootstrap CIs | point: on point estimates",
+    ),
+    (
+        "--ci-level",
+        "ci_level",
+        fraction_below_one,
+        "two-sided level of the bootstrap CIs (0.9: one-sided 95%)",
+    ),
+    (
+        "--anchor-champions",
+        "anchor_champions",
+        non_negative_int,
+        "anchor: best of the last N champions (0: off)",
+    ),
+    (
+        "--anchor-tolerance",
+        "anchor_tolerance",
+        fraction_below_one,
+        "max relative save HIT@3 drop vs the anchor",
+    ),
 )
 
 _GATE_FLAGS: tuple[tuple[str, str, str], ...] = (
-    ("--require-ci", "require_ci", "the CI's lower bound must also clear -tolerance"),
     ("--allow-unfair", "allow_unfair", "compare even if a model was trained on the eval day (recorded)"),
 )
 

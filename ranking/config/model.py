@@ -16,6 +16,7 @@ from typing import Any, Literal
 from pydantic import BaseModel, ConfigDict, Field, ValidationInfo, field_validator
 
 from features.validation import WindowChecks
+from ranking.gate.checks import RULES as GATE_RULES
 from ranking.gate.checks import GateConfig
 from ranking.trainer.config import DENSE_OPTIMIZERS, PIPELINES, REMEDIES, TABLE_OPTIMIZERS, TrainConfig
 from ranking.trainer.schedule import NAMED_SCHEDULES
@@ -143,10 +144,13 @@ class GateSection(_Section):
     calibration_low: float = Field(default=_G.calibration_low, gt=0, le=1)
     calibration_high: float = Field(default=_G.calibration_high, ge=1)
     min_score_std: float = Field(default=_G.min_score_std, ge=0)
+    # ci: non-inferiority on the paired bootstrap CIs; point: on the point estimates
+    rule: Literal[GATE_RULES] = _G.rule  # type: ignore[valid-type]
     bootstrap_samples: int = Field(default=_G.bootstrap_samples, ge=1, le=100_000)
     ci_level: float = Field(default=_G.ci_level, gt=0, lt=1)
-    require_ci: bool = _G.require_ci
     seed: int = Field(default=_G.seed, ge=0)
+    anchor_champions: int = Field(default=_G.anchor_champions, ge=0, le=100)
+    anchor_tolerance: float = Field(default=_G.anchor_tolerance, ge=0, lt=1)
     allow_unfair: bool = _G.allow_unfair
 
     def gate_config(self) -> GateConfig:

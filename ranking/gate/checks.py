@@ -1,23 +1,27 @@
 """Champion/challenger promotion gate: a pure function from score frames to a report.
 
 Inputs are per-impression score frames (``request_id, pin_id, saved, score``) of the candidate
-and, when there is one, the champion, both on the same eval day. Every check is reported with its
-value, threshold and a sentence; the decision is ``pass`` only if every check passed. Defaults and
-their rationale: docs/registry.md.
+and, when there is one, the champion and the anchors (recent champions), all on the same eval day.
+Every check is reported with its value, threshold, interval and a sentence; the decision is
+``pass`` only if every check passed. Comparisons are non-inferiority tests on a paired bootstrap
+over requests by default (``rule = "ci"``), or on the point estimates (``rule = "point"``).
+Defaults and their rationale: docs/registry.md.
 """
 
 from __future__ import annotations
 
 import datetime as dt
 import math
+from collections.abc import Mapping
 from dataclasses import asdict, dataclass, field
 from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
 from ranking.core.errors import RankerError
-from ranking.evaluation.metrics import compute_metrics, hits_per_request
+from ranking.evaluation.metrics import OfflineMetrics, compute_metrics
 from ranking.evaluation.scores import SCORE_COLUMNS
+from ranking.gate.bootstrap import PairedIntervals, paired_bootstrap
 
 if TYPE_CHECKING:
     import pandas as pd
@@ -27,6 +31,9 @@ class GateInputError(RankerError):
     """The score frames cannot be compared (missing columns, different rows or labels)."""
 
 
+RULES = ("ci", "point")
+
+
 @dataclass(frozen=True)
 class GateConfig:
     """Thresholds of the gate. Relative values are fractions (0.01 = 1%)."""
@@ -34,20 +41,27 @@ class GateConfig:
     # value floor: HIT@3 must be at least max(min_save_hit_at_3, random-ranking HIT@3 × (1 + lift))
     min_save_hit_at_3: float = 0.0
     min_lift_over_random: float = 0.05
-    # candidate vs champion: relative change of save HIT@3 must be >= -tolerance
-    tolerance: float = 0.01
-    # guardrails (absolute): AUC may drop at most this much, NE may rise at most this much
-    max_auc_drop: float = 0.005
-    max_ne_rise: float = 0.01
+    # candidate vs champion: relative change of save HIT@3 must be >= -tolerance (under rule "ci":
+    # the paired bootstrap CI's lower bound must; under "point": the point estimate)
+    tolerance: float = 0.05
+    # guardrails (absolute): AUC may drop at most this much, NE may rise at most this much (under
+    # rule "ci": the CI's upper bound of the drop / rise)
+    max_auc_drop: float = 0.02
+    max_ne_rise: float = 0.03
     # sanity: calibration = mean prediction / base rate within [low, high]; scores must vary
     calibration_low: float = 0.5
     calibration_high: float = 2.0
     min_score_std: float = 1e-6
-    # paired bootstrap over requests for the relative change of HIT@3
+    # "ci": non-inferiority on the paired bootstrap CIs; "point": on the point estimates (CIs reported)
+    rule: str = "ci"
+    # paired bootstrap over requests (HIT@3 change, AUC drop, NE rise; the same resamples for all)
     bootstrap_samples: int = 1000
-    ci_level: float = 0.95
-    require_ci: bool = False  # if set: the CI's lower bound must also be >= -tolerance
+    ci_level: float = 0.90  # two-sided 90% = a one-sided 95% non-inferiority test
     seed: int = 0
+    # anchor: the best of the last N champions on the eval day; the candidate may not be worse
+    # than it by more than anchor_tolerance (same rule), so daily small losses cannot add up
+    anchor_champions: int = 5  # 0: no anchor check
+    anchor_tolerance: float = 0.05
     # a champion trained on the eval day would be judged on its training data: fail closed
     allow_unfair: bool = False
 
@@ -55,6 +69,12 @@ class GateConfig:
         problems = []
         if not 0 <= self.tolerance < 1:
             problems.append(f"tolerance must be in [0, 1): {self.tolerance}")
+        if not 0 <= self.anchor_tolerance < 1:
+            problems.append(f"anchor_tolerance must be in [0, 1): {self.anchor_tolerance}")
+        if self.anchor_champions < 0:
+            problems.append(f"anchor_champions must be >= 0: {self.anchor_champions}")
+        if self.rule not in RULES:
+            problems.append(f"rule must be one of {', '.join(RULES)}: {self.rule!r}")
         if not 0 < self.ci_level < 1:
             problems.append(f"ci_level must be in (0, 1): {self.ci_level}")
         if self.bootstrap_samples < 1:
@@ -87,6 +107,7 @@ class Check:
     value: float | None
     threshold: float | list[float] | None
     detail: str
+    ci: list[float] | None = None  # the paired bootstrap interval of ``value``'s statistic
 
     def to_dict(self) -> dict[str, Any]:
         return asdict(self)
@@ -116,6 +137,7 @@ class GateReport:
     ci: list[float] | None  # paired bootstrap interval of relative_change
     eval_date: str | None
     config: dict[str, Any] = field(default_factory=dict)
+    anchor: dict[str, Any] | None = None  # the anchor version, its metrics, change and CI
 
     @property
     def passed(self) -> bool:
@@ -136,6 +158,7 @@ class GateReport:
             "ci": self.ci,
             "eval_date": self.eval_date,
             "config": self.config,
+            "anchor": self.anchor,
         }
 
 
@@ -215,34 +238,6 @@ def _ratio_change(new: float, old: float) -> float | None:
     return new / old - 1.0
 
 
-def paired_bootstrap_ci(
-    cand_hits: np.ndarray, champ_hits: np.ndarray, *, samples: int, level: float, seed: int
-) -> list[float] | None:
-    """Percentile CI of HIT@3(candidate) / HIT@3(champion) − 1, resampling requests (paired).
-
-    Inputs are per-request hit counts over requests with at least one save; both models share the
-    request's save count, so it cancels in the ratio.
-    """
-    n = len(cand_hits)
-    if n == 0 or champ_hits.sum() <= 0:
-        return None
-    rng = np.random.default_rng(seed)
-    changes = np.empty(samples, dtype=np.float64)
-    chunk = max(1, min(samples, 4_000_000 // n))  # bound the (chunk × n) index matrix
-    for lo in range(0, samples, chunk):
-        hi = min(samples, lo + chunk)
-        idx = rng.integers(0, n, size=(hi - lo, n))
-        num = cand_hits[idx].sum(axis=1)
-        den = champ_hits[idx].sum(axis=1)
-        with np.errstate(divide="ignore", invalid="ignore"):
-            changes[lo:hi] = np.where(den > 0, num / den - 1.0, np.nan)
-    changes = changes[np.isfinite(changes)]
-    if len(changes) == 0:
-        return None
-    alpha = (1.0 - level) / 2.0
-    return [float(np.quantile(changes, alpha)), float(np.quantile(changes, 1.0 - alpha))]
-
-
 # --------------------------------------------------------------------------------------------
 # the gate
 # --------------------------------------------------------------------------------------------
@@ -314,6 +309,96 @@ def _fairness_check(
     return Check("fair_comparison", False, None, None, detail + " — fails closed (override: --allow-unfair)")
 
 
+def _interval_text(ci: list[float] | None, config: GateConfig) -> str:
+    shown = f"[{_fmt(ci[0])}, {_fmt(ci[1])}]" if ci else "n/a"
+    return f"{config.ci_level:.0%} paired bootstrap CI {shown} ({config.bootstrap_samples} resamples)"
+
+
+def _non_inferior(
+    name: str,
+    what: str,
+    point: float | None,
+    ci: list[float] | None,
+    floor: float,
+    config: GateConfig,
+) -> Check:
+    """A higher-is-better change must stay >= ``floor``: its CI's lower bound (rule "ci") or its
+    point estimate (rule "point")."""
+    if config.rule == "ci":
+        value = ci[0] if ci else None
+        rule = f"the CI's lower bound must be >= {floor:g}"
+    else:
+        value = point
+        rule = f"must be >= {floor:g}; CI reported"
+    passed = value is not None and math.isfinite(value) and value >= floor
+    detail = f"{what} {_fmt(point)}, {_interval_text(ci, config)}: {rule}"
+    return Check(name, passed, value, floor, detail, ci)
+
+
+def _within(
+    name: str, what: str, point: float, ci: list[float] | None, ceiling: float, config: GateConfig
+) -> Check:
+    """A lower-is-better rise must stay <= ``ceiling``: its CI's upper bound (rule "ci") or its point."""
+    if config.rule == "ci":
+        value = ci[1] if ci else None
+        rule = f"the CI's upper bound must be <= {ceiling:g}"
+    else:
+        value = point if math.isfinite(point) else None
+        rule = f"max {ceiling:g}; CI reported"
+    passed = value is not None and math.isfinite(value) and value <= ceiling
+    detail = f"{what} {_fmt(point)}, {_interval_text(ci, config)}: {rule}"
+    return Check(name, passed, value, ceiling, detail, ci)
+
+
+def _comparison_checks(
+    cand: OfflineMetrics, champ: OfflineMetrics, intervals: PairedIntervals, config: GateConfig
+) -> list[Check]:
+    change = _ratio_change(cand.save_hit_at_3, champ.save_hit_at_3)
+    return [
+        _non_inferior(
+            "save_hit_at_3_change",
+            f"save HIT@3 {_fmt(cand.save_hit_at_3)} vs champion {_fmt(champ.save_hit_at_3)}: relative change",
+            change,
+            intervals.hit_change,
+            -config.tolerance,
+            config,
+        ),
+        _within(
+            "auc_drop",
+            f"AUC {_fmt(cand.auc)} vs champion {_fmt(champ.auc)}: drop",
+            champ.auc - cand.auc,
+            intervals.auc_drop,
+            config.max_auc_drop,
+            config,
+        ),
+        _within(
+            "ne_rise",
+            f"NE {_fmt(cand.ne)} vs champion {_fmt(champ.ne)}: rise",
+            cand.ne - champ.ne,
+            intervals.ne_rise,
+            config.max_ne_rise,
+            config,
+        ),
+    ]
+
+
+def _best_anchor(
+    frame: pd.DataFrame, anchors: Mapping[str, pd.DataFrame], request_ids: np.ndarray, labels: np.ndarray
+) -> tuple[str, OfflineMetrics, np.ndarray] | None:
+    """The anchor with the highest save HIT@3 on this day: (version, metrics, scores aligned to
+    ``frame``). Ties go to the first version in sorted order."""
+    best: tuple[str, OfflineMetrics, np.ndarray] | None = None
+    for version in sorted(anchors):
+        aligned = align_scores(
+            frame[["request_id", "pin_id", "saved"]].assign(score=frame["cand"]), anchors[version]
+        )
+        scores = aligned["champ"].to_numpy(dtype=np.float64)
+        metrics = compute_metrics(request_ids, labels, scores)
+        if best is None or metrics.save_hit_at_3 > best[1].save_hit_at_3:
+            best = (version, metrics, scores)
+    return best
+
+
 def run_gate(
     candidate: pd.DataFrame,
     champion: pd.DataFrame | None,
@@ -322,8 +407,10 @@ def run_gate(
     eval_date: dt.date | None = None,
     candidate_window: TrainingWindow | None = None,
     champion_window: TrainingWindow | None = None,
+    anchors: Mapping[str, pd.DataFrame] | None = None,
 ) -> GateReport:
-    """Judge a candidate against the champion (or, on the first run, on absolute checks only)."""
+    """Judge a candidate against the champion (or, on the first run, on absolute checks only) and
+    against the best of ``anchors`` (version -> scores of recent champions on the same day)."""
     config = config or GateConfig()
     _require_columns(candidate, "candidate")
     if champion is not None:
@@ -360,81 +447,47 @@ def run_gate(
     champion_summary: dict[str, Any] | None = None
     relative_change: float | None = None
     ci: list[float] | None = None
+    anchor_summary: dict[str, Any] | None = None
     if champion is not None:
         champ_scores = frame["champ"].to_numpy(dtype=np.float64)
         champ_metrics = compute_metrics(request_ids, labels, champ_scores)
         champion_summary = champ_metrics.to_dict()
         checks.append(_fairness_check(eval_date, candidate_window, champion_window, config))
-
-        relative_change = _ratio_change(hit, champ_metrics.save_hit_at_3)
-        checks.append(
-            Check(
-                "save_hit_at_3_change",
-                relative_change is not None and relative_change >= -config.tolerance,
-                relative_change,
-                -config.tolerance,
-                f"save HIT@3 {_fmt(hit)} vs champion {_fmt(champ_metrics.save_hit_at_3)}: relative change "
-                f"{_fmt(relative_change)} (must be >= {-config.tolerance:g})",
-            )
-        )
-        auc_drop = champ_metrics.auc - cand_metrics.auc
-        checks.append(
-            Check(
-                "auc_drop",
-                math.isfinite(auc_drop) and auc_drop <= config.max_auc_drop,
-                auc_drop if math.isfinite(auc_drop) else None,
-                config.max_auc_drop,
-                f"AUC {_fmt(cand_metrics.auc)} vs champion {_fmt(champ_metrics.auc)}: drop {_fmt(auc_drop)} "
-                f"(max {config.max_auc_drop:g})",
-            )
-        )
-        ne_rise = cand_metrics.ne - champ_metrics.ne
-        checks.append(
-            Check(
-                "ne_rise",
-                math.isfinite(ne_rise) and ne_rise <= config.max_ne_rise,
-                ne_rise if math.isfinite(ne_rise) else None,
-                config.max_ne_rise,
-                f"NE {_fmt(cand_metrics.ne)} vs champion {_fmt(champ_metrics.ne)}: rise {_fmt(ne_rise)} "
-                f"(max {config.max_ne_rise:g})",
-            )
-        )
-        cand_hits, saves = hits_per_request(request_ids, labels, cand_scores)
-        champ_hits, _ = hits_per_request(request_ids, labels, champ_scores)
-        with_save = saves > 0
-        ci = paired_bootstrap_ci(
-            cand_hits[with_save],
-            champ_hits[with_save],
+        anchor = _best_anchor(frame, anchors or {}, request_ids, labels)
+        references = [champ_scores] + ([anchor[2]] if anchor else [])
+        intervals = paired_bootstrap(
+            request_ids,
+            labels,
+            cand_scores,
+            references,
             samples=config.bootstrap_samples,
             level=config.ci_level,
             seed=config.seed,
         )
-        ci_text = f"[{_fmt(ci[0])}, {_fmt(ci[1])}]" if ci else "n/a"
-        ci_detail = (
-            f"{config.ci_level:.0%} paired bootstrap CI of the relative change over "
-            f"{int(with_save.sum())} requests with a save ({config.bootstrap_samples} resamples): {ci_text}"
-        )
-        if config.require_ci:
-            ci_ok = ci is not None and ci[0] >= -config.tolerance
+        relative_change = _ratio_change(hit, champ_metrics.save_hit_at_3)
+        ci = intervals[0].hit_change
+        checks += _comparison_checks(cand_metrics, champ_metrics, intervals[0], config)
+        if anchor is not None:
+            version, anchor_metrics, _ = anchor
+            anchor_change = _ratio_change(hit, anchor_metrics.save_hit_at_3)
             checks.append(
-                Check(
-                    "save_hit_at_3_ci",
-                    ci_ok,
-                    ci[0] if ci else None,
-                    -config.tolerance,
-                    ci_detail + f"; lower bound must be >= {-config.tolerance:g}",
+                _non_inferior(
+                    "anchor",
+                    f"save HIT@3 {_fmt(hit)} vs anchor {version} (best of the last {len(anchors or {})} "
+                    f"champions on this day) {_fmt(anchor_metrics.save_hit_at_3)}: relative change",
+                    anchor_change,
+                    intervals[1].hit_change,
+                    -config.anchor_tolerance,
+                    config,
                 )
             )
-        else:
-            checks.append(
-                Check(
-                    "save_hit_at_3_ci",
-                    True,
-                    ci[0] if ci else None,
-                    None,
-                    ci_detail + " (reported, not required)",
-                )
-            )
+            anchor_summary = {
+                "version": version,
+                **anchor_metrics.to_dict(),
+                "relative_change": anchor_change,
+                "ci": intervals[1].hit_change,
+                "considered": sorted(anchors or {}),
+            }
 
     decision = "pass" if all(c.passed for c in checks) else "reject"
     return GateReport(
@@ -446,4 +499,5 @@ def run_gate(
         ci=ci,
         eval_date=eval_date.isoformat() if eval_date else None,
         config=config.to_dict(),
+        anchor=anchor_summary,
     )

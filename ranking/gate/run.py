@@ -1,12 +1,15 @@
-"""The gate's I/O edge (`ranker gate`): find the eval day, score the candidate and the champion
-there, run the pure checks (ranking/gate/checks.py) and record the verdict in the registry."""
+"""The gate's I/O edge (`ranker gate`): find the eval day, score the candidate, the champion and
+the anchors (the last N champions of the registry's history) there, run the pure checks
+(ranking/gate/checks.py) and record the verdict in the registry."""
 
 from __future__ import annotations
 
 import datetime as dt
 import io
 import json
+import logging
 import time
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -19,6 +22,10 @@ from ranking.registry.records import utc_now
 
 if TYPE_CHECKING:
     import pandas as pd
+
+    from ranking.registry.records import AliasEvent
+
+log = logging.getLogger(__name__)
 
 
 @dataclass(frozen=True)
@@ -46,6 +53,21 @@ def _window(train: dict[str, Any]) -> TrainingWindow | None:
         )
     except (KeyError, TypeError, ValueError):
         return None
+
+
+def recent_champions(history: Sequence[AliasEvent], n: int) -> list[str]:
+    """The last ``n`` distinct versions the champion alias pointed at, newest first; a version a
+    rollback moved away from is left out (production judged it bad)."""
+    rolled_back = {e.from_version for e in history if e.action == "rollback" and e.from_version}
+    out: list[str] = []
+    for event in reversed(history):
+        version = event.to_version
+        if version in rolled_back or version in out:
+            continue
+        out.append(version)
+        if len(out) == n:
+            break
+    return out
 
 
 def find_eval_parquet(ws: Workspace, day: dt.date, feature_version: str | None = None) -> Path:
@@ -109,6 +131,26 @@ def gate_candidate(req: GateRequest) -> GateResult:
         parquet = find_eval_parquet(ws, eval_day, feature_version)
         champ_scores = _score(reg.local_dir(champion_version, cache_dir(ws)) / "model.pt", parquet)
 
+    anchors: dict[str, pd.DataFrame] = {}
+    skipped: dict[str, str] = {}
+    if champ_scores is not None and req.config.anchor_champions > 0:
+        for past in recent_champions(reg.history(), req.config.anchor_champions):
+            if past == champion_version:
+                anchors[past] = champ_scores
+                continue
+            if past == version:
+                continue
+            try:
+                window = _window(reg.verify(past).train)
+                if window is not None and window.covers(eval_day):
+                    skipped[past] = f"trained on the eval day {eval_day} (window {window})"
+                    continue
+                anchors[past] = _score(reg.local_dir(past, cache_dir(ws)) / "model.pt", parquet)
+            except RankerError as exc:
+                # an old version that can no longer be read must not stop today's gate
+                log.warning("gate: anchor candidate %s left out: %s", past, exc)
+                skipped[past] = str(exc)
+
     report = run_gate(
         cand_scores,
         champ_scores,
@@ -116,11 +158,14 @@ def gate_candidate(req: GateRequest) -> GateResult:
         eval_date=eval_day,
         candidate_window=cand_window,
         champion_window=champ_window,
+        anchors=anchors,
     )
     body = report.to_dict()
     body["candidate"] = {"version": version, **body["candidate"]}
     if body["champion"] is not None:
         body["champion"] = {"version": champion_version, **body["champion"]}
+    if body["anchor"] is not None and skipped:
+        body["anchor"]["left_out"] = skipped
     verdict = {
         **body,
         "version": version,

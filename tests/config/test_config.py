@@ -111,9 +111,14 @@ def test_bad_params_are_one_line_errors(
 
 
 def test_gate_thresholds_come_from_the_file_unless_flagged(tmp_path: Path) -> None:
-    home = _home(tmp_path, "[gate]\ntolerance = 0.03\nrequire_ci = true\nmax_ne_rise = 0.05\n")
+    home = _home(tmp_path, '[gate]\ntolerance = 0.03\nrule = "point"\nmax_ne_rise = 0.05\n')
     args = _parse("gate", "--home", str(home), "--candidate", "v0001", "--max-ne-rise", "0.02")
-    assert (args.tolerance, args.require_ci, args.max_ne_rise, args.max_auc_drop) == (0.03, True, 0.02, 0.005)
+    assert (args.tolerance, args.gate_rule, args.max_ne_rise, args.max_auc_drop) == (
+        0.03,
+        "point",
+        0.02,
+        0.02,
+    )
 
 
 def test_environment_sits_between_defaults_and_the_file(tmp_path: Path) -> None:
@@ -155,7 +160,7 @@ def test_an_explicit_schedule_list_carries_its_own_epochs() -> None:
             r"recipe\.table_optimizer\.name: must be one of",
         ),
         ('[metrics]\ntextfile = "out.txt"\n', r"metrics\.textfile: must be a path ending in \.prom"),
-        ("[gate]\nrequire_ci = 1\n", r"gate\.require_ci: must be true or false"),
+        ("[gate]\nallow_unfair = 1\n", r"gate\.allow_unfair: must be true or false"),
         ("window = 3\n", r"window: must be a table of keys"),
         ("[recipe\n", r"not valid TOML"),
     ],

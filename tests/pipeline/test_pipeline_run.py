@@ -94,6 +94,8 @@ def test_two_consecutive_days_then_rollback(tmp_path: Path, capsys: pytest.Captu
     loose = [
         "--tolerance",
         "0.99",
+        "--anchor-tolerance",
+        "0.99",
         "--max-auc-drop",
         "1",
         "--max-ne-rise",
