@@ -308,6 +308,15 @@ def _candidate_metrics(home: Path, version: str | None) -> dict[str, Any] | None
         return None
 
 
+def beat_served(candidate: Mapping[str, Any] | None, served: Mapping[str, Any] | None) -> bool | None:
+    """Candidate save HIT@3 above the served model's on the same eval day (None: no comparison)."""
+    cand = (candidate or {}).get("save_hit_at_3")
+    base = ((served or {}).get("metrics") or {}).get("save_hit_at_3")
+    if not isinstance(cand, int | float) or not isinstance(base, int | float):
+        return None
+    return bool(cand > base)
+
+
 def replay_day(
     run: RecipeRun,
     day: dt.date,
@@ -351,6 +360,7 @@ def replay_day(
             served["scores"] = str(run.served_scores_path(day).relative_to(run.folder))
 
     after, _ = _champion(run.home)
+    candidate_metrics = _candidate_metrics(run.home, version)
     record: dict[str, Any] = {
         "day": day.isoformat(),
         "fingerprint": fingerprint,
@@ -358,10 +368,11 @@ def replay_day(
         "exit_code": exit_code,
         "error": summary.get("error") if exit_code not in (0, 1) else None,
         "served": served,
-        "candidate": {"version": version, "metrics": _candidate_metrics(run.home, version)}
-        if version
-        else None,
+        "candidate": {"version": version, "metrics": candidate_metrics} if version else None,
         "decision": summary.get("decision"),
+        # the gate judged by the outcome: did the candidate beat the served model on this eval day?
+        "gate_decision": gate.get("decision"),
+        "candidate_beat_served": beat_served(candidate_metrics, served),
         "failed_checks": summary.get("failed_checks") or gate.get("failed_checks") or [],
         "relative_change": gate.get("relative_change"),
         "gate_ci": gate.get("ci"),

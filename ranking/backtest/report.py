@@ -35,6 +35,20 @@ def _metric(record: Mapping[str, Any], who: str, metric: str) -> float | None:
     return float(value) if isinstance(value, int | float) else None
 
 
+def _beat(record: Mapping[str, Any]) -> bool | None:
+    """The day's recorded outcome, else (records written before it was kept) from the metrics."""
+    if "candidate_beat_served" in record:
+        found = record["candidate_beat_served"]
+        return None if found is None else bool(found)
+    cand, served = _metric(record, "candidate", "save_hit_at_3"), _metric(record, "served", "save_hit_at_3")
+    return None if cand is None or served is None else cand > served
+
+
+def _gate_decision(record: Mapping[str, Any]) -> str | None:
+    found = record.get("gate_decision", record.get("decision"))
+    return found if isinstance(found, str) else None
+
+
 def recipe_summary(records: list[dict[str, Any]]) -> dict[str, Any]:
     """Promotions, staleness, training time, served/candidate means and the gate's calls."""
     decided = [r for r in records if r.get("decision") is not None]
@@ -46,14 +60,7 @@ def recipe_summary(records: list[dict[str, Any]]) -> dict[str, Any]:
     ]
     served_days = [r for r in records if _metric(r, "served", "save_hit_at_3") is not None]
     # the gate's calls judged by the outcome on the same eval day: did the candidate beat the served model?
-    judged = [
-        r for r in served_days if _metric(r, "candidate", "save_hit_at_3") is not None and r.get("decision")
-    ]
-
-    def beat(r: dict[str, Any]) -> bool:
-        return (_metric(r, "candidate", "save_hit_at_3") or 0.0) > (
-            _metric(r, "served", "save_hit_at_3") or 0.0
-        )
+    judged = [r for r in records if _beat(r) is not None and _gate_decision(r) in ("pass", "reject")]
 
     train = [float(r["train_seconds"]) for r in records if isinstance(r.get("train_seconds"), int | float)]
     return {
@@ -68,9 +75,13 @@ def recipe_summary(records: list[dict[str, Any]]) -> dict[str, Any]:
         "total_train_seconds": round(sum(train), 1),
         "gate_calls": {
             "judged_days": len(judged),
-            "candidate_beat_served": sum(1 for r in judged if beat(r)),
-            "rejected_a_better_candidate": sum(1 for r in judged if not r.get("promoted") and beat(r)),
-            "promoted_a_worse_candidate": sum(1 for r in judged if r.get("promoted") and not beat(r)),
+            "candidate_beat_served": sum(1 for r in judged if _beat(r)),
+            "rejected_a_better_candidate": sum(
+                1 for r in judged if _gate_decision(r) == "reject" and _beat(r)
+            ),
+            "promoted_a_worse_candidate": sum(
+                1 for r in judged if _gate_decision(r) == "pass" and not _beat(r)
+            ),
         },
     }
 
