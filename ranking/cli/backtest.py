@@ -6,12 +6,18 @@ from __future__ import annotations
 import argparse
 import os
 import shutil
-import sys
 import time
-from collections.abc import Callable
 from pathlib import Path
 
-from ranking.cli.common import CommandResult, add_common, float_in, parse_date, positive_int, workspace
+from ranking.cli.common import (
+    CommandResult,
+    add_common,
+    float_in,
+    parse_date,
+    positive_int,
+    progress_printer,
+    workspace,
+)
 
 RECIPES_DIR = Path(__file__).resolve().parents[2] / "recipes"
 
@@ -60,34 +66,6 @@ def register(sub: argparse._SubParsersAction) -> None:  # type: ignore[type-arg]
     p.set_defaults(handler=_backtest, step="backtest")
 
 
-def _progress_printer() -> Callable[[str, int, int, float], None]:
-    from ranking.trainer.progress import log_event
-
-    bar = None
-    if sys.stderr.isatty():
-        from tqdm import tqdm
-
-        bar = tqdm(unit="day", desc="backtest", file=sys.stderr)
-
-    def show(label: str, done: int, total: int, elapsed: float) -> None:
-        eta = elapsed / done * (total - done) if done else float("nan")
-        if bar is not None:
-            bar.total = total
-            bar.set_postfix_str(label)
-            bar.update(1)
-        else:
-            log_event(
-                "backtest_progress",
-                day=label,
-                done=done,
-                total=total,
-                elapsed_s=round(elapsed, 1),
-                eta_s=round(eta),
-            )
-
-    return show
-
-
 def _backtest(args: argparse.Namespace) -> CommandResult:
     # torch scores the served models in this process; one thread, as `ranker train` defaults to
     os.environ.setdefault("OMP_NUM_THREADS", "1")
@@ -124,7 +102,7 @@ def _backtest(args: argparse.Namespace) -> CommandResult:
         base_config=file_values(base_file) if base_file else {},
         base_source=f"file:{base_file}" if base_file else None,
         parallel=args.parallel,
-        on_progress=_progress_printer(),
+        on_progress=progress_printer("backtest", unit="day", label="day"),
         code_version=code_version(),
     )
     records = bt.run()

@@ -142,3 +142,28 @@ def emit(args: argparse.Namespace, step: str, result: CommandResult) -> None:
     else:
         print(json.dumps(summary, indent=2, sort_keys=True, default=str))
     sys.stdout.flush()
+
+
+def progress_printer(what: str, *, unit: str, label: str) -> Callable[[str, int, int, float], None]:
+    """A progress callback ``(item, done, total, elapsed seconds)`` for long commands: a tqdm bar
+    on a terminal, else one ``<what>_progress`` log event per item (with ``<label>=item`` and an
+    ETA), so a scheduler's log shows how far a run got."""
+    from ranking.trainer.progress import log_event
+
+    bar = None
+    if sys.stderr.isatty():
+        from tqdm import tqdm
+
+        bar = tqdm(unit=unit, desc=what, file=sys.stderr)
+
+    def show(item: str, done: int, total: int, elapsed: float) -> None:
+        if bar is not None:
+            bar.total = total
+            bar.set_postfix_str(item)
+            bar.update(1)
+            return
+        fields: dict[str, Any] = {label: item, "done": done, "total": total, "elapsed_s": round(elapsed, 1)}
+        fields["eta_s"] = round(elapsed / done * (total - done)) if done else None
+        log_event(f"{what}_progress", **fields)
+
+    return show

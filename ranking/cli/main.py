@@ -91,6 +91,10 @@ def _fail(command: str | None, error: RankerError, want_json: bool) -> int:
     return error.exit_code
 
 
+def _command_word(words: list[str]) -> str | None:
+    return next((w for w in words if not w.startswith("-")), None)
+
+
 def build_parser() -> argparse.ArgumentParser:
     parser = _Parser(
         prog="ranker",
@@ -110,8 +114,10 @@ def main(argv: list[str] | None = None) -> int:
     parser = build_parser()
     try:
         args = parser.parse_args(words)
-    except RankerError as exc:  # a bad command line or pipeline config: status 2, in one line
-        sys.exit(_fail(next((w for w in words if not w.startswith("-")), None), exc, "--json" in words))
+    except UsageError as exc:  # exits as argparse would (status 2), in one line
+        sys.exit(_fail(_command_word(words), exc, "--json" in words))
+    except RankerError as exc:  # the pipeline config is read while a step's flags are parsed
+        return _fail(_command_word(words), exc, "--json" in words)
     try:
         logging.basicConfig(
             level=args.log_level.upper(),

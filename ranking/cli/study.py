@@ -3,11 +3,16 @@
 from __future__ import annotations
 
 import argparse
-import sys
-from collections.abc import Callable
 from pathlib import Path
 
-from ranking.cli.common import CommandResult, add_common, parse_date, positive_int, workspace
+from ranking.cli.common import (
+    CommandResult,
+    add_common,
+    parse_date,
+    positive_int,
+    progress_printer,
+    workspace,
+)
 
 
 def _int_list(value: str) -> tuple[int, ...]:
@@ -59,34 +64,6 @@ def register(sub: argparse._SubParsersAction) -> None:  # type: ignore[type-arg]
     p.set_defaults(handler=_study, step="study")
 
 
-def _progress_printer() -> Callable[[str, int, int, float], None]:
-    from ranking.trainer.progress import log_event
-
-    bar = None
-    if sys.stderr.isatty():
-        from tqdm import tqdm
-
-        bar = tqdm(unit="run", desc="study", file=sys.stderr)
-
-    def show(key: str, done: int, total: int, elapsed: float) -> None:
-        eta = elapsed / done * (total - done) if done else float("nan")
-        if bar is not None:
-            bar.total = total
-            bar.set_postfix_str(key)
-            bar.update(1)
-        else:
-            log_event(
-                "study_progress",
-                run=key,
-                done=done,
-                total=total,
-                elapsed_s=round(elapsed, 1),
-                eta_s=round(eta),
-            )
-
-    return show
-
-
 def _study(args: argparse.Namespace) -> CommandResult:
     from ranking.cli.config import config_env, effective_config
     from ranking.study.run import StudyRequest, run_study
@@ -109,7 +86,7 @@ def _study(args: argparse.Namespace) -> CommandResult:
         name=args.name,
         parallel=args.parallel,
         report_dir=args.report_dir,
-        on_progress=_progress_printer(),
+        on_progress=progress_printer("study", unit="run", label="run"),
         window_checks=effective_config(args).config.window.checks(),
     )
     with config_env(args):  # the study's `ranker train` processes read the same config

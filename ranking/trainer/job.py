@@ -14,7 +14,7 @@ import logging
 import os
 import subprocess
 import time
-from dataclasses import dataclass, replace
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
@@ -60,7 +60,8 @@ class TrainJob:
     dense_optimizer: OptimizerConfig | None = None
     config_file: Path | None = None  # the pipeline config file, handed to launched workers
     # the effective pipeline config and each value's source, recorded in the run folder
-    effective_config: dict[str, Any] | None = None
+    # (provenance of the job, not part of what it asks for: left out of equality)
+    effective_config: dict[str, Any] | None = field(default=None, compare=False)
 
 
 def run_train_job(job: TrainJob) -> dict[str, Any] | None:

@@ -22,3 +22,18 @@ def test_ranges_accept_their_bounds_and_refuse_what_is_outside() -> None:
     ]:
         with pytest.raises(argparse.ArgumentTypeError, match=message):
             parse(value)
+
+
+def test_progress_without_a_terminal_is_one_json_event_per_item(capsys: pytest.CaptureFixture[str]) -> None:
+    import json
+
+    from ranking.cli.common import progress_printer
+
+    show = progress_printer("backtest", unit="day", label="day")
+    show("2026-10-21", 1, 4, 10.0)
+    show("2026-10-22", 2, 4, 30.0)
+    events = [json.loads(line) for line in capsys.readouterr().err.splitlines()]
+    assert [(e["event"], e["day"], e["done"], e["eta_s"]) for e in events] == [
+        ("backtest_progress", "2026-10-21", 1, 30),
+        ("backtest_progress", "2026-10-22", 2, 30),
+    ]

@@ -173,7 +173,7 @@ def test_bad_values_are_one_line_errors_naming_the_key(
         assert main([*argv, "--home", str(home)]) == 2
         err = capsys.readouterr().err.strip()
         assert len(err.splitlines()) == 1, err
-        assert err.startswith("ranker: config error: ")
+        assert err.startswith(f"ranker {argv[0]}: error: config error: "), err  # the one error format
         assert re.search(message, err), err
 
 

@@ -107,3 +107,37 @@ def test_features_uses_only_ranking_core() -> None:
 
 def test_core_depends_on_nothing_else() -> None:
     assert package_graph()["ranking.core"] == set()
+
+
+# the layers of docs/architecture.md, lowest first: a package imports only from lower layers
+LAYERS: tuple[frozenset[str], ...] = (
+    frozenset({"ranking.core"}),
+    frozenset({"features"}),
+    frozenset({"ranking.evaluation"}),
+    frozenset({"ranking.registry"}),
+    frozenset({"ranking.trainer"}),
+    frozenset({"ranking.gate"}),
+    frozenset({"ranking.config"}),
+    frozenset({"ranking.pipeline", "ranking.monitoring", "ranking.study", "ranking.backtest"}),
+    frozenset({"ranking.cli"}),
+)
+
+
+def layering_violations(graph: dict[str, set[str]]) -> list[str]:
+    level = {pkg: i for i, layer in enumerate(LAYERS) for pkg in layer}
+    problems = [f"{pkg} is in no layer" for pkg in sorted(graph) if pkg not in level]
+    for source, targets in sorted(graph.items()):
+        for target in sorted(targets):
+            if source in level and target in level and level[target] >= level[source]:
+                problems.append(f"{source} imports {target} (not a lower layer)")
+    return problems
+
+
+def test_packages_import_only_lower_layers() -> None:
+    assert layering_violations(package_graph()) == []
+
+
+def test_the_layer_check_finds_an_upward_import() -> None:
+    graph = {k: set(v) for k, v in package_graph().items()}
+    graph["ranking.registry"].add("ranking.trainer")
+    assert layering_violations(graph) == ["ranking.registry imports ranking.trainer (not a lower layer)"]
