@@ -42,7 +42,11 @@ def pytest_sessionfinish(session: pytest.Session, exitstatus: int) -> None:
         session.exitstatus = pytest.ExitCode.TESTS_FAILED
     log = os.environ.get("RANKER_SKIP_LOG")
     if log:
-        line = {"args": session.config.invocation_params.args, "skipped": len(reasons), "not_allowed": len(bad)}
+        line = {
+            "args": session.config.invocation_params.args,
+            "skipped": len(reasons),
+            "not_allowed": len(bad),
+        }
         with open(log, "a") as f:
             f.write(json.dumps(line) + "\n")
 
@@ -57,6 +61,8 @@ def pytest_terminal_summary(terminalreporter: pytest.TerminalReporter, config: p
         f"skip policy: {skipped} skipped, {len(bad)} for a reason not in {list(ALLOWED_SKIPS)}"
     )
     if bad and os.environ.get("RANKER_STRICT_SKIPS") == "1":
-        terminalreporter.write_line("FAILED: skips not allowed under `make test` (RANKER_STRICT_SKIPS=1):", red=True)
+        terminalreporter.write_line(
+            "FAILED: skips not allowed under `make test` (RANKER_STRICT_SKIPS=1):", red=True
+        )
         for nodeid, reason in bad:
             terminalreporter.write_line(f"  {nodeid}: {reason}", red=True)

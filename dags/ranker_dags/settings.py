@@ -103,7 +103,9 @@ class OrchestrationSettings:
             k8s_registry_pvc=text("RANKER_K8S_REGISTRY_PVC", ""),
             training_pool=text("RANKER_TRAINING_POOL", defaults.training_pool),
             task_retries=integer("RANKER_TASK_RETRIES", defaults.task_retries),
-            retry_delay=timedelta(seconds=integer("RANKER_RETRY_DELAY_S", int(defaults.retry_delay.total_seconds()))),
+            retry_delay=timedelta(
+                seconds=integer("RANKER_RETRY_DELAY_S", int(defaults.retry_delay.total_seconds()))
+            ),
         )
 
 

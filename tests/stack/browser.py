@@ -24,7 +24,9 @@ CHROMIUM = shutil.which("chromium") or shutil.which("chromium-browser")
 class Browser:
     def __init__(self, width: int = 1600, height: int = 1000) -> None:
         if CHROMIUM is None:
-            raise RuntimeError("chromium not installed (Debian package chromium; infra/ci/install-servers.sh)")
+            raise RuntimeError(
+                "chromium not installed (Debian package chromium; infra/ci/install-servers.sh)"
+            )
         self.profile = Path(tempfile.mkdtemp(prefix="ranker-chromium-"))
         self.log = open(self.profile / "chromium.log", "wb")  # noqa: SIM115
         self.proc = subprocess.Popen(
@@ -52,14 +54,22 @@ class Browser:
         self._id = 0
         self.call("Page.enable")
         self.call("Runtime.enable")
-        self.call("Emulation.setDeviceMetricsOverride", width=width, height=height, deviceScaleFactor=1, mobile=False)
+        self.call(
+            "Emulation.setDeviceMetricsOverride",
+            width=width,
+            height=height,
+            deviceScaleFactor=1,
+            mobile=False,
+        )
 
     def _devtools_port(self, timeout: float = 30.0) -> int:
         marker = self.profile / "DevToolsActivePort"
         deadline = time.monotonic() + timeout
         while time.monotonic() < deadline:
             if self.proc.poll() is not None:
-                raise RuntimeError(f"chromium exited ({self.proc.returncode}): see {self.profile / 'chromium.log'}")
+                raise RuntimeError(
+                    f"chromium exited ({self.proc.returncode}): see {self.profile / 'chromium.log'}"
+                )
             if marker.is_file() and marker.read_text().strip():
                 return int(marker.read_text().split()[0])
             time.sleep(0.1)
@@ -98,7 +108,9 @@ class Browser:
         raise TimeoutError(f"browser: timed out waiting to {what}")
 
     def wait_for_text(self, text: str, timeout: float = 60.0) -> None:
-        self.wait_for(f"document.body && document.body.innerText.includes({json.dumps(text)})", f"see {text!r}", timeout)
+        self.wait_for(
+            f"document.body && document.body.innerText.includes({json.dumps(text)})", f"see {text!r}", timeout
+        )
 
     def type_into(self, selector: str, value: str) -> None:
         """Set an input the way typing does (React listens to input events, not to .value)."""
