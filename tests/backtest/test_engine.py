@@ -275,6 +275,11 @@ def test_a_recipe_on_the_base_pretrains_before_day_one_and_every_n_days(tmp_path
     replayer = ScriptedReplayer()
     bt = _backtest(tmp_path, replayer, days=7, files=files)
     records = bt.run()
+    # the base's ranges are built in the backtested workspace before any recipe runs
+    windows = tmp_path / "home" / "windows"
+    assert all(
+        (windows / f"{START + dt.timedelta(days=i - 20)}_20d" / "manifest.json").is_file() for i in range(7)
+    )
     # only the recipe that uses the base pretrains: on day 1, then when the base is 3 days old
     assert replayer.pretrains == [("based", START + dt.timedelta(days=i)) for i in (0, 3, 6)]
     pretrained = [r["day"] for r in records["based"] if r["pretrain"]]
