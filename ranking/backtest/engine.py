@@ -60,6 +60,7 @@ from ranking.core.atomic import atomic_path, atomic_write_json, atomic_write_tex
 from ranking.core.errors import RankerError
 from ranking.core.ids import validate_run_id
 from ranking.core.workspace import Workspace
+from ranking.pipeline.pretrain import uses_base
 
 log = logging.getLogger(__name__)
 
@@ -255,14 +256,6 @@ class RecipeRun:
 
     def candidate_scores_path(self, day: dt.date) -> Path:
         return self.folder / "scores" / f"{day.isoformat()}-candidate.parquet"
-
-
-def uses_base(config: Any) -> bool:
-    """Whether a recipe's models (or its full retrains) warm-start from the base model."""
-    recipe = config.recipe
-    return bool(
-        recipe.warm_start == "base" or (recipe.incremental and recipe.full_retrain_warm_start == "base")
-    )
 
 
 def base_is_due(config: Any, day: dt.date, base_train_end: str | None) -> bool:
