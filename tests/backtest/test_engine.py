@@ -117,7 +117,7 @@ class ScriptedReplayer:
 def _recipe_files(tmp_path: Path) -> dict[str, Path]:
     files = {
         "naive": '[recipe]\nschedule = "joint"\nepochs = 1\nwarm_start = "none"\n',
-        "default": '[recipe]\nschedule = "delayed"\nepochs = 3\n[metrics]\npushgateway = "http://prod:9091"\n',
+        "default": '[recipe]\nschedule = "delayed"\nepochs = 3\nwarm_start = "champion"\n[metrics]\npushgateway = "http://prod:9091"\n',
     }
     out = {}
     for name, text in files.items():
@@ -225,7 +225,7 @@ def test_a_changed_recipe_or_code_replays_that_recipe_from_an_empty_registry(tmp
     replayer = ScriptedReplayer()
     files = _recipe_files(tmp_path)
     _backtest(tmp_path, replayer, days=2, files=files).run()
-    files["default"].write_text('[recipe]\nschedule = "delayed"\nepochs = 2\n')
+    files["default"].write_text('[recipe]\nschedule = "delayed"\nepochs = 2\nwarm_start = "champion"\n')
     _backtest(tmp_path, replayer, days=2, files=files).run()
     assert [c[:2] for c in replayer.calls[4:]] == [
         ("default", START),
