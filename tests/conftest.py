@@ -1,7 +1,7 @@
 """Test helpers shared across packages live in tests/support (plain modules, no heavy imports here:
 tests/dags and tests/stack run in the Airflow environment, which has neither torch nor pandas).
 
-The skip policy (docs/testing.md): a test may skip only for a reason on ALLOWED_SKIPS. `make test`
+The skip policy (README.md, "`make test`"): a test may skip only for a reason on ALLOWED_SKIPS. `make test`
 sets RANKER_STRICT_SKIPS=1, and then any other skip fails the session; every session prints its
 skip count, and appends it to $RANKER_SKIP_LOG (one JSON line) when that is set (CI prints them).
 """

@@ -2,7 +2,9 @@
 
 `infra/stack/stack.py up` in a temporary folder of its own (free ports, its own Postgres cluster),
 with a second DAG bundle (tests/stack/dags: the serving DAG scheduled on the champion Asset) and
-short retry delays; stopped and removed at the end. The workspace is synthetic: 10 days ending
+short retry delays, ranker_pretrain daily instead of weekly (RANKER_PRETRAIN_CRON; its scheduled
+run is then for yesterday on any weekday); stopped and removed at the end (kept with
+RANKER_KEEP_STACK=1). The workspace is synthetic: 10 days ending
 yesterday (UTC), so the scheduled run's eval day (yesterday) is in the source.
 """
 
@@ -29,6 +31,8 @@ max_null_rate = 0.9
 batch_size = 256
 schedule = "F,J"
 pipeline = "sync"
+[pretrain]
+days = 3
 """
 OBSERVATIONS = REPO / "var" / "stack-test-observations.json"
 
@@ -75,6 +79,10 @@ def stack(observed: dict[str, Any]) -> Iterator[Stack]:
             "--scrape-interval", "1s",
             "--env", "RANKER_TASK_RETRIES=1",
             "--env", "RANKER_RETRY_DELAY_S=2",
+            # daily, not weekly: unpausing ranker_pretrain then fires a run for yesterday on any
+            # weekday; at 01:00 as in production (the same time as the retrain would give both
+            # scheduled runs the same run id, and so the same run folder in the workspace)
+            "--env", "RANKER_PRETRAIN_CRON=0 1 * * *",
         )  # fmt: skip
         assert up.returncode == 0, f"stack up failed:\n{up.stdout[-3000:]}\n{up.stderr[-3000:]}"
         observed["stack_up_seconds"] = round(time.monotonic() - started, 1)
@@ -82,7 +90,7 @@ def stack(observed: dict[str, Any]) -> Iterator[Stack]:
             json.loads((root / "secrets.json").read_text())["admin_password"], "<password>"
         )
         client = Stack.connect(root, home)
-        for dag_id in ("ranker_retrain", "ranker_rollback", "ranker_serving_reload"):
+        for dag_id in ("ranker_retrain", "ranker_rollback", "ranker_pretrain", "ranker_serving_reload"):
             _wait_parsed(client, dag_id)
         client.unpause("ranker_serving_reload")
         client.unpause("ranker_rollback")

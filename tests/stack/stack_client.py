@@ -117,14 +117,27 @@ class Stack:
             f"{dag_id} {run_id} not finished after {timeout} s: {self.task_states(dag_id, run_id)}"
         )
 
-    def wait_first_run(self, dag_id: str, run_type: str, timeout: float = 300) -> dict[str, Any]:
+    def wait_first_run(
+        self,
+        dag_id: str,
+        run_type: str,
+        timeout: float = 300,
+        exclude: set[str] | frozenset[str] = frozenset(),
+    ) -> dict[str, Any]:
+        """The first run of that type, other than the runs in `exclude`, once the scheduler made it."""
         deadline = time.monotonic() + timeout
         while time.monotonic() < deadline:
-            runs = [r for r in self.runs(dag_id) if r["run_type"] == run_type]
+            runs = [
+                r for r in self.runs(dag_id) if r["run_type"] == run_type and r["dag_run_id"] not in exclude
+            ]
             if runs:
                 return runs[0]
             time.sleep(2)
         raise TimeoutError(f"no {run_type} run of {dag_id} after {timeout} s")
+
+    def upstream_asset_events(self, dag_id: str, run_id: str) -> list[dict[str, Any]]:
+        """The asset events that made an asset-triggered run."""
+        return list(self.get(f"/dags/{dag_id}/dagRuns/{q(run_id)}/upstreamAssetEvents")["asset_events"])
 
     def task_instances(self, dag_id: str, run_id: str) -> dict[str, dict[str, Any]]:
         rows = self.get(f"/dags/{dag_id}/dagRuns/{q(run_id)}/taskInstances", limit=100)["task_instances"]

@@ -7,8 +7,11 @@ One story on one stack and one workspace (module fixtures, each after the previo
    its timetable (catchup off): a `scheduled` run, no Params, promotes v0001 (no champion yet);
 2. two manual runs triggered through the API at once, with Params: they run one after the other
    (max_active_runs=1, pool `training`); the first one's `ranker train` process is SIGKILLed
-   mid-epoch, the scheduler retries the task and it resumes from the last epoch checkpoint;
+   mid-epoch, the scheduler retries the task and it resumes from the last epoch checkpoint; it is
+   promoted by force (Params force_promote + reason), so the champion moves;
 3. ranker_rollback through the API;
+4. unpausing ranker_pretrain fires its scheduled run: a new base model, an event on the base Asset,
+   and an asset-triggered ranker_retrain run warm-started from that base (the default recipe);
 then: the serving DAG on the champion Asset ran after each move and saw its version; the runs'
 metrics are in Prometheus; the UI and Prometheus's alerts page as a browser shows them.
 """
@@ -32,14 +35,18 @@ from stack_client import LAST_DAY, REPO, Stack, ranker, stack_cli, when
 pytestmark = [pytest.mark.slow, pytest.mark.integration, pytest.mark.airflow]
 
 RETRAIN, ROLLBACK, SERVING = "ranker_retrain", "ranker_rollback", "ranker_serving_reload"
+PRETRAIN = "ranker_pretrain"
 DAY_A, DAY_B = LAST_DAY - dt.timedelta(days=1), LAST_DAY - dt.timedelta(days=2)
-# run A trains 3 epochs so that its process can be killed in epoch 2 with epoch 1 checkpointed
+# run A trains 3 epochs so that its process can be killed in epoch 2 with epoch 1 checkpointed; it
+# is promoted by force (an older eval day than the champion's fails the gate's fair comparison), so
+# that the rollback has a champion to go back from
 CONF_A = {
     "window_end": DAY_A.isoformat(),
     "window_days": 5,
     "epochs": 3,
     "schedule": "F,J,J",
-    "tolerance": 0.9,
+    "force_promote": True,
+    "reason": "stack test: promoted so that a rollback has somewhere to go",
 }
 CONF_B = {"window_end": DAY_B.isoformat(), "window_days": 4, "epochs": 2}
 SCREENSHOTS = Path(os.environ.get("RANKER_SCREENSHOTS_DIR") or REPO / "var" / "stack-screenshots")
@@ -85,6 +92,22 @@ def rollback_run(stack: Stack, pair: dict[str, Any], observed: dict[str, Any]) -
     run = stack.wait_run(ROLLBACK, "stack-rollback", timeout=300)
     observed["rollback_run"] = summarize(stack, run, ROLLBACK)
     return {"run": run, "before": before, "after": ranker(stack.home, "models", "list")}
+
+
+@pytest.fixture(scope="module")
+def base_run(stack: Stack, rollback_run: dict[str, Any], observed: dict[str, Any]) -> dict[str, Any]:
+    """Unpausing ranker_pretrain (daily on the test stack) fires its scheduled run: a new base model and
+    an event on the base Asset, on which ranker_retrain is scheduled besides its cron: it runs at once."""
+    known = {r["dag_run_id"] for r in stack.runs(RETRAIN)}
+    stack.unpause(PRETRAIN)
+    first = stack.wait_first_run(PRETRAIN, "scheduled")
+    pretrain = stack.wait_run(PRETRAIN, first["dag_run_id"], timeout=600)
+    assert pretrain["state"] == "success", stack.log(PRETRAIN, pretrain["dag_run_id"], "pretrain", 1)[-3000:]
+    triggered = stack.wait_first_run(RETRAIN, "asset_triggered", exclude=known)
+    retrain = stack.wait_run(RETRAIN, triggered["dag_run_id"])
+    observed["pretrain_run"] = summarize(stack, pretrain, PRETRAIN)
+    observed["base_triggered_run"] = summarize(stack, retrain)
+    return {"pretrain": pretrain, "retrain": retrain, "models": ranker(stack.home, "models", "list")}
 
 
 def summarize(stack: Stack, run: dict[str, Any], dag_id: str = RETRAIN) -> dict[str, Any]:
@@ -315,10 +338,35 @@ def test_rollback_through_the_api(stack: Stack, rollback_run: dict[str, Any]) ->
     assert event["who"] == "admin"  # the API user who triggered it
 
 
-def test_the_serving_dag_runs_after_each_champion_move(
-    stack: Stack, scheduled_run: dict[str, Any], rollback_run: dict[str, Any], observed: dict[str, Any]
+def test_a_new_base_model_triggers_a_retrain_warm_started_from_it(
+    stack: Stack, base_run: dict[str, Any]
 ) -> None:
-    moves = [m["to"] for m in rollback_run["after"]["history"]]
+    pretrain, retrain = base_run["pretrain"], base_run["retrain"]
+    assert (pretrain["run_type"], pretrain["state"]) == ("scheduled", "success")
+    summary = stack.xcom(PRETRAIN, pretrain["dag_run_id"], "pretrain")
+    eval_day = when(pretrain["data_interval_end"]).date() - dt.timedelta(days=1)
+    assert summary["moved"] and summary["for_end"] == eval_day.isoformat(), summary
+    assert base_run["models"]["base"] == summary["version"]
+    assert (retrain["run_type"], retrain["state"]) == ("asset_triggered", "success"), stack.task_states(
+        RETRAIN, retrain["dag_run_id"]
+    )
+    events = stack.upstream_asset_events(RETRAIN, retrain["dag_run_id"])
+    assert [(e["source_dag_id"], e["extra"]["version"]) for e in events] == [(PRETRAIN, summary["version"])]
+    assert when(retrain["start_date"]) >= when(
+        stack.task_instances(PRETRAIN, pretrain["dag_run_id"])["pretrain"]["end_date"]
+    )
+    # the default recipe (warm_start = "base"): this run starts from the new base; the earlier
+    # runs of the story had none yet and trained from scratch
+    train = stack.xcom(RETRAIN, retrain["dag_run_id"], "train")
+    assert train["warm_start"]["source"] == f"base {summary['version']}", train["warm_start"]
+    earlier = stack.xcom(RETRAIN, "stack-b", "train")
+    assert earlier["warm_start"]["source"] == "base (none yet: from scratch)", earlier["warm_start"]
+
+
+def test_the_serving_dag_runs_after_each_champion_move(
+    stack: Stack, scheduled_run: dict[str, Any], base_run: dict[str, Any], observed: dict[str, Any]
+) -> None:
+    moves = [m["to"] for m in base_run["models"]["history"]]
     deadline = time.monotonic() + 300
     seen: list[str] = []
     while time.monotonic() < deadline:
@@ -340,10 +388,10 @@ def test_the_serving_dag_runs_after_each_champion_move(
 
 
 def test_the_runs_metrics_are_in_prometheus(
-    stack: Stack, rollback_run: dict[str, Any], observed: dict[str, Any]
+    stack: Stack, base_run: dict[str, Any], observed: dict[str, Any]
 ) -> None:
     successes = sum(1 for r in stack.runs(RETRAIN) if r["state"] == "success")
-    assert successes == 3
+    assert successes == 4  # scheduled, A, B, the one on the new base
     runs = stack.wait_prom(
         'ranker_runs_total{job="ranker_retrain"}',
         lambda result: (
