@@ -15,6 +15,7 @@ AIRFLOW_LOCK := requirements/airflow.lock
 TRAINER_STAMP := $(VENV)/.installed-$(DEVICE)-$(shell cat $(TRAINER_LOCK) pyproject.toml | sha256sum | cut -c1-12)
 AIRFLOW_STAMP := $(AFVENV)/.installed-$(shell sha256sum < $(AIRFLOW_LOCK) | cut -c1-12)
 PYTEST_ARGS ?=
+STACK_ARGS ?=# e.g. --ranker-home $(CURDIR)/var/demo (infra/stack/stack.py --help)
 
 .PHONY: setup servers test lint typecheck test-py test-airflow test-stack stack stack-down stack-status demo bench study backtest lock clean-venvs help
 
@@ -79,7 +80,7 @@ test: servers lint typecheck test-py test-airflow test-stack
 
 # The local stack: docs/orchestration.md, "The local stack". State, logs and data in var/stack.
 stack: setup servers
-	$(AFVENV)/bin/python infra/stack/stack.py up
+	$(AFVENV)/bin/python infra/stack/stack.py up $(STACK_ARGS)
 
 stack-down:
 	$(AFVENV)/bin/python infra/stack/stack.py down

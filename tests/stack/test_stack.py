@@ -80,6 +80,10 @@ def pair(stack: Stack, scheduled_run: dict[str, Any], observed: dict[str, Any]) 
         "states_right_after_trigger": states_at_trigger,
         "kill": {k: v for k, v in kill.items() if k != "listeners"},
         "runs": {run_id: summarize(stack, run) for run_id, run in runs.items()},
+        "train_tries_of_a": [
+            {k: t[k] for k in ("try_number", "state", "start_date", "end_date")}
+            for t in stack.tries(RETRAIN, "stack-a", "train")
+        ],
     }
     return {"created": created, "states_at_trigger": states_at_trigger, "kill": kill, "runs": runs}
 
@@ -107,6 +111,10 @@ def base_run(stack: Stack, rollback_run: dict[str, Any], observed: dict[str, Any
     retrain = stack.wait_run(RETRAIN, triggered["dag_run_id"])
     observed["pretrain_run"] = summarize(stack, pretrain, PRETRAIN)
     observed["base_triggered_run"] = summarize(stack, retrain)
+    observed["base"] = {
+        "version": stack.xcom(PRETRAIN, pretrain["dag_run_id"], "pretrain")["version"],
+        "warm_start": stack.xcom(RETRAIN, retrain["dag_run_id"], "train")["warm_start"]["source"],
+    }
     return {"pretrain": pretrain, "retrain": retrain, "models": ranker(stack.home, "models", "list")}
 
 
