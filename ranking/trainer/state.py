@@ -27,8 +27,10 @@ process's memory never holds the model: pages stream from the shard files to the
 
 from __future__ import annotations
 
+import errno
 import io
 import json
+import os
 import pickle
 import shutil
 import tempfile
@@ -149,6 +151,30 @@ def _rank_and_world() -> tuple[int, int]:
     return 0, 1
 
 
+def _first_failure(exc: Any) -> str:
+    """One line for DCP's CheckpointException (a BaseException carrying each rank's error)."""
+    for rank, (error, _) in sorted(exc.failures.items()):
+        first = str(error).strip().splitlines()[0] if str(error).strip() else ""
+        return f"rank {rank}: {type(error).__name__}: {first}"
+    return "unknown failure"
+
+
+def _write_error(path: Path, exc: Any) -> BaseException:
+    """DCP writes through torch.save's zip writer, which reports a full disk as an opaque
+    RuntimeError: name it as the OSError it is (the CLI's one-line ENOSPC report)."""
+    for error, _ in exc.failures.values():
+        if isinstance(error, OSError):
+            return error
+    try:
+        st = os.statvfs(path)
+        full = st.f_bavail * st.f_frsize < 1 << 20
+    except OSError:
+        full = False
+    if full:
+        return OSError(errno.ENOSPC, os.strerror(errno.ENOSPC), str(path))
+    return CheckpointError(f"writing checkpoint {path} failed: {_first_failure(exc)}")
+
+
 def save_epoch(path: Path, dmp: Any, optimizer: Any, meta: dict[str, Any]) -> None:
     """Every rank writes its shards of the training state to the folder ``path``; rank 0 then
     writes ``meta.json`` and the checksum sidecar that marks the checkpoint complete. Collective."""
@@ -164,7 +190,10 @@ def save_epoch(path: Path, dmp: Any, optimizer: Any, meta: dict[str, Any]) -> No
         path.mkdir(parents=True)
     if world > 1:
         dist.barrier()
-    dcp.save(live_state(dmp, optimizer), storage_writer=dcp.FileSystemWriter(str(path)))
+    try:
+        dcp.save(live_state(dmp, optimizer), storage_writer=dcp.FileSystemWriter(str(path)))
+    except dcp.api.CheckpointException as exc:
+        raise _write_error(path, exc) from None
     mine = {p.name: sha256_file(p) for p in sorted(path.glob(f"__{rank}_*"))}
     parts: list[Any] = [mine]
     if world > 1:
@@ -212,7 +241,10 @@ def restore_epoch(path: Path, dmp: Any, optimizer: Any) -> dict[str, Any]:
     dense = {
         k: torch.zeros(shape, dtype=dtype) for k, (shape, dtype) in specs.items() if k.startswith(DENSE_OPT)
     }
-    dcp.load({**targets, **dense}, storage_reader=_reader(path))
+    try:
+        dcp.load({**targets, **dense}, storage_reader=_reader(path))
+    except dcp.api.CheckpointException as exc:
+        raise CheckpointError(f"cannot load checkpoint {path}: {_first_failure(exc)}") from None
     optimizer.load_state_dict(_dense_optimizer(dense, meta["dense_param_groups"]))
     return meta
 
@@ -248,7 +280,10 @@ def export_checkpoint(src: Path, out: Path, extra: dict[str, Any] | None = None)
         flat = {
             key: _mapped(scratch, i, shape, dtype) for i, (key, (shape, dtype)) in enumerate(specs.items())
         }
-        dcp.load(flat, storage_reader=_reader(src), no_dist=True)
+        try:
+            dcp.load(flat, storage_reader=_reader(src), no_dist=True)
+        except dcp.api.CheckpointException as exc:
+            raise CheckpointError(f"cannot export checkpoint {src}: {_first_failure(exc)}") from None
         payload = {
             "model": {k[len(MODEL) :]: v for k, v in sorted(flat.items()) if k.startswith(MODEL)},
             "table_optimizer": {

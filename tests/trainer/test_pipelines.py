@@ -14,13 +14,12 @@ import pytest
 import torch
 
 from ranking.trainer import distributed
-from ranking.trainer.state import local_unsharded
-from ranking.trainer.state import local_unsharded
 from ranking.trainer.data import list_units, plan_epoch, train_batches
 from ranking.trainer.loop import ShardedStack, build_sharded
 from ranking.trainer.model import TrainBatch
 from ranking.trainer.pipelines import CpuPipeline, EmbeddingInjector, detached
 from ranking.trainer.schedule import FROZEN, JOINT
+from ranking.trainer.state import local_unsharded
 from ranking.trainer.timing import SectionClock
 
 BATCH = 128

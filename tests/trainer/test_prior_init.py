@@ -10,9 +10,9 @@ import pytest
 import torch
 
 from ranking.trainer import distributed
-from ranking.trainer.state import local_unsharded
 from ranking.trainer.data import Partition
 from ranking.trainer.loop import build_sharded
+from ranking.trainer.state import local_unsharded
 
 
 @pytest.fixture(scope="module")

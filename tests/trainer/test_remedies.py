@@ -14,8 +14,8 @@ import torch
 
 from ranking.trainer import distributed
 from ranking.trainer.checkpoint import load_checkpoint
-from ranking.trainer.state import local_unsharded
 from ranking.trainer.loop import TABLE_PREFIX, _Trainer, run_training
+from ranking.trainer.state import local_unsharded
 from tests.trainer.conftest import DAYS, END, epoch_state, ranker_cmd, ranker_env, train_request
 
 SEED = 3
