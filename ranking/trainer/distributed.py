@@ -1,4 +1,4 @@
-"""Process group, DistributedModelParallel, and moving unsharded state in and out of shards.
+"""Process group, DistributedModelParallel, and copying unsharded state (a warm start) into shards.
 
 One code path for every world size: a single process runs a gloo group of size 1 (an in-memory
 store, no port), torchrun-launched workers join the group torchrun describes (gloo on CPU, nccl
@@ -20,8 +20,9 @@ if TYPE_CHECKING:
     import torch
     from torch import nn
 
-# column-wise is left out: each column shard keeps its own row-wise optimizer state, which has no
-# single unsharded form to checkpoint and resume from
+# column-wise is left out of the planner's choice: row-wise Adagrad keeps one momentum per row per
+# column shard ([rows x shards]), so a table trains differently depending on how it is cut, and
+# the cut may change with the world size (docs/training.md)
 SHARDING_TYPES = ("table_wise", "row_wise")
 
 

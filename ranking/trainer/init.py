@@ -32,14 +32,11 @@ def _block_seed(seed: int, table: str, block: int) -> int:
     return int.from_bytes(digest[:8], "little") & ((1 << 63) - 1)
 
 
-def table_rows(table: TableConfig, seed: int, rows: slice, cols: slice | None = None) -> torch.Tensor:
-    """Initial values of ``table``'s rows ``rows`` (and columns ``cols``), float32."""
+def _blocks(table: TableConfig, seed: int, start: int, stop: int) -> Any:
+    """(first row, values) of every block overlapping rows [start, stop), clipped to them."""
     import torch
 
-    start, stop = rows.start or 0, min(rows.stop, table.num_embeddings)
-    cols = cols or slice(0, table.embedding_dim)
     bound = math.sqrt(1.0 / table.num_embeddings)
-    out = torch.empty((max(stop - start, 0), cols.stop - cols.start), dtype=torch.float32)
     block = start // BLOCK_ROWS
     while block * BLOCK_ROWS < stop:
         lo = block * BLOCK_ROWS
@@ -48,9 +45,27 @@ def table_rows(table: TableConfig, seed: int, rows: slice, cols: slice | None = 
         values = torch.empty((hi - lo, table.embedding_dim), dtype=torch.float32)
         values.uniform_(-bound, bound, generator=gen)
         a, b = max(lo, start), min(hi, stop)
-        out[a - start : b - start] = values[a - lo : b - lo, cols]
+        yield a, values[a - lo : b - lo]
         block += 1
+
+
+def table_rows(table: TableConfig, seed: int, rows: slice, cols: slice | None = None) -> torch.Tensor:
+    """Initial values of ``table``'s rows ``rows`` (and columns ``cols``), float32."""
+    import torch
+
+    start, stop = rows.start or 0, min(rows.stop, table.num_embeddings)
+    cols = cols or slice(0, table.embedding_dim)
+    out = torch.empty((max(stop - start, 0), cols.stop - cols.start), dtype=torch.float32)
+    fill_rows(out, table, seed, start, cols)
     return out
+
+
+def fill_rows(target: torch.Tensor, table: TableConfig, seed: int, start: int, cols: slice) -> None:
+    """Write the initial values of rows [start, start + len(target)) and columns ``cols`` into
+    ``target`` in place, one block at a time (no shard-sized temporary)."""
+    stop = min(start + int(target.shape[0]), table.num_embeddings)
+    for first, values in _blocks(table, seed, start, stop):
+        target[first - start : first - start + values.shape[0]] = values[:, cols].to(target.device)
 
 
 def seed_tables(cfg: ModelConfig, seed: int) -> dict[str, torch.Tensor]:
@@ -70,9 +85,8 @@ def _fill(target: Any, table: TableConfig, seed: int) -> None:
             target.copy_(table_rows(table, seed, slice(0, table.num_embeddings)))
             return
         for shard in target.local_shards():
-            (r0, c0), (nr, nc) = shard.metadata.shard_offsets, shard.metadata.shard_sizes
-            values = table_rows(table, seed, slice(r0, r0 + nr), slice(c0, c0 + nc))
-            shard.tensor.copy_(values.to(shard.tensor.device))
+            (r0, c0), (_, nc) = shard.metadata.shard_offsets, shard.metadata.shard_sizes
+            fill_rows(shard.tensor, table, seed, r0, slice(c0, c0 + nc))
 
 
 def init_table_shards(dmp: Any, cfg: ModelConfig, seed: int) -> None:

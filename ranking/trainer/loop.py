@@ -8,6 +8,7 @@ ranking/trainer/distributed.py). Run folder layout: docs/architecture.md "Traini
 from __future__ import annotations
 
 import datetime as dt
+import gc
 import json
 import logging
 import math
@@ -415,6 +416,11 @@ class _Trainer:
             )
         if scores is None:  # resumed after the last epoch's checkpoint
             scores = self._score(eval_paths)
+        # the export reads the checkpoint from disk: free the live model first, so that rank 0's
+        # peak is the larger of the two, not their sum
+        del pipeline
+        self.dmp = self.task = self.optimizer = None
+        gc.collect()
         if not ctx.is_main:
             return {}
         final_eval = metrics_of(scores).to_dict()
