@@ -66,6 +66,9 @@ def quiet_library_noise() -> None:
         return
     warnings.filterwarnings("ignore", category=FutureWarning, module=r"(torch|torchrec|fbgemm_gpu)(\.|$)")
     warnings.filterwarnings("ignore", category=UserWarning, module=r"(torch|torchrec|fbgemm_gpu)(\.|$)")
+    warnings.filterwarnings(
+        "ignore", category=DeprecationWarning, module=r"(torch|torchrec|fbgemm_gpu)(\.|$)"
+    )
     # ShardedTensor's deprecation, raised from our unsharding code
     warnings.filterwarnings("ignore", category=FutureWarning, module=r"ranking\.trainer\.distributed")
     for name in ("torchrec", "torch.distributed", "torch.fx"):
