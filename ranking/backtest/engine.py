@@ -60,6 +60,7 @@ from ranking.core.atomic import atomic_path, atomic_write_json, atomic_write_tex
 from ranking.core.errors import RankerError
 from ranking.core.ids import validate_run_id
 from ranking.core.workspace import Workspace
+from ranking.pipeline.pretrain import uses_base
 
 log = logging.getLogger(__name__)
 
@@ -255,14 +256,6 @@ class RecipeRun:
 
     def candidate_scores_path(self, day: dt.date) -> Path:
         return self.folder / "scores" / f"{day.isoformat()}-candidate.parquet"
-
-
-def uses_base(config: Any) -> bool:
-    """Whether a recipe's models (or its full retrains) warm-start from the base model."""
-    recipe = config.recipe
-    return bool(
-        recipe.warm_start == "base" or (recipe.incremental and recipe.full_retrain_warm_start == "base")
-    )
 
 
 def base_is_due(config: Any, day: dt.date, base_train_end: str | None) -> bool:
@@ -528,21 +521,27 @@ class Backtest:
             )
 
     def build_windows(self) -> dict[tuple[dt.date, int], str | None]:
-        """Every (day, window length) the recipes need, built once before any recipe runs (so
-        recipes running in parallel only ever reuse partitions). A window that fails its checks
+        """Every (day, window length) the recipes need (the base's ranges too), built once before
+        any recipe runs, in the backtested workspace (so recipes running in parallel only ever
+        reuse partitions, and a recipe's home never builds one). A window that fails its checks
         is left to fail in each recipe's run, where it is recorded."""
         ids: dict[tuple[dt.date, int], str | None] = {}
         for day in self.spec.eval_days:
             for run in self.runs:
-                window = run.effective.config.window
-                if (day, window.days) in ids:
-                    continue
-                try:
-                    manifest = self.window_builder(self.ws, day, window.days, window.checks())
-                    ids[(day, window.days)] = str(manifest["window_id"])
-                except RankerError as exc:
-                    log.warning("backtest: window %s (%dd) failed: %s", day, window.days, exc)
-                    ids[(day, window.days)] = None
+                config = run.effective.config
+                wanted = [(day, config.window.days)]
+                if uses_base(config):  # the base's range, for a pretrain on this day
+                    base_end = day - dt.timedelta(days=config.window.days + config.pretrain.gap_days)
+                    wanted.append((base_end, config.pretrain.days or config.window.days))
+                for end, days in wanted:
+                    if (end, days) in ids:
+                        continue
+                    try:
+                        manifest = self.window_builder(self.ws, end, days, config.window.checks())
+                        ids[(end, days)] = str(manifest["window_id"])
+                    except RankerError as exc:
+                        log.warning("backtest: window %s (%dd) failed: %s", end, days, exc)
+                        ids[(end, days)] = None
         return ids
 
     def run(self) -> dict[str, list[dict[str, Any]]]:

@@ -4,6 +4,7 @@ registry's ``base`` (ranking.pipeline.pretrain)."""
 from __future__ import annotations
 
 import argparse
+from dataclasses import replace
 
 from ranking.cli.common import CommandResult, add_common, parse_date, positive_int, workspace
 from ranking.cli.options import add_registry_option, non_negative_int, reason_arg
@@ -13,21 +14,18 @@ def handle_pretrain(args: argparse.Namespace) -> CommandResult:
     from ranking.cli.config import config_env, effective_config
     from ranking.cli.main import build_parser
     from ranking.cli.steps import InProcessSteps
-    from ranking.pipeline.pretrain import PretrainPlan, execute_pretrain, new_pretrain_run_id
+    from ranking.pipeline.pretrain import execute_pretrain, new_pretrain_run_id, plan_for
     from ranking.trainer.schedule import NAMED_SCHEDULES
 
     config = effective_config(args).config
     epochs = args.epochs or (1 if args.schedule in NAMED_SCHEDULES else len(args.schedule.split(",")))
-    plan = PretrainPlan(
-        end=args.end,
-        window_days=config.window.days,
+    plan = replace(
+        plan_for(config, args.end, args.registry, args.reason),
         days=args.days or config.window.days,
         gap_days=args.gap_days,
         schedule=args.schedule,
         epochs=epochs,
         seed=args.seed,
-        registry=args.registry,
-        reason=args.reason,
     )
     ws = workspace(args)
     if not args.run_id:

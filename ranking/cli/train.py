@@ -11,6 +11,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from ranking.cli.common import CommandResult, add_common, parse_date, positive_int, workspace
+from ranking.config.model import DEFAULT_WARM_START
 
 if TYPE_CHECKING:
     from ranking.trainer.job import TrainJob
@@ -23,7 +24,10 @@ def register(sub: argparse._SubParsersAction) -> None:  # type: ignore[type-arg]
     p.add_argument("--end", type=parse_date, required=True, help="window end (exclusive); the eval day")
     p.add_argument("--days", type=positive_int, default=20, help="window length in days (default 20)")
     p.add_argument(
-        "--epochs", type=positive_int, default=None, help="epochs (default 3, or the list's length)"
+        "--epochs",
+        type=positive_int,
+        default=None,
+        help="epochs (the config's recipe.epochs, 2 by default; a list's length for F,J,...)",
     )
     p.add_argument(
         "--schedule",
@@ -33,9 +37,9 @@ def register(sub: argparse._SubParsersAction) -> None:  # type: ignore[type-arg]
     p.add_argument("--pipeline", choices=("semisync", "sync"), default="semisync")
     p.add_argument(
         "--warm-start",
-        default="champion",
+        default=DEFAULT_WARM_START,
         help="PATH to a checkpoint | champion (the registry's, if any) | base (the registry's base"
-        " model, ranker pretrain) | none (default champion)",
+        " model, ranker pretrain; the default) | none",
     )
     p.add_argument(
         "--warm-start-optimizer",

@@ -13,7 +13,7 @@ from __future__ import annotations
 import re
 from typing import Any, Literal
 
-from pydantic import BaseModel, ConfigDict, Field, ValidationInfo, field_validator
+from pydantic import BaseModel, ConfigDict, Field, ValidationInfo, field_validator, model_validator
 
 from features.validation import WindowChecks
 from ranking.gate.checks import RULES as GATE_RULES
@@ -26,6 +26,10 @@ DEFAULT_WINDOW_DAYS = 20
 # warm-start sources other than a checkpoint path (base: the registry's base alias, ranker pretrain)
 WARM_START_SOURCES = ("none", "champion", "base")
 WARM_START_SCOPES = ("all", "dense")
+# the default recipe, chosen by the issue-13 backtest (docs/study.md "Which daily recipe"):
+# the delayed update for 2 epochs (F,J: tables frozen in epoch 1, joint in epoch 2) from the base
+DEFAULT_EPOCHS = 2
+DEFAULT_WARM_START = "base"
 _SCHEDULE_LIST = re.compile(r"^[FJ](,[FJ])*$")
 
 _W = WindowChecks()
@@ -93,9 +97,9 @@ class RecipeSection(_Section):
 
     schedule: str = _T.schedule_spec
     # None: 3 for a named schedule, the list's length for an explicit one
-    epochs: int | None = Field(default=None, ge=1, le=20)
+    epochs: int | None = Field(default=DEFAULT_EPOCHS, ge=1, le=20)
     # none | champion | base | a checkpoint path (file or run folder)
-    warm_start: str = "champion"
+    warm_start: str = DEFAULT_WARM_START
     warm_start_scope: Literal[WARM_START_SCOPES] = "all"  # type: ignore[valid-type]
     # carry the warm start's table-optimizer state (row-wise Adagrad sums) instead of starting empty
     warm_start_optimizer: bool = False
@@ -120,6 +124,20 @@ class RecipeSection(_Section):
     @classmethod
     def _schedule(cls, value: str) -> str:
         return _check_schedule(value)
+
+    @model_validator(mode="before")
+    @classmethod
+    def _list_carries_its_epochs(cls, data: Any) -> Any:
+        # an explicit list (F,J,J) without epochs has its own count, not the default's
+        if isinstance(data, dict) and "epochs" not in data:
+            schedule = data.get("schedule")
+            if (
+                isinstance(schedule, str)
+                and schedule not in NAMED_SCHEDULES
+                and _SCHEDULE_LIST.match(schedule)
+            ):
+                return {**data, "epochs": len(schedule.split(","))}
+        return data
 
     @field_validator("warm_start")
     @classmethod

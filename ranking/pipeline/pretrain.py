@@ -58,6 +58,32 @@ class PretrainPlan:
             raise RankerError(f"pretrain: no base range before {self.end}") from None
 
 
+def uses_base(config: Any) -> bool:
+    """Whether a pipeline config's daily models (or its full retrains) warm-start from the base."""
+    recipe = config.recipe
+    return bool(
+        recipe.warm_start == "base" or (recipe.incremental and recipe.full_retrain_warm_start == "base")
+    )
+
+
+def plan_for(
+    config: Any, end: dt.date, registry: str | None = None, reason: str | None = None
+) -> PretrainPlan:
+    """The pretrain a pipeline config asks for, for the daily window ending ``end``."""
+    p = config.pretrain
+    return PretrainPlan(
+        end=end,
+        window_days=config.window.days,
+        days=p.days or config.window.days,
+        gap_days=p.gap_days,
+        schedule=p.schedule,
+        epochs=p.epoch_count,
+        seed=p.seed,
+        registry=registry,
+        reason=reason,
+    )
+
+
 def new_pretrain_run_id(end: dt.date) -> str:
     stamp = dt.datetime.now(dt.UTC).strftime("%Y%m%dT%H%M%SZ")
     return f"pretrain__{end.isoformat()}__{stamp}-{secrets.token_hex(2)}"

@@ -117,7 +117,7 @@ class ScriptedReplayer:
 def _recipe_files(tmp_path: Path) -> dict[str, Path]:
     files = {
         "naive": '[recipe]\nschedule = "joint"\nepochs = 1\nwarm_start = "none"\n',
-        "default": '[recipe]\nschedule = "delayed"\nepochs = 3\n[metrics]\npushgateway = "http://prod:9091"\n',
+        "default": '[recipe]\nschedule = "delayed"\nepochs = 3\nwarm_start = "champion"\n[metrics]\npushgateway = "http://prod:9091"\n',
     }
     out = {}
     for name, text in files.items():
@@ -225,7 +225,7 @@ def test_a_changed_recipe_or_code_replays_that_recipe_from_an_empty_registry(tmp
     replayer = ScriptedReplayer()
     files = _recipe_files(tmp_path)
     _backtest(tmp_path, replayer, days=2, files=files).run()
-    files["default"].write_text('[recipe]\nschedule = "delayed"\nepochs = 2\n')
+    files["default"].write_text('[recipe]\nschedule = "delayed"\nepochs = 2\nwarm_start = "champion"\n')
     _backtest(tmp_path, replayer, days=2, files=files).run()
     assert [c[:2] for c in replayer.calls[4:]] == [
         ("default", START),
@@ -275,6 +275,11 @@ def test_a_recipe_on_the_base_pretrains_before_day_one_and_every_n_days(tmp_path
     replayer = ScriptedReplayer()
     bt = _backtest(tmp_path, replayer, days=7, files=files)
     records = bt.run()
+    # the base's ranges are built in the backtested workspace before any recipe runs
+    windows = tmp_path / "home" / "windows"
+    assert all(
+        (windows / f"{START + dt.timedelta(days=i - 20)}_20d" / "manifest.json").is_file() for i in range(7)
+    )
     # only the recipe that uses the base pretrains: on day 1, then when the base is 3 days old
     assert replayer.pretrains == [("based", START + dt.timedelta(days=i)) for i in (0, 3, 6)]
     pretrained = [r["day"] for r in records["based"] if r["pretrain"]]

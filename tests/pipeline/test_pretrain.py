@@ -156,3 +156,21 @@ def test_a_warm_start_carries_the_table_optimizer_state_only_when_asked(
     )
     assert code == 2
     assert "recipe.warm_start_optimizer: needs warm_start_scope = all" in capsys.readouterr().err
+
+
+def test_ranker_run_pretrains_a_first_base_when_its_recipe_needs_one(
+    tiny_home: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    config = (
+        '[window]\ndays = 4\n[recipe]\nschedule = "F,J"\nwarm_start = "base"\n[pretrain]\ndays = 3\n'
+        + GATE_OPEN
+    )
+    home = _fresh(tiny_home, "first-base", config)
+    code, run = _ranker(capsys, "run", "--end", "2026-01-10", "--run-id", "r1", "--home", str(home))
+    assert code in (0, 1), run
+    assert run["pretrain"]["exit_code"] == 0 and run["pretrain"]["run_id"] == "r1-pretrain"
+    train = json.loads((home / "pipeline" / "r1" / "train.json").read_text())
+    assert train["warm_start"]["source"] == f"base {run['pretrain']['version']}"
+    # a base exists now: the next run does not pretrain again
+    code, run2 = _ranker(capsys, "run", "--end", "2026-01-11", "--run-id", "r2", "--home", str(home))
+    assert "pretrain" not in run2
