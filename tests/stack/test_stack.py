@@ -37,14 +37,15 @@ pytestmark = [pytest.mark.slow, pytest.mark.integration, pytest.mark.airflow]
 RETRAIN, ROLLBACK, SERVING = "ranker_retrain", "ranker_rollback", "ranker_serving_reload"
 PRETRAIN = "ranker_pretrain"
 DAY_A, DAY_B = LAST_DAY - dt.timedelta(days=1), LAST_DAY - dt.timedelta(days=2)
-# run A trains 3 epochs so that its process can be killed in epoch 2 with epoch 1 checkpointed; it
+# run A trains 4 epochs so that its process can be killed after epoch 1's checkpoint with epochs
+# still to go (about a second each on the tiny workspace); it
 # is promoted by force (an older eval day than the champion's fails the gate's fair comparison), so
 # that the rollback has a champion to go back from
 CONF_A = {
     "window_end": DAY_A.isoformat(),
     "window_days": 5,
-    "epochs": 3,
-    "schedule": "F,J,J",
+    "epochs": 4,
+    "schedule": "F,J,J,J",
     "force_promote": True,
     "reason": "stack test: promoted so that a rollback has somewhere to go",
 }
@@ -161,20 +162,28 @@ def training_process(run_id: str) -> int | None:
 
 
 def kill_training_mid_epoch(stack: Stack, run_id: str, timeout: float = 900) -> dict[str, Any]:
+    """SIGKILL the run's `ranker train` once an epoch checkpoint is complete (its `.sha256` sidecar is
+    written last, for a file or a sharded folder checkpoint alike) and before the last epoch ends."""
     checkpoints = stack.home / "runs" / run_id / "checkpoints"
+
+    def complete() -> int:
+        return len(list(checkpoints.glob("epoch-*.sha256"))) if checkpoints.is_dir() else 0
+
     deadline = time.monotonic() + timeout
+    pid: int | None = None
     while time.monotonic() < deadline:
-        pid = training_process(run_id)
-        done = sorted(checkpoints.glob("epoch-*.pt.sha256")) if checkpoints.is_dir() else []
-        if pid and done:
+        if pid is None:
+            pid = training_process(run_id)  # a /proc scan: only until the process is found
+        elif not Path(f"/proc/{pid}").exists():
+            raise AssertionError(f"{run_id}'s training (pid {pid}) ended before it could be killed")
+        elif complete():
             os.kill(pid, signal.SIGKILL)
             killed_at = dt.datetime.now(dt.UTC)
-            # what the killed try had finished: the checkpoints present once the process is gone
-            while training_process(run_id) == pid:
+            while Path(f"/proc/{pid}").exists() and training_process(run_id) == pid:
                 time.sleep(0.05)
-            complete = len(list(checkpoints.glob("epoch-*.pt.sha256")))
-            return {"pid": pid, "killed_at": killed_at.isoformat(), "epochs_checkpointed": complete}
-        time.sleep(0.02)
+            # what the killed try had finished: the checkpoints present once the process is gone
+            return {"pid": pid, "killed_at": killed_at.isoformat(), "epochs_checkpointed": complete()}
+        time.sleep(0.01 if pid else 0.05)
     raise TimeoutError(f"the training process of {run_id} never had a checkpoint to resume from")
 
 
