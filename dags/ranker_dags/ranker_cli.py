@@ -98,7 +98,9 @@ def run_ranker(
         out = stdout.read()
     step = " ".join(argv[1:3])
     if exit_code == EXIT_USER_ERROR:
-        message = next((t for t in reversed(tail) if t.strip()), "no message")
+        # a step that runs other steps (pretrain, run) ends its stderr with theirs (often a
+        # library warning): its summary's error names the problem
+        message = _summary_error(out) or next((t for t in reversed(tail) if t.strip()), "no message")
         raise RankerUserError(f"ranker {step}: {message}")
     if exit_code not in (EXIT_OK, EXIT_NEGATIVE):
         raise RankerStepCrashed(f"ranker {step} crashed with exit code {exit_code}: " + "\n".join(tail))
@@ -109,6 +111,14 @@ def run_ranker(
     if exit_code not in allowed_exit_codes:
         raise RankerStepCrashed(f"ranker {step} exited {exit_code}, which this step does not expect")
     return StepResult(exit_code=exit_code, summary=summary)
+
+
+def _summary_error(stdout: str) -> str | None:
+    try:
+        error = parse_summary(stdout).get("error")
+    except RankerStepCrashed:
+        return None
+    return str(error) if error else None
 
 
 def _stop(proc: subprocess.Popen[str]) -> None:

@@ -17,6 +17,7 @@ Environment variables (all optional):
   needs ``RANKER_DOCKER_REGISTRY`` (host folder or volume) / ``RANKER_K8S_REGISTRY_PVC`` for them
 - ``RANKER_TRAINING_POOL``: Airflow pool of the training task (default ``training``)
 - ``RANKER_TASK_RETRIES``: retries of the transient steps (default 2)
+- ``RANKER_RETRY_DELAY_S``: the first retry's delay in seconds, doubled per retry (default 60)
 """
 
 from __future__ import annotations
@@ -104,6 +105,9 @@ class OrchestrationSettings:
             k8s_registry_pvc=text("RANKER_K8S_REGISTRY_PVC", ""),
             training_pool=text("RANKER_TRAINING_POOL", defaults.training_pool),
             task_retries=integer("RANKER_TASK_RETRIES", defaults.task_retries),
+            retry_delay=timedelta(
+                seconds=integer("RANKER_RETRY_DELAY_S", int(defaults.retry_delay.total_seconds()))
+            ),
         )
 
 
@@ -141,6 +145,8 @@ def _problems(s: OrchestrationSettings) -> list[str]:
         problems.append(f"RANKER_TRAIN_GPUS must be in 0..64, got {s.train_gpus}")
     if not 0 <= s.task_retries <= 10:
         problems.append(f"RANKER_TASK_RETRIES must be in 0..10, got {s.task_retries}")
+    if not 1 <= s.retry_delay.total_seconds() <= 3600:
+        problems.append(f"RANKER_RETRY_DELAY_S must be in 1..3600, got {s.retry_delay.total_seconds():.0f}")
     if not _IMAGE_REF.match(s.trainer_image):
         problems.append(f"RANKER_TRAINER_IMAGE is not an image reference: {s.trainer_image!r}")
     for name, value in (

@@ -1,11 +1,16 @@
 #!/usr/bin/env bash
-# Install the servers the monitoring integration tests start themselves (Debian packages):
+# Install the servers the integration tests start themselves (Debian packages):
 #   prometheus (+ promtool), prometheus-pushgateway, docker-compose (parses/validates the compose file),
 #   redis-server (the Feast Redis online-store test), openjdk-17-jre-headless (`java` for the Feast
-#   Spark offline-store test: pyspark 4 needs Java 17+).
+#   Spark offline-store test: pyspark 4 needs Java 17+), postgresql (the metadata DB of the local
+#   Airflow stack, tests/stack), chromium (the headless-browser screenshots of tests/stack).
 # Idempotent: installs only what is missing; never starts or enables a service (the tests run
 # their own servers on free ports with temporary data folders).
+# `make test` runs it first. Without root (or sudo -n) or apt-get it installs nothing: it names
+# what is missing and how to install it, and exits 1, so no test runs (and skips) without them.
 set -euo pipefail
+
+have_postgres() { compgen -G "/usr/lib/postgresql/*/bin/pg_ctl" >/dev/null || command -v pg_ctl >/dev/null 2>&1; }
 
 need=()
 command -v prometheus >/dev/null 2>&1 && command -v promtool >/dev/null 2>&1 || need+=(prometheus)
@@ -13,24 +18,26 @@ command -v prometheus-pushgateway >/dev/null 2>&1 || need+=(prometheus-pushgatew
 command -v docker-compose >/dev/null 2>&1 || need+=(docker-compose)
 command -v redis-server >/dev/null 2>&1 || need+=(redis-server)
 command -v java >/dev/null 2>&1 || need+=(openjdk-17-jre-headless)
+have_postgres || need+=(postgresql)
+command -v chromium >/dev/null 2>&1 || need+=(chromium)
 
 if [ ${#need[@]} -eq 0 ]; then
-  echo "install-servers: prometheus, promtool, prometheus-pushgateway, docker-compose, redis-server, java already present"
+  echo "install-servers: prometheus, promtool, prometheus-pushgateway, docker-compose, redis-server, java, postgresql, chromium already present"
   exit 0
 fi
 
-if ! command -v apt-get >/dev/null 2>&1; then
-  echo "install-servers: apt-get not found; install ${need[*]} yourself (integration tests skip without them)" >&2
-  exit 0
-fi
+missing() {
+  echo "install-servers: missing ${need[*]} ($1): install them with 'sudo apt-get install --no-install-recommends ${need[*]}' or run infra/ci/install-servers.sh as root" >&2
+  exit 1
+}
 
+command -v apt-get >/dev/null 2>&1 || missing "no apt-get here"
 sudo=()
 if [ "$(id -u)" -ne 0 ]; then
-  if command -v sudo >/dev/null 2>&1; then
+  if command -v sudo >/dev/null 2>&1 && sudo -n true 2>/dev/null; then
     sudo=(sudo -n)
   else
-    echo "install-servers: not root and no sudo; cannot install ${need[*]}" >&2
-    exit 1
+    missing "not root and no password-less sudo"
   fi
 fi
 
@@ -52,7 +59,8 @@ if [[ " ${need[*]} " == *" openjdk-17-jre-headless "* ]]; then "${sudo[@]}" mkdi
 "${sudo[@]}" apt-get update -qq
 "${sudo[@]}" apt-get install -y -qq --no-install-recommends "${need[@]}"
 
-for bin in prometheus promtool prometheus-pushgateway docker-compose redis-server java; do
+for bin in prometheus promtool prometheus-pushgateway docker-compose redis-server java chromium; do
   command -v "$bin" >/dev/null 2>&1 || { echo "install-servers: $bin still missing after install" >&2; exit 1; }
 done
+have_postgres || { echo "install-servers: postgres still missing after install" >&2; exit 1; }
 echo "install-servers: done ($(prometheus --version 2>&1 | head -1))"

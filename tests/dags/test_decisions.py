@@ -157,7 +157,10 @@ def test_settings_from_env_and_their_validation() -> None:
     )
     assert (s.launcher, s.train_gpus, s.home) == ("docker", 4, "/srv/w")
     assert OrchestrationSettings.from_env({}).launcher == "local"
+    assert OrchestrationSettings.from_env({}).retry_delay.total_seconds() == 60
+    assert OrchestrationSettings.from_env({"RANKER_RETRY_DELAY_S": "5"}).retry_delay.total_seconds() == 5
     for env, message in [
+        ({"RANKER_RETRY_DELAY_S": "0"}, "RANKER_RETRY_DELAY_S"),
         ({"RANKER_LAUNCHER": "slurm"}, "RANKER_LAUNCHER"),
         ({"RANKER_TRAIN_GPUS": "two"}, "integer"),
         ({"RANKER_HOME": "relative/path"}, "absolute"),

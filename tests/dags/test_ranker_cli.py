@@ -95,6 +95,21 @@ def test_user_error_fails_without_retry_and_names_the_problem(tmp_path: Path) ->
     assert isinstance(info.value, AirflowFailException)  # Airflow skips the retries
 
 
+def test_user_error_prefers_the_summarys_error_over_the_last_stderr_line(tmp_path: Path) -> None:
+    argv = program(
+        tmp_path,
+        """
+        print("pretrain: step train failed", file=sys.stderr)
+        print("  warnings.warn(", file=sys.stderr)
+        print(json.dumps({"error": "step train failed: --resume: run r1 has another config"}))
+        sys.exit(2)
+        """,
+    )
+    with pytest.raises(RankerUserError, match="another config") as info:
+        run_ranker(argv)
+    assert "warnings.warn" not in str(info.value)
+
+
 def test_crash_is_retryable_and_carries_the_stderr_tail(tmp_path: Path) -> None:
     argv = program(tmp_path, 'print("Segmentation fault", file=sys.stderr); sys.exit(139)')
     with pytest.raises(RankerStepCrashed, match="exit code 139") as info:

@@ -18,7 +18,7 @@ def tmpfs(tmp_path: Path) -> Iterator[Tmpfs]:
     """A real 64 MiB tmpfs (needs root and mount(8); skipped elsewhere)."""
     point = tmp_path / "tmpfs"
     if not mount_tmpfs(point, "64m"):
-        pytest.skip("cannot mount a tmpfs here (needs root)")
+        pytest.skip("needs root: cannot mount a tmpfs here (mount(8) as root)")
     try:
         yield Tmpfs(point)
     finally:

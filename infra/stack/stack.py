@@ -1,0 +1,589 @@
+"""`make stack` / `make stack-down`: the pipeline's servers as local processes, all on 127.0.0.1.
+
+    Postgres (Debian package)  Airflow's metadata DB, a private cluster in <dir>/pg
+    Airflow 3                  api-server, scheduler (LocalExecutor), dag-processor, triggerer
+    Pushgateway + Prometheus   the repo's infra/prometheus config and alert rules
+
+The production shape is docker-compose.yml; this is the same set of servers without a Docker
+engine (docs/orchestration.md, "The local stack"). State, logs and data live under <dir>
+(default var/stack): stack.json (ports, pids), secrets.json and env.sh (mode 0600), logs/.
+
+    python infra/stack/stack.py up [--dir D] [--ranker-home H] [--extra-dags DIR] [--env K=V ...]
+    python infra/stack/stack.py down|status [--dir D]
+
+`up` is idempotent: a running, healthy stack is reported and left alone; a stopped one is
+started again with the ports, secrets and data it had. Ports are free ones picked on the first
+`up` unless STACK_<NAME>_PORT says otherwise (API, POSTGRES, PROMETHEUS, PUSHGATEWAY).
+
+Run with .venv-airflow's python (it needs the `airflow` executable beside it and PyYAML).
+"""
+
+from __future__ import annotations
+
+import argparse
+import contextlib
+import glob
+import json
+import os
+import pwd
+import secrets
+import shutil
+import signal
+import socket
+import subprocess
+import sys
+import time
+import urllib.error
+import urllib.request
+from pathlib import Path
+from typing import Any
+
+REPO = Path(__file__).resolve().parents[2]
+HOST = "127.0.0.1"
+PORT_NAMES = ("api", "postgres", "prometheus", "pushgateway")
+AIRFLOW_COMPONENTS = ("api-server", "scheduler", "dag-processor", "triggerer")
+ADMIN = "admin"
+# The worker/trigger log servers (8793/8794) bind every interface, with no setting to change it
+# (airflow/utils/serve_logs/core.py: host=""). With LocalExecutor the API server reads the task
+# log files from the shared log folder, so the stack runs the scheduler and triggerer without them.
+COMMANDS = {
+    "api-server": ["api-server", "--host", HOST, "--port", "{api}", "--workers", "1"],
+    "scheduler": ["scheduler", "--skip-serve-logs"],
+    "dag-processor": ["dag-processor"],
+    "triggerer": ["triggerer", "--skip-serve-logs"],
+}
+
+
+class StackError(RuntimeError):
+    """A problem the user can fix: printed as one line, exit 2."""
+
+
+def say(message: str) -> None:
+    print(f"stack: {message}", flush=True)
+
+
+# -- files -------------------------------------------------------------------------------------
+
+
+def write_private(path: Path, text: str) -> None:
+    """Write atomically with mode 0600 (secrets: never world- or group-readable)."""
+    path.parent.mkdir(parents=True, exist_ok=True)
+    tmp = path.with_name(f".{path.name}.tmp")
+    fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
+    with os.fdopen(fd, "w") as f:
+        f.write(text)
+        f.flush()
+        os.fsync(f.fileno())
+    os.chmod(tmp, 0o600)
+    os.replace(tmp, path)
+
+
+def write_text(path: Path, text: str) -> None:
+    path.parent.mkdir(parents=True, exist_ok=True)
+    tmp = path.with_name(f".{path.name}.tmp")
+    tmp.write_text(text)
+    os.replace(tmp, path)
+
+
+def read_json(path: Path) -> dict[str, Any]:
+    return dict(json.loads(path.read_text())) if path.is_file() else {}
+
+
+# -- processes and health ----------------------------------------------------------------------
+
+
+def free_port() -> int:
+    with socket.socket() as s:
+        s.bind((HOST, 0))
+        return int(s.getsockname()[1])
+
+
+def alive(pid: int | None) -> bool:
+    if not pid:
+        return False
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:
+        return True
+    # a zombie is not alive
+    with contextlib.suppress(OSError):
+        if Path(f"/proc/{pid}/stat").read_text().split(") ", 1)[1].startswith("Z"):
+            return False
+    return True
+
+
+def http_get(url: str, timeout: float = 3.0) -> tuple[int, bytes]:
+    try:
+        with urllib.request.urlopen(url, timeout=timeout) as resp:
+            return resp.status, resp.read()
+    except urllib.error.HTTPError as exc:
+        return exc.code, exc.read()
+    except OSError:
+        return 0, b""
+
+
+def wait_for(what: str, check: Any, timeout: float, pid: int | None = None, log: Path | None = None) -> None:
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        if check():
+            return
+        if pid is not None and not alive(pid):
+            tail = log.read_text(errors="replace")[-2000:] if log and log.is_file() else ""
+            raise StackError(f"{what} exited before it was healthy; the end of {log}:\n{tail}")
+        time.sleep(0.5)
+    raise StackError(f"{what} not healthy after {timeout:.0f} s (log: {log})")
+
+
+def stop_pid(pid: int | None, what: str, grace: float = 20.0) -> None:
+    if not alive(pid):
+        return
+    assert pid is not None
+    with contextlib.suppress(ProcessLookupError):
+        os.killpg(pid, signal.SIGTERM)  # each component leads its own process group
+    deadline = time.monotonic() + grace
+    while alive(pid) and time.monotonic() < deadline:
+        time.sleep(0.2)
+    if alive(pid):
+        say(f"{what} (pid {pid}) ignored SIGTERM for {grace:.0f} s: SIGKILL")
+        with contextlib.suppress(ProcessLookupError):
+            os.killpg(pid, signal.SIGKILL)
+    with contextlib.suppress(ChildProcessError, OSError):
+        os.waitpid(pid, os.WNOHANG)
+
+
+# -- the stack ---------------------------------------------------------------------------------
+
+
+class Stack:
+    def __init__(self, root: Path) -> None:
+        self.root = root.resolve()
+        self.state_file = self.root / "stack.json"
+        self.secrets_file = self.root / "secrets.json"
+        self.logs = self.root / "logs"
+        self.pg_data = self.root / "pg"
+        self.airflow_home = self.root / "airflow"
+        self.passwords_file = self.airflow_home / "simple_auth_manager_passwords.json"
+        self.state = read_json(self.state_file)
+
+    # ports, secrets, environment
+
+    def ports(self) -> dict[str, int]:
+        ports: dict[str, int] = dict(self.state.get("ports", {}))
+        for name in PORT_NAMES:
+            wanted = os.environ.get(f"STACK_{name.upper()}_PORT", "").strip()
+            if wanted:
+                if not wanted.isdigit() or not 0 < int(wanted) < 65536:
+                    raise StackError(f"STACK_{name.upper()}_PORT must be a port number, got {wanted!r}")
+                ports[name] = int(wanted)
+            elif name not in ports:
+                ports[name] = free_port()
+        return ports
+
+    def secrets(self) -> dict[str, str]:
+        values = read_json(self.secrets_file)
+        if not values:
+            values = {
+                "postgres_password": secrets.token_urlsafe(24),
+                "admin_password": secrets.token_urlsafe(12),
+                "jwt_secret": secrets.token_urlsafe(32),
+                "fernet_key": _fernet_key(),
+            }
+            write_private(self.secrets_file, json.dumps(values, indent=2) + "\n")
+        return {k: str(v) for k, v in values.items()}
+
+    def airflow_env(self, ports: dict[str, int], values: dict[str, str]) -> dict[str, str]:
+        cfg = self.state["config"]
+        api = f"http://{HOST}:{ports['api']}"
+        env = {
+            "AIRFLOW_HOME": str(self.airflow_home),
+            "AIRFLOW__CORE__EXECUTOR": "LocalExecutor",
+            "AIRFLOW__CORE__PARALLELISM": "4",
+            "AIRFLOW__CORE__LOAD_EXAMPLES": "False",
+            "AIRFLOW__CORE__DAGS_FOLDER": str(REPO / "dags"),
+            "AIRFLOW__CORE__FERNET_KEY": values["fernet_key"],
+            "AIRFLOW__CORE__EXECUTION_API_SERVER_URL": f"{api}/execution/",
+            "AIRFLOW__CORE__SIMPLE_AUTH_MANAGER_USERS": f"{ADMIN}:admin",
+            "AIRFLOW__CORE__SIMPLE_AUTH_MANAGER_PASSWORDS_FILE": str(self.passwords_file),
+            "AIRFLOW__DATABASE__SQL_ALCHEMY_CONN": (
+                f"postgresql+psycopg2://airflow:{values['postgres_password']}@{HOST}:{ports['postgres']}/airflow"
+            ),
+            "AIRFLOW__API__HOST": HOST,
+            "AIRFLOW__API__PORT": str(ports["api"]),
+            "AIRFLOW__API__BASE_URL": api,
+            "AIRFLOW__API_AUTH__JWT_SECRET": values["jwt_secret"],
+            # the scheduler's health server stays off (it would be one more listener)
+            "AIRFLOW__SCHEDULER__ENABLE_HEALTH_CHECK": "False",
+            # the pipeline (dags/ranker_dags/settings.py, ranking/monitoring/delivery.py)
+            "RANKER_HOME": cfg["ranker_home"],
+            "RANKER_BIN": str(REPO / ".venv" / "bin" / "ranker"),
+            "RANKER_PUSHGATEWAY_URL": f"http://{HOST}:{ports['pushgateway']}",
+        }
+        if cfg.get("extra_dags"):
+            bundles = [
+                {"name": "dags-folder", "classpath": "airflow.dag_processing.bundles.local.LocalDagBundle",
+                 "kwargs": {"path": str(REPO / "dags")}},
+                {"name": "extra", "classpath": "airflow.dag_processing.bundles.local.LocalDagBundle",
+                 "kwargs": {"path": cfg["extra_dags"]}},
+            ]  # fmt: skip
+            env["AIRFLOW__DAG_PROCESSOR__DAG_BUNDLE_CONFIG_LIST"] = json.dumps(bundles)
+        env.update(cfg.get("env", {}))
+        return env
+
+    def write_env_file(self, env: dict[str, str]) -> Path:
+        path = self.root / "env.sh"
+        lines = ["# source this file to run `airflow` / `ranker` against the stack (holds secrets)"]
+        lines += [f"export {k}={_shell_quote(v)}" for k, v in sorted(env.items())]
+        write_private(path, "\n".join(lines) + "\n")
+        return path
+
+    def save_state(self) -> None:
+        write_text(self.state_file, json.dumps(self.state, indent=2, sort_keys=True) + "\n")
+
+    # Postgres
+
+    def pg_bin(self, name: str) -> str:
+        found = sorted(glob.glob(f"/usr/lib/postgresql/*/bin/{name}"))
+        if found:
+            return found[-1]
+        path = shutil.which(name)
+        if path:
+            return path
+        raise StackError(
+            f"Postgres' {name} not found: install the Debian package (infra/ci/install-servers.sh)"
+        )
+
+    def pg_user(self) -> list[str]:
+        """Postgres refuses to run as root: as root the cluster belongs to the `postgres` user."""
+        if os.geteuid() != 0:
+            return []
+        try:
+            pwd.getpwnam("postgres")
+        except KeyError:
+            raise StackError("running as root, but there is no `postgres` user to own the cluster") from None
+        return ["runuser", "-u", "postgres", "--"]
+
+    def pg_init(self, password: str) -> None:
+        if (self.pg_data / "PG_VERSION").is_file():
+            return
+        say(f"initdb {self.pg_data}")
+        self.pg_data.mkdir(parents=True, exist_ok=True)
+        os.chmod(self.pg_data, 0o700)
+        pwfile = self.root / ".pgpass.init"
+        write_private(pwfile, password + "\n")
+        if os.geteuid() == 0:
+            entry = pwd.getpwnam("postgres")
+            os.chown(self.pg_data, entry.pw_uid, entry.pw_gid)
+            os.chown(pwfile, entry.pw_uid, entry.pw_gid)
+            _check_traversable(self.pg_data, entry.pw_uid, entry.pw_gid)
+        try:
+            cmd = [*self.pg_user(), self.pg_bin("initdb"), "-D", str(self.pg_data), "-U", "airflow"]
+            cmd += ["--pwfile", str(pwfile), "--auth-host=scram-sha-256", "--auth-local=reject"]
+            cmd += ["-E", "UTF8", "--no-instructions"]
+            _run(cmd, self.logs / "initdb.log")
+        finally:
+            pwfile.unlink(missing_ok=True)
+
+    def pg_start(self, port: int) -> None:
+        if self.pg_ready(port):
+            return
+        options = f"-c listen_addresses={HOST} -c port={port} -c unix_socket_directories=''"
+        log = self.logs / "postgres.log"
+        if os.geteuid() == 0:
+            log.touch()
+            entry = pwd.getpwnam("postgres")
+            os.chown(log, entry.pw_uid, entry.pw_gid)
+        cmd = [*self.pg_user(), self.pg_bin("pg_ctl"), "-D", str(self.pg_data), "-l", str(log)]
+        cmd += ["-o", options, "-w", "-t", "60", "start"]
+        _run(cmd, self.logs / "pg_ctl.log")
+        wait_for("postgres", lambda: self.pg_ready(port), 60, log=log)
+
+    def pg_ready(self, port: int) -> bool:
+        try:
+            cmd = [self.pg_bin("pg_isready"), "-q", "-h", HOST, "-p", str(port)]
+        except StackError:
+            return False
+        return subprocess.run(cmd, capture_output=True).returncode == 0
+
+    def pg_stop(self) -> None:
+        if not (self.pg_data / "postmaster.pid").is_file():
+            return
+        cmd = [*self.pg_user(), self.pg_bin("pg_ctl"), "-D", str(self.pg_data), "-m", "fast", "-w", "stop"]
+        subprocess.run(cmd, capture_output=True)
+
+    def pg_database(self, port: int, password: str) -> None:
+        env = {**os.environ, "PGPASSWORD": password}
+        base = ["-h", HOST, "-p", str(port), "-U", "airflow"]
+        listed = subprocess.run(
+            [self.pg_bin("psql"), *base, "-d", "postgres", "-tAc", "SELECT 1 FROM pg_database WHERE datname='airflow'"],
+            capture_output=True, text=True, env=env,
+        )  # fmt: skip
+        if listed.returncode != 0:
+            raise StackError(f"cannot query the stack's Postgres: {listed.stderr.strip()}")
+        if listed.stdout.strip() != "1":
+            _run([self.pg_bin("createdb"), *base, "airflow"], self.logs / "createdb.log", env=env)
+
+    # Airflow, Prometheus, Pushgateway
+
+    def spawn(self, name: str, argv: list[str], env: dict[str, str]) -> int:
+        log = self.logs / f"{name}.log"
+        with open(log, "ab") as out:
+            proc = subprocess.Popen(
+                argv,
+                stdout=out,
+                stderr=subprocess.STDOUT,
+                stdin=subprocess.DEVNULL,
+                env=env,
+                cwd=REPO,
+                start_new_session=True,  # its own process group: `down` stops it with its children
+            )
+        return proc.pid
+
+    def airflow(self, env: dict[str, str], *args: str) -> None:
+        _run([str(_airflow_bin()), *args], self.logs / "airflow-cli.log", env=env)
+
+    def prometheus_config(self, ports: dict[str, int]) -> Path:
+        import yaml  # in .venv-airflow
+
+        source = REPO / "infra" / "prometheus" / "prometheus.yml"
+        config = yaml.safe_load(source.read_text())
+        config["rule_files"] = [str(REPO / "infra" / "prometheus" / p) for p in config["rule_files"]]
+        jobs = {job["job_name"]: job for job in config["scrape_configs"]}
+        jobs["pushgateway"]["static_configs"] = [{"targets": [f"{HOST}:{ports['pushgateway']}"]}]
+        jobs["prometheus"]["static_configs"] = [{"targets": [f"{HOST}:{ports['prometheus']}"]}]
+        jobs.pop("statsd-exporter", None)  # Airflow's statsd metrics belong to the compose stack
+        config["scrape_configs"] = list(jobs.values())
+        scrape = self.state["config"].get("scrape_interval")
+        if scrape:
+            config["global"]["scrape_interval"] = config["global"]["evaluation_interval"] = scrape
+        path = self.root / "prometheus" / "prometheus.yml"
+        write_text(
+            path, "# generated by infra/stack/stack.py from " + str(source) + "\n" + yaml.safe_dump(config)
+        )
+        return path
+
+    # up / down / status
+
+    def running(self) -> dict[str, bool]:
+        pids = self.state.get("pids", {})
+        return {name: alive(pids.get(name)) for name in (*AIRFLOW_COMPONENTS, "prometheus", "pushgateway")}
+
+    def health(self) -> dict[str, str]:
+        """Each component's health as the servers themselves report it."""
+        ports = self.state.get("ports", {})
+        out: dict[str, str] = {}
+        out["postgres"] = "healthy" if ports and self.pg_ready(ports["postgres"]) else "down"
+        status, body = http_get(f"http://{HOST}:{ports.get('api', 0)}/api/v2/monitor/health")
+        report = json.loads(body) if status == 200 else {}
+        out["api-server"] = "healthy" if status == 200 else "down"
+        for name, key in (
+            ("scheduler", "scheduler"),
+            ("dag-processor", "dag_processor"),
+            ("triggerer", "triggerer"),
+        ):
+            out[name] = str((report.get(key) or {}).get("status") or "down")  # fmt: skip
+        for name in ("prometheus", "pushgateway"):
+            status, _ = http_get(f"http://{HOST}:{ports.get(name, 0)}/-/ready")
+            out[name] = "healthy" if status == 200 else "down"
+        return out
+
+    def up(self, config: dict[str, Any]) -> None:
+        self.root.mkdir(parents=True, exist_ok=True)
+        self.logs.mkdir(exist_ok=True)
+        if self.state and all(self.running().values()) and _all_healthy(self.health()):
+            say("already running")
+            self.print_access()
+            return
+        old = self.state.get("config", {})
+        self.state["config"] = {**old, **{k: v for k, v in config.items() if v not in (None, [], {})}}
+        self.state["config"].setdefault("ranker_home", str(REPO / "var" / "stack" / "workspace"))
+        ports = self.ports()
+        self.state["ports"] = ports
+        values = self.secrets()
+        env = {**os.environ, **self.airflow_env(ports, values)}
+        Path(self.state["config"]["ranker_home"]).mkdir(parents=True, exist_ok=True)
+        env_file = self.write_env_file(self.airflow_env(ports, values))
+        self.save_state()
+
+        self.pg_init(values["postgres_password"])
+        self.pg_start(ports["postgres"])
+        self.pg_database(ports["postgres"], values["postgres_password"])
+        say(f"postgres healthy on {HOST}:{ports['postgres']}")
+
+        # our own password file, 0600, before the API server would generate one (0644 under the
+        # usual umask: readable by every local user)
+        if read_json(self.passwords_file).get(ADMIN) != values["admin_password"]:
+            write_private(self.passwords_file, json.dumps({ADMIN: values["admin_password"]}) + "\n")
+        os.chmod(self.passwords_file, 0o600)
+
+        say("airflow db migrate")
+        self.airflow(env, "db", "migrate")
+        self.airflow(env, "pools", "set", "training", "1", "ranker training jobs")
+
+        pids = dict(self.state.get("pids", {}))
+        running = self.running()
+        for name in ("pushgateway", "prometheus"):
+            if not running[name]:
+                pids[name] = self.spawn(name, self.server_argv(name, ports), env)
+        for name in AIRFLOW_COMPONENTS:
+            if not running[name]:
+                argv = [str(_airflow_bin()), *(a.format(**ports) for a in COMMANDS[name])]
+                pids[name] = self.spawn(name, argv, env)
+        self.state["pids"] = pids
+        self.save_state()
+
+        for name in ("pushgateway", "prometheus"):
+            url = f"http://{HOST}:{ports[name]}/-/ready"
+            wait_for(name, lambda u=url: http_get(u)[0] == 200, 60, pids[name], self.logs / f"{name}.log")
+        api_health = f"http://{HOST}:{ports['api']}/api/v2/monitor/health"
+        wait_for("api-server", lambda: http_get(api_health)[0] == 200, 180, pids["api-server"],
+                 self.logs / "api-server.log")  # fmt: skip
+        for name in ("scheduler", "dag-processor", "triggerer"):
+            wait_for(
+                name, lambda n=name: self.health()[n] == "healthy", 180, pids[name], self.logs / f"{name}.log"
+            )
+        os.chmod(self.passwords_file, 0o600)  # in case a component rewrote it
+        say("all healthy: " + ", ".join(f"{k}={v}" for k, v in self.health().items()))
+        say(f"environment for the airflow CLI: source {env_file}")
+        self.print_access()
+
+    def server_argv(self, name: str, ports: dict[str, int]) -> list[str]:
+        data = self.root / name
+        data.mkdir(parents=True, exist_ok=True)
+        if name == "pushgateway":
+            binary = shutil.which("prometheus-pushgateway") or shutil.which("pushgateway")
+            if not binary:
+                raise StackError("prometheus-pushgateway not found: run infra/ci/install-servers.sh")
+            return [
+                binary,
+                f"--web.listen-address={HOST}:{ports[name]}",
+                f"--persistence.file={data / 'data'}",
+            ]
+        binary = shutil.which("prometheus")
+        if not binary:
+            raise StackError("prometheus not found: run infra/ci/install-servers.sh")
+        return [
+            binary,
+            f"--config.file={self.prometheus_config(ports)}",
+            f"--storage.tsdb.path={data / 'tsdb'}",
+            f"--web.listen-address={HOST}:{ports[name]}",
+            "--web.enable-lifecycle",
+        ]
+
+    def print_access(self) -> None:
+        ports = self.state["ports"]
+        values = read_json(self.secrets_file)
+        say(f"Airflow UI   http://{HOST}:{ports['api']}/  login {ADMIN} / {values.get('admin_password')}"
+            f"  (password file {self.passwords_file}, mode 0600)")  # fmt: skip
+        say(
+            f"Prometheus   http://{HOST}:{ports['prometheus']}/   Pushgateway http://{HOST}:{ports['pushgateway']}/"
+        )
+        say(f"Postgres     {HOST}:{ports['postgres']} db airflow (password in {self.secrets_file})")
+        say(f"workspace    RANKER_HOME={self.state['config']['ranker_home']}   logs {self.logs}")
+
+    def down(self) -> None:
+        pids = self.state.get("pids", {})
+        for name in ("scheduler", "triggerer", "dag-processor", "api-server", "prometheus", "pushgateway"):
+            stop_pid(pids.get(name), name)
+        self.pg_stop()
+        self.state["pids"] = {}
+        if self.state_file.is_file():
+            self.save_state()
+        say(f"stopped (data kept in {self.root}; `rm -rf {self.root}` for a fresh stack)")
+
+
+def _all_healthy(health: dict[str, str]) -> bool:
+    return all(v == "healthy" for v in health.values())
+
+
+def _fernet_key() -> str:
+    import base64
+
+    return base64.urlsafe_b64encode(secrets.token_bytes(32)).decode()
+
+
+def _shell_quote(value: str) -> str:
+    return "'" + value.replace("'", "'\"'\"'") + "'"
+
+
+def _airflow_bin() -> Path:
+    path = Path(sys.executable).with_name("airflow")
+    if not path.exists():
+        raise StackError(f"{path} not found: run stack.py with .venv-airflow/bin/python (`make setup`)")
+    return path
+
+
+def _run(cmd: list[str], log: Path, env: dict[str, str] | None = None) -> None:
+    log.parent.mkdir(parents=True, exist_ok=True)
+    with open(log, "ab") as out:
+        out.write(f"$ {' '.join(cmd)}\n".encode())
+        out.flush()
+        rc = subprocess.run(cmd, stdout=out, stderr=subprocess.STDOUT, env=env, cwd=REPO).returncode
+    if rc != 0:
+        tail = log.read_text(errors="replace")[-1500:]
+        raise StackError(f"`{' '.join(cmd[:3])} ...` failed (exit {rc}); the end of {log}:\n{tail}")
+
+
+def _check_traversable(path: Path, uid: int, gid: int) -> None:
+    for parent in path.parents:
+        st = parent.stat()
+        ok = (
+            st.st_mode & 0o001
+            or (st.st_uid == uid and st.st_mode & 0o100)
+            or (st.st_gid == gid and st.st_mode & 0o010)
+        )
+        if not ok:
+            raise StackError(f"the postgres user cannot enter {parent}: put the stack elsewhere with --dir")
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(prog="stack", description=__doc__.split("\n\n")[0])
+    parser.add_argument("action", choices=("up", "down", "status"))
+    parser.add_argument("--dir", default=os.environ.get("STACK_DIR") or str(REPO / "var" / "stack"))
+    parser.add_argument(
+        "--ranker-home", help="the workspace the DAGs use (default <repo>/var/stack/workspace)"
+    )
+    parser.add_argument("--extra-dags", help="a second DAG bundle folder (tests/stack/dags)")
+    parser.add_argument(
+        "--scrape-interval", help="Prometheus scrape/evaluation interval (default: the repo's)"
+    )
+    parser.add_argument("--env", action="append", default=[], metavar="KEY=VALUE",
+                        help="extra environment of the Airflow components (RANKER_*, AIRFLOW__*)")  # fmt: skip
+    args = parser.parse_args(argv)
+    stack = Stack(Path(args.dir))
+    try:
+        extra_env = {}
+        for item in args.env:
+            key, sep, value = item.partition("=")
+            if not sep or not key.replace("_", "").isalnum():
+                raise StackError(f"--env takes KEY=VALUE, got {item!r}")
+            extra_env[key] = value
+        for name, value in (("--ranker-home", args.ranker_home), ("--extra-dags", args.extra_dags)):
+            if value and not Path(value).is_absolute():
+                raise StackError(f"{name} must be an absolute path, got {value!r}")
+        if args.action == "up":
+            stack.up({
+                "ranker_home": args.ranker_home,
+                "extra_dags": args.extra_dags,
+                "scrape_interval": args.scrape_interval,
+                "env": extra_env,
+            })  # fmt: skip
+        elif args.action == "down":
+            stack.down()
+        else:
+            if not stack.state:
+                say(f"no stack in {stack.root}")
+                return 1
+            health = stack.health()
+            say(", ".join(f"{k}={v}" for k, v in health.items()))
+            stack.print_access()
+            return 0 if _all_healthy(health) else 1
+    except StackError as exc:
+        print(f"stack: {exc}", file=sys.stderr)
+        return 2
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

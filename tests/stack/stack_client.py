@@ -1,0 +1,191 @@
+"""The stack tests' view of a running stack: its REST API (with a login), Prometheus, the workspace.
+
+A plain module (like tests/dags/dag_test_paths.py): `from conftest import ...` is ambiguous when
+several test folders have a conftest.py.
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+import json
+import os
+import subprocess
+import sys
+import time
+import urllib.parse
+from dataclasses import dataclass
+from datetime import datetime
+from pathlib import Path
+from typing import Any
+
+import requests
+
+REPO = Path(__file__).resolve().parents[2]
+STACK_PY = REPO / "infra" / "stack" / "stack.py"
+RANKER_BIN = Path(os.environ.get("RANKER_BIN") or REPO / ".venv" / "bin" / "ranker")
+FINISHED = ("success", "failed")
+# the synthetic workspace: DAYS days ending yesterday (UTC), so a scheduled run's eval day is in it
+DAYS = 10
+TODAY = dt.datetime.now(dt.UTC).date()
+LAST_DAY = TODAY - dt.timedelta(days=1)
+START = TODAY - dt.timedelta(days=DAYS)
+
+
+def stack_cli(root: Path, *args: str, timeout: int = 600) -> subprocess.CompletedProcess[str]:
+    return subprocess.run(
+        [sys.executable, str(STACK_PY), *args, "--dir", str(root)],
+        capture_output=True, text=True, timeout=timeout,
+    )  # fmt: skip
+
+
+def ranker(home: Path, *args: str) -> dict[str, Any]:
+    proc = subprocess.run(
+        [str(RANKER_BIN), *args, "--json", "--home", str(home)], capture_output=True, text=True, timeout=600
+    )
+    assert proc.returncode == 0, f"ranker {' '.join(args)} failed:\n{proc.stderr[-3000:]}"
+    return dict(json.loads(proc.stdout.strip().splitlines()[-1]))
+
+
+def when(stamp: str | None) -> datetime:
+    assert stamp, "no timestamp"
+    return datetime.fromisoformat(stamp.replace("Z", "+00:00"))
+
+
+@dataclass
+class Stack:
+    root: Path
+    home: Path  # the workspace (RANKER_HOME of the DAGs)
+    state: dict[str, Any]
+    password: str
+    session: requests.Session
+
+    @classmethod
+    def connect(cls, root: Path, home: Path) -> Stack:
+        state = json.loads((root / "stack.json").read_text())
+        password = json.loads((root / "secrets.json").read_text())["admin_password"]
+        stack = cls(root, home, state, password, requests.Session())
+        stack.session.headers["Authorization"] = f"Bearer {stack.login('admin', password)}"
+        return stack
+
+    @property
+    def api_url(self) -> str:
+        return f"http://127.0.0.1:{self.state['ports']['api']}"
+
+    @property
+    def prometheus_url(self) -> str:
+        return f"http://127.0.0.1:{self.state['ports']['prometheus']}"
+
+    def login(self, username: str, password: str) -> str:
+        resp = requests.post(
+            f"{self.api_url}/auth/token", json={"username": username, "password": password}, timeout=30
+        )
+        resp.raise_for_status()
+        return str(resp.json()["access_token"])
+
+    # REST API
+
+    def request(self, method: str, path: str, **kwargs: Any) -> requests.Response:
+        return self.session.request(method, f"{self.api_url}/api/v2{path}", timeout=60, **kwargs)
+
+    def get(self, path: str, **params: Any) -> Any:
+        resp = self.request("GET", path, params=params)
+        assert resp.status_code == 200, f"GET {path}: {resp.status_code} {resp.text[:500]}"
+        return resp.json()
+
+    def unpause(self, dag_id: str) -> None:
+        resp = self.request("PATCH", f"/dags/{dag_id}", json={"is_paused": False})
+        assert resp.status_code == 200, resp.text
+
+    def trigger(self, dag_id: str, run_id: str, conf: dict[str, Any]) -> requests.Response:
+        body = {"dag_run_id": run_id, "logical_date": None, "conf": conf}
+        return self.request("POST", f"/dags/{dag_id}/dagRuns", json=body)
+
+    def runs(self, dag_id: str) -> list[dict[str, Any]]:
+        return list(self.get(f"/dags/{dag_id}/dagRuns", order_by="id", limit=100)["dag_runs"])
+
+    def run(self, dag_id: str, run_id: str) -> dict[str, Any]:
+        return dict(self.get(f"/dags/{dag_id}/dagRuns/{q(run_id)}"))
+
+    def wait_run(self, dag_id: str, run_id: str, timeout: float = 900) -> dict[str, Any]:
+        deadline = time.monotonic() + timeout
+        while time.monotonic() < deadline:
+            run = self.run(dag_id, run_id)
+            if run["state"] in FINISHED:
+                return run
+            time.sleep(2)
+        raise TimeoutError(
+            f"{dag_id} {run_id} not finished after {timeout} s: {self.task_states(dag_id, run_id)}"
+        )
+
+    def wait_first_run(
+        self,
+        dag_id: str,
+        run_type: str,
+        timeout: float = 300,
+        exclude: set[str] | frozenset[str] = frozenset(),
+    ) -> dict[str, Any]:
+        """The first run of that type, other than the runs in `exclude`, once the scheduler made it."""
+        deadline = time.monotonic() + timeout
+        while time.monotonic() < deadline:
+            runs = [
+                r for r in self.runs(dag_id) if r["run_type"] == run_type and r["dag_run_id"] not in exclude
+            ]
+            if runs:
+                return runs[0]
+            time.sleep(2)
+        raise TimeoutError(f"no {run_type} run of {dag_id} after {timeout} s")
+
+    def upstream_asset_events(self, dag_id: str, run_id: str) -> list[dict[str, Any]]:
+        """The asset events that made an asset-triggered run."""
+        return list(self.get(f"/dags/{dag_id}/dagRuns/{q(run_id)}/upstreamAssetEvents")["asset_events"])
+
+    def task_instances(self, dag_id: str, run_id: str) -> dict[str, dict[str, Any]]:
+        rows = self.get(f"/dags/{dag_id}/dagRuns/{q(run_id)}/taskInstances", limit=100)["task_instances"]
+        return {row["task_id"]: row for row in rows}
+
+    def task_states(self, dag_id: str, run_id: str) -> dict[str, str | None]:
+        return {task: ti["state"] for task, ti in self.task_instances(dag_id, run_id).items()}
+
+    def xcom(self, dag_id: str, run_id: str, task_id: str, key: str = "return_value") -> Any:
+        return self.get(f"/dags/{dag_id}/dagRuns/{q(run_id)}/taskInstances/{task_id}/xcomEntries/{key}")[
+            "value"
+        ]
+
+    def tries(self, dag_id: str, run_id: str, task_id: str) -> list[dict[str, Any]]:
+        path = f"/dags/{dag_id}/dagRuns/{q(run_id)}/taskInstances/{task_id}/tries"
+        return list(self.get(path)["task_instances"])
+
+    def log(self, dag_id: str, run_id: str, task_id: str, try_number: int) -> str:
+        path = f"/dags/{dag_id}/dagRuns/{q(run_id)}/taskInstances/{task_id}/logs/{try_number}"
+        resp = self.request("GET", path, headers={"Accept": "application/json"})
+        assert resp.status_code == 200, resp.text[:500]
+        lines = []
+        for item in resp.json()["content"]:
+            if not isinstance(item, dict):
+                lines.append(str(item))
+                continue
+            lines.append(str(item.get("event", "")))
+            if item.get("error_detail"):  # the exception of a failed try, as structured data
+                lines.append(json.dumps(item["error_detail"]))
+        return "\n".join(lines)
+
+    # Prometheus
+
+    def prom_query(self, expr: str) -> list[dict[str, Any]]:
+        resp = requests.get(f"{self.prometheus_url}/api/v1/query", params={"query": expr}, timeout=30)
+        resp.raise_for_status()
+        return list(resp.json()["data"]["result"])
+
+    def wait_prom(self, expr: str, check: Any, timeout: float = 120) -> list[dict[str, Any]]:
+        deadline = time.monotonic() + timeout
+        result: list[dict[str, Any]] = []
+        while time.monotonic() < deadline:
+            result = self.prom_query(expr)
+            if check(result):
+                return result
+            time.sleep(1)
+        raise TimeoutError(f"Prometheus {expr}: {result}")
+
+
+def q(run_id: str) -> str:
+    return urllib.parse.quote(run_id, safe="")
