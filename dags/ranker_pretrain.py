@@ -88,7 +88,9 @@ def build_pretrain_dag(settings: OrchestrationSettings) -> DAG:
                 settings.ranker_bin,
                 pretrain_args(end.isoformat(), params.get("reason")),
                 home=settings.home,
-                run_id=ranker_run_id(dag_run.run_id),
+                # its own run folder: a pretrain and a retrain scheduled at the same time share
+                # the Airflow run id (scheduled__<time>)
+                run_id=ranker_run_id(f"pretrain__{dag_run.run_id}"),
             )
             summary: dict[str, Any] = run_ranker(argv, extra_env={"RANKER_ACTOR": actor}).summary
             context["outlet_events"][BASE].extra = {
