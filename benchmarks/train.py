@@ -48,7 +48,7 @@ def _epoch_batches(manifest: Any, cfg: Any, batch_size: int) -> list[Any]:
 def _run(stack: Any, batches: list[Any], phase: str, pipeline: str, timing: bool = True) -> dict[str, float]:
     from ranking.trainer.pipelines import CpuPipeline
     from ranking.trainer.schedule import FROZEN
-    from ranking.trainer.timing import SectionClock, lookup_share
+    from ranking.trainer.timing import SectionClock
 
     frozen = phase == FROZEN
     stack.task.model.embeddings_frozen = frozen
@@ -59,7 +59,7 @@ def _run(stack: Any, batches: list[Any], phase: str, pipeline: str, timing: bool
         iter(batches), frozen, lambda loss, n: None
     )
     seconds = time.perf_counter() - start
-    share = lookup_share(clock.resolve(), seconds)
+    share = clock.share(seconds)
     return {
         "samples_per_second": rows / seconds,
         "lookup_ratio": share.lookup_ratio,

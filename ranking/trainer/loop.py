@@ -276,7 +276,6 @@ class _Trainer:
 
         from ranking.trainer.pipelines import run_torchrec_epoch, torchrec_pipeline
         from ranking.trainer.progress import EpochProgress
-        from ranking.trainer.timing import lookup_share
 
         phase = self.tc.schedule[epoch - 1]
         frozen = phase == FROZEN
@@ -340,7 +339,7 @@ class _Trainer:
         seconds = time.perf_counter() - start
         if steps_done != plan.steps:
             raise TrainingFailed(f"epoch {epoch} ran {steps_done} steps, the plan has {plan.steps}")
-        share = lookup_share(self.clock.resolve(), seconds)
+        share = self.clock.share(seconds)
         ratios = torch.tensor([share.lookup_ratio, share.exposed_lookup_ratio], dtype=torch.float64)
         slowest = torch.tensor([seconds], dtype=torch.float64)
         if multi:  # ratios: mean over ranks; time: the slowest rank
