@@ -327,7 +327,7 @@ class _Trainer:
         start = time.perf_counter()
         if self.ctx.device.type == "cuda" and self.tc.pipeline == "semisync":
             run_torchrec_epoch(
-                torchrec_pipeline(self.dmp, self.optimizer, self.ctx.device, self.clock),
+                torchrec_pipeline(self.dmp, self.optimizer, self.ctx.device, self.clock, frozen),
                 batches,  # torchrec copies each batch to the device on its memcpy stream
                 on_step,
             )

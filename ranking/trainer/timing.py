@@ -45,6 +45,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 LOOKUP_SECTIONS = ("lookup_forward", "lookup_issue", "lookup_wait", "input_dist", "lookup_backward")
+STEP_SECTIONS = ("dense_forward", "dense_backward", "dense_optimizer")  # lookup=False: the rest
 ASYNC_SECTION = "lookup_async"  # per-section totals: the asynchronous collectives' own durations
 # collectives torchrec's input/output dists issue with async_op=True (torchrec calls them as
 # ``torch.distributed.<name>``)
@@ -185,23 +186,35 @@ class SectionClock:
     _lookup: IntervalUnion = field(default_factory=IntervalUnion)
     _exposed: IntervalUnion = field(default_factory=IntervalUnion)
     _spans: _AsyncSpans = field(default_factory=_AsyncSpans)
-    _events: list[tuple[str, Any, Any, bool]] = field(default_factory=list)
+    _events: list[tuple[str, Any, Any, str]] = field(default_factory=list)  # kind: exposed|hidden|other
     _reference: Any = None
 
     @contextlib.contextmanager
     def section(
-        self, name: str, stream: Any = None, track_async: bool = False, settles: bool = False
+        self,
+        name: str,
+        stream: Any = None,
+        track_async: bool = False,
+        settles: bool = False,
+        lookup: bool = True,
     ) -> Iterator[None]:
         """Time a lookup section. ``stream``: CUDA stream the section's work is enqueued on
         (default: the current stream = the training stream; another stream's intervals are not
         exposed). ``track_async``: time the asynchronous collectives issued inside it (CPU).
-        ``settles``: the section waits for every lookup in flight (CPU)."""
+        ``settles``: the section waits for every lookup in flight (CPU). ``lookup=False``: a
+        section of the rest of the step (dense forward, backward, optimizer), in the per-section
+        totals only."""
         if not self.enabled:
             yield
             return
         if self.cuda:
-            with self._cuda_section(name, stream):
+            with self._cuda_section(name, stream, lookup):
                 yield
+            return
+        if not lookup:
+            t0 = time.perf_counter()
+            yield
+            self.totals[name] = self.totals.get(name, 0.0) + time.perf_counter() - t0
             return
         tracked = _async_collectives_tracked(self._spans) if track_async else contextlib.nullcontext()
         t0 = time.perf_counter()
@@ -217,7 +230,7 @@ class SectionClock:
             self._fold_cpu(t1)
 
     @contextlib.contextmanager
-    def _cuda_section(self, name: str, stream: Any) -> Iterator[None]:
+    def _cuda_section(self, name: str, stream: Any, lookup: bool) -> Iterator[None]:
         import torch
 
         current = torch.cuda.current_stream()
@@ -230,7 +243,9 @@ class SectionClock:
         start.record(on)
         yield
         end.record(on)
-        self._events.append((name, start, end, on == current))
+        self._events.append(
+            (name, start, end, "other" if not lookup else "exposed" if on == current else "hidden")
+        )
         if len(self._events) > CUDA_FOLD_EVENTS:
             self._fold_cuda()
 
@@ -247,12 +262,13 @@ class SectionClock:
         import torch
 
         torch.cuda.synchronize()
-        for name, start, end, on_training_stream in self._events:
+        for name, start, end, kind in self._events:
             begin = self._reference.elapsed_time(start) / 1000.0
             finish = self._reference.elapsed_time(end) / 1000.0
             self.totals[name] = self.totals.get(name, 0.0) + finish - begin
-            self._lookup.add(begin, finish)
-            if on_training_stream:
+            if kind != "other":
+                self._lookup.add(begin, finish)
+            if kind == "exposed":
                 self._exposed.add(begin, finish)
         self._events.clear()
         self._lookup.fold(float("inf"))  # every event is complete after the sync
