@@ -324,14 +324,17 @@ class _Trainer:
             if len(pending) >= LOSS_CHECK_STEPS:
                 flush()
 
+        cuda = self.ctx.device.type == "cuda"
+        if cuda:
+            torch.cuda.reset_peak_memory_stats(self.ctx.device)
         start = time.perf_counter()
-        if self.ctx.device.type == "cuda" and self.tc.pipeline == "semisync":
+        if cuda and self.tc.pipeline == "semisync":
             run_torchrec_epoch(
                 torchrec_pipeline(self.dmp, self.optimizer, self.ctx.device, self.clock, frozen),
                 batches,  # torchrec copies each batch to the device on its memcpy stream
                 on_step,
             )
-        elif self.ctx.device.type == "cuda":  # sync: the plain step loop, timed with CUDA events
+        elif cuda:  # sync: the plain step loop, timed with CUDA events
             pipeline.run_epoch((b.to(self.ctx.device, non_blocking=True) for b in batches), frozen, on_step)
         else:
             pipeline.run_epoch(batches, frozen, on_step)
@@ -358,6 +361,8 @@ class _Trainer:
             "exposed_lookup_ratio": float(ratios[1]),
             "duration_seconds": seconds,
         }
+        if cuda:  # this rank's peak (rank 0's in the summary)
+            stats["peak_gpu_memory_bytes"] = int(torch.cuda.max_memory_allocated(self.ctx.device))
         progress.close(**{k: v for k, v in stats.items() if k not in ("epoch", "phase")})
         return stats
 

@@ -83,3 +83,19 @@ def trained(tmp_path_factory: pytest.TempPathFactory, manifest, model_config) ->
     run_dir = tmp_path_factory.mktemp("trained") / "run"
     run_training(train_request(manifest, model_config, run_dir, schedule="joint", epochs=1))
     return run_dir
+
+
+NO_GPU = "no GPU (CUDA not available): the CUDA path runs in benchmarks/gpu.sh on a GPU machine"
+
+
+def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
+    """``@pytest.mark.gpu`` tests need CUDA; elsewhere they skip with the documented reason."""
+    gpu_items = [item for item in items if item.get_closest_marker("gpu")]
+    if not gpu_items:
+        return
+    import torch
+
+    if torch.cuda.is_available():
+        return
+    for item in gpu_items:
+        item.add_marker(pytest.mark.skip(reason=NO_GPU))
