@@ -160,7 +160,8 @@ def timed_semisync_class(clock: SectionClock, frozen: bool = False) -> type:
         def __init__(self, *args: Any, **kwargs: Any) -> None:
             super().__init__(*args, **kwargs)
             # an instance attribute: wraps whatever forward class this pipeline (or a subclass) uses
-            self._pipelined_forward_type = timed_forward_class(type(self)._pipelined_forward_type, clock)
+            base: type = type(self)._pipelined_forward_type  # type: ignore[misc,has-type]
+            self._pipelined_forward_type = timed_forward_class(base, clock)
 
         def start_sparse_data_dist(self, batch: Any, context: Any) -> None:
             with clock.section("input_dist", stream=self._data_dist_stream, track_async=True):
