@@ -126,6 +126,46 @@ def _gather_vs_memcpy(stack: Any, batches: list[Any], cfg: Any, repeats: int) ->
     }
 
 
+def _kjt_build(cfg: Any, batch_size: int, repeats: int = 15) -> dict[str, float]:
+    """Building a batch's KeyedJaggedTensor: ``to_train_batch`` (per-key lengths given) against
+    ``KeyedJaggedTensor.from_lengths_sync`` (what it did before: computes them from the lengths
+    tensor), same ids; medians of per-round means over 200 builds."""
+    import numpy as np
+    import torch
+    from torchrec import KeyedJaggedTensor
+
+    from ranking.trainer.data import Chunk, to_train_batch
+
+    rng = np.random.default_rng(0)
+    ids = np.stack([rng.integers(0, t.num_embeddings, batch_size) for t in cfg.tables], axis=1)
+    chunk = Chunk(
+        ids=ids,
+        dense=np.zeros((batch_size, len(cfg.dense_features)), dtype=np.float32),
+        labels=np.zeros(batch_size, dtype=np.float32),
+    )
+    keys = list(cfg.sparse_features)
+
+    def before() -> Any:
+        return KeyedJaggedTensor.from_lengths_sync(
+            keys=keys,
+            values=torch.from_numpy(np.ascontiguousarray(ids.T).reshape(-1)),
+            lengths=torch.ones(batch_size * len(keys), dtype=torch.int32),
+        )
+
+    def after() -> Any:
+        return to_train_batch(chunk, cfg, 1.0).sparse_features
+
+    times: dict[str, list[float]] = {"before": [], "after": []}
+    for _ in range(repeats):
+        for name, build in (("before", before), ("after", after)):
+            start = time.perf_counter()
+            for _ in range(200):
+                build()
+            times[name].append((time.perf_counter() - start) / 200 * 1e6)
+    b, a = statistics.median(times["before"]), statistics.median(times["after"])
+    return {"from_lengths_sync_us": b, "to_train_batch_us": a, "after_over_before": a / b}
+
+
 _RSS_CHILD = r"""
 import json, sys
 from pathlib import Path
@@ -305,6 +345,7 @@ def main(argv: list[str]) -> int:
         }
         report["frozen_limit_sync"] = _frozen_limit(runs["joint/sync"])
         report["gather"] = _gather_vs_memcpy(stack, batches, cfg, args.repeats)
+        report["kjt_build"] = _kjt_build(cfg, args.batch_size)
         # one epoch streamed from parquet, end to end (read + decode + shuffle + train)
         from ranking.trainer.data import list_units, plan_epoch, train_batches
         from ranking.trainer.pipelines import CpuPipeline
@@ -380,6 +421,11 @@ def _print(r: dict[str, Any]) -> None:
         f"(ratio {g['gather_over_memcpy']:.3f})"
     )
     print(f"streamed joint semisync epoch: {r['streamed_joint_semisync_samples_per_second']:,.0f} samples/s")
+    k = r["kjt_build"]
+    print(
+        f"KJT per batch: from_lengths_sync {k['from_lengths_sync_us']:.1f} us, to_train_batch "
+        f"{k['to_train_batch_us']:.1f} us (ratio {k['after_over_before']:.2f})"
+    )
     for size in ("small", "large"):
         s = r["rss"][size]
         print(
