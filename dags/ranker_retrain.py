@@ -17,11 +17,11 @@ from datetime import timedelta
 from typing import Any
 
 from airflow.providers.standard.operators.empty import EmptyOperator
-from airflow.sdk import DAG, CronDataIntervalTimetable, dag, get_current_context, task
+from airflow.sdk import DAG, AssetOrTimeSchedule, CronDataIntervalTimetable, dag, get_current_context, task
 from airflow.sdk.exceptions import AirflowException, AirflowFailException
 from airflow.sdk.timezone import datetime
 from ranker_dags import decisions
-from ranker_dags.assets import CHAMPION
+from ranker_dags.assets import BASE, CHAMPION
 from ranker_dags.callbacks import make_failure_callback
 from ranker_dags.launchers import container_train_operator, params_arg, summary_from_xcom, train_step_args
 from ranker_dags.params import PlanError, make_plan, ranker_run_id, retrain_params
@@ -51,7 +51,11 @@ def build_retrain_dag(settings: OrchestrationSettings) -> DAG:
 
     @dag(
         dag_id="ranker_retrain",
-        schedule=CronDataIntervalTimetable(settings.cron, timezone="UTC"),
+        # daily, and when ranker_pretrain publishes a new base model (a recipe warm-started from
+        # the base then uses it at once; the run's eval day is the day before, as for a manual run)
+        schedule=AssetOrTimeSchedule(
+            timetable=CronDataIntervalTimetable(settings.cron, timezone="UTC"), assets=[BASE]
+        ),
         start_date=datetime(2026, 1, 1),
         catchup=False,
         max_active_runs=1,

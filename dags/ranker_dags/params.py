@@ -22,7 +22,7 @@ from typing import Any
 SCHEDULE_NAMES = ("delayed", "joint", "frozen", "joint_then_frozen")
 SCHEDULE_LIST_PATTERN = r"^[FJ](,[FJ]){0,9}$"
 PIPELINES = ("sync", "semisync")
-WARM_STARTS = ("none", "champion")
+WARM_STARTS = ("none", "champion", "base")
 WARM_START_SCOPES = ("all", "dense")
 # Param -> pipeline config key: the steps get the Params that are set as `--params JSON`, a layer
 # above the config file (<home>/ranker.toml or $RANKER_CONFIG); an empty Param leaves the config's
@@ -101,8 +101,8 @@ def retrain_param_schemas() -> dict[str, dict[str, Any]]:
             "type": ["null", "string"],
             "enum": [None, *WARM_STARTS],
             "title": "Warm start",
-            "description": "champion: from the production model; none: from scratch. Empty: the "
-            "pipeline config's recipe.warm_start (default champion).",
+            "description": "base: from the base model (ranker_pretrain); champion: from the production "
+            "model; none: from scratch. Empty: the pipeline config's recipe.warm_start (default base).",
         },
         "warm_start_scope": {
             "default": None,

@@ -47,6 +47,7 @@ class OrchestrationSettings:
     ranker_bin: str = str(REPO_ROOT / ".venv" / "bin" / "ranker")
     home: str = str(REPO_ROOT / "var")
     cron: str = "0 3 * * *"
+    pretrain_cron: str = "0 1 * * 0"  # weekly, before that day's retrain (pretrain.every_days = 7)
     launcher: str = "local"
     train_nproc: int = 1
     train_gpus: int = 1
@@ -89,6 +90,7 @@ class OrchestrationSettings:
             ranker_bin=text("RANKER_BIN", defaults.ranker_bin),
             home=text("RANKER_HOME", defaults.home),
             cron=text("RANKER_RETRAIN_CRON", defaults.cron),
+            pretrain_cron=text("RANKER_PRETRAIN_CRON", defaults.pretrain_cron),
             launcher=text("RANKER_LAUNCHER", defaults.launcher),
             train_nproc=integer("RANKER_TRAIN_NPROC", defaults.train_nproc),
             train_gpus=integer("RANKER_TRAIN_GPUS", defaults.train_gpus),
@@ -129,9 +131,10 @@ def _problems(s: OrchestrationSettings) -> list[str]:
                 "launcher needs "
                 + ("RANKER_K8S_REGISTRY_PVC" if s.launcher == "kubernetes" else "RANKER_DOCKER_REGISTRY")
             )
-    fields = s.cron.split()
-    if len(fields) != 5 or not all(_CRON_FIELD.match(f) for f in fields):
-        problems.append(f"RANKER_RETRAIN_CRON must be a 5-field cron expression, got {s.cron!r}")
+    for name, value in (("RANKER_RETRAIN_CRON", s.cron), ("RANKER_PRETRAIN_CRON", s.pretrain_cron)):
+        fields = value.split()
+        if len(fields) != 5 or not all(_CRON_FIELD.match(f) for f in fields):
+            problems.append(f"{name} must be a 5-field cron expression, got {value!r}")
     if not 1 <= s.train_nproc <= 64:
         problems.append(f"RANKER_TRAIN_NPROC must be in 1..64, got {s.train_nproc}")
     if not 0 <= s.train_gpus <= 64:

@@ -13,11 +13,17 @@ Layout (``<home>/backtests/<id>/``)::
     <recipe>/days/<date>.json          one replayed day (see ``replay_day``), written last
     <recipe>/days/<date>.log           the day's ``ranker run`` log
     <recipe>/scores/<date>-served.parquet   the served model's scores on that day
+    <recipe>/scores/<date>-candidate.parquet  the day's candidate's (its eval_scores.parquet)
     report/                            backtest.md, backtest.png, backtest.json
 
 A day is ``ranker run --home <recipe home> --end <date>``: the same code path as the daily DAG
 (window -> train -> gate -> promote | reject -> metrics). The served model of a day is the
 recipe's champion *before* that day's decision; it is scored on the day's eval partition.
+
+Base model: a recipe that warm-starts from the base (``warm_start = "base"``, or an incremental
+recipe whose full retrains start from it) gets one from ``ranker pretrain --end <day>`` before
+its first day and again whenever the base is ``pretrain.every_days`` old, as the weekly
+``ranker_pretrain`` DAG would; the pretraining time counts in the recipe's training time.
 
 Day-1 rule: a recipe starts with an empty registry, so on its first day (and any later day
 before its first promotion) no model is served: the day has ``served = null`` and is left out
@@ -50,10 +56,11 @@ from typing import Any, Protocol
 from ranking.config.loader import ConfigFileError, EffectiveConfig, Layer, file_values, parse_file, resolve
 from ranking.config.model import SECTIONS
 from ranking.config.render import to_toml
-from ranking.core.atomic import atomic_write_json, atomic_write_text, read_json
+from ranking.core.atomic import atomic_path, atomic_write_json, atomic_write_text, read_json
 from ranking.core.errors import RankerError
 from ranking.core.ids import validate_run_id
 from ranking.core.workspace import Workspace
+from ranking.pipeline.pretrain import uses_base
 
 log = logging.getLogger(__name__)
 
@@ -173,6 +180,12 @@ class Replayer(Protocol):
         """Scores frame (request_id, pin_id, saved, score) of a checkpoint on an eval partition."""
         ...
 
+    def run_pretrain(
+        self, home: Path, day: dt.date, run_id: str, log_path: Path
+    ) -> tuple[int, dict[str, Any]]:
+        """``ranker pretrain --end day`` in ``home``: (exit code, its summary)."""
+        ...
+
 
 class CliReplayer:
     """Each day is ``python -m ranking.cli run`` in a fresh process (the production entry point);
@@ -182,11 +195,21 @@ class CliReplayer:
         self.python = python
 
     def run_day(self, home: Path, day: dt.date, run_id: str, log_path: Path) -> tuple[int, dict[str, Any]]:
+        return self._ranker("run", home, day, run_id, log_path)
+
+    def run_pretrain(
+        self, home: Path, day: dt.date, run_id: str, log_path: Path
+    ) -> tuple[int, dict[str, Any]]:
+        return self._ranker("pretrain", home, day, run_id, log_path)
+
+    def _ranker(
+        self, command: str, home: Path, day: dt.date, run_id: str, log_path: Path
+    ) -> tuple[int, dict[str, Any]]:
         cmd = [
             self.python,
             "-m",
             "ranking.cli",
-            "run",
+            command,
             "--home",
             str(home),
             "--end",
@@ -230,6 +253,46 @@ class RecipeRun:
 
     def served_scores_path(self, day: dt.date) -> Path:
         return self.folder / "scores" / f"{day.isoformat()}-served.parquet"
+
+    def candidate_scores_path(self, day: dt.date) -> Path:
+        return self.folder / "scores" / f"{day.isoformat()}-candidate.parquet"
+
+
+def base_is_due(config: Any, day: dt.date, base_train_end: str | None) -> bool:
+    """No base yet, or the current one was made ``pretrain.every_days`` or more days before ``day``
+    (a base made for day X ends its range ``window.days + pretrain.gap_days`` before X)."""
+    if base_train_end is None:
+        return True
+    made_for = dt.date.fromisoformat(base_train_end) + dt.timedelta(
+        days=config.window.days + config.pretrain.gap_days
+    )
+    return (day - made_for).days >= config.pretrain.every_days
+
+
+def _maybe_pretrain(run: RecipeRun, day: dt.date, replayer: Replayer) -> dict[str, Any] | None:
+    """Pretrain the recipe's base when it is due (what the weekly DAG does); the outcome or None."""
+    config = run.effective.config
+    if not uses_base(config):
+        return None
+    from ranking.registry import Registry
+
+    reg = Registry(str(run.home / "registry"))
+    base = reg.base()
+    if not base_is_due(config, day, reg.record(base).train.get("train_end") if base else None):
+        return None
+    started = time.perf_counter()
+    run_id = f"backtest-pretrain__{day.isoformat()}__{len(reg.history('base')) + 1}"
+    code, summary = replayer.run_pretrain(
+        run.home, day, run_id, run.folder / "days" / f"{day.isoformat()}-pretrain.log"
+    )
+    return {
+        "exit_code": code,
+        "version": summary.get("version"),
+        "base_range": summary.get("base_range"),
+        "error": summary.get("error") if code != 0 else None,
+        # the pretrain's own duration (as train_seconds is the train step's), else the wall time here
+        "seconds": summary.get("duration_seconds") or round(time.perf_counter() - started, 3),
+    }
 
 
 def prepare_recipe_home(run: RecipeRun, shared_home: Path) -> None:
@@ -308,6 +371,23 @@ def _candidate_metrics(home: Path, version: str | None) -> dict[str, Any] | None
         return None
 
 
+def _copy_candidate_scores(run: RecipeRun, day: dt.date, version: str | None) -> str | None:
+    """The candidate's eval scores beside the served model's (for the paired candidate comparison)."""
+    if not version:
+        return None
+    from ranking.registry import Registry
+
+    try:
+        data = Registry(str(run.home / "registry")).read_file(version, "eval_scores.parquet")
+    except RankerError:
+        return None
+    path = run.candidate_scores_path(day)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    with atomic_path(path) as tmp:
+        tmp.write_bytes(data)
+    return str(path.relative_to(run.folder))
+
+
 def beat_served(candidate: Mapping[str, Any] | None, served: Mapping[str, Any] | None) -> bool | None:
     """Candidate save HIT@3 above the served model's on the same eval day (None: no comparison)."""
     cand = (candidate or {}).get("save_hit_at_3")
@@ -329,6 +409,7 @@ def replay_day(
     from ranking.registry import Registry, cache_dir
 
     started = time.perf_counter()
+    pretrained = _maybe_pretrain(run, day, replayer)
     champion, champion_train = _champion(run.home)
     attempt = len(list((run.home / "pipeline").glob(f"backtest__{day.isoformat()}__*"))) + 1
     run_id = f"backtest__{day.isoformat()}__{attempt}"
@@ -361,6 +442,7 @@ def replay_day(
 
     after, _ = _champion(run.home)
     candidate_metrics = _candidate_metrics(run.home, version)
+    candidate_scores = _copy_candidate_scores(run, day, version)
     record: dict[str, Any] = {
         "day": day.isoformat(),
         "fingerprint": fingerprint,
@@ -368,7 +450,10 @@ def replay_day(
         "exit_code": exit_code,
         "error": summary.get("error") if exit_code not in (0, 1) else None,
         "served": served,
-        "candidate": {"version": version, "metrics": candidate_metrics} if version else None,
+        "candidate": {"version": version, "metrics": candidate_metrics, "scores": candidate_scores}
+        if version
+        else None,
+        "pretrain": pretrained,
         "decision": summary.get("decision"),
         # the gate judged by the outcome: did the candidate beat the served model on this eval day?
         "gate_decision": gate.get("decision"),
@@ -382,6 +467,7 @@ def replay_day(
         "champion_after": after,
         "versions_after": _version_count(run.home),
         "train_seconds": train.get("duration_seconds"),
+        "pretrain_seconds": (pretrained or {}).get("seconds"),
         "run_seconds": round(time.perf_counter() - started, 3),
     }
     atomic_write_json(run.day_path(day), record)
@@ -435,21 +521,27 @@ class Backtest:
             )
 
     def build_windows(self) -> dict[tuple[dt.date, int], str | None]:
-        """Every (day, window length) the recipes need, built once before any recipe runs (so
-        recipes running in parallel only ever reuse partitions). A window that fails its checks
+        """Every (day, window length) the recipes need (the base's ranges too), built once before
+        any recipe runs, in the backtested workspace (so recipes running in parallel only ever
+        reuse partitions, and a recipe's home never builds one). A window that fails its checks
         is left to fail in each recipe's run, where it is recorded."""
         ids: dict[tuple[dt.date, int], str | None] = {}
         for day in self.spec.eval_days:
             for run in self.runs:
-                window = run.effective.config.window
-                if (day, window.days) in ids:
-                    continue
-                try:
-                    manifest = self.window_builder(self.ws, day, window.days, window.checks())
-                    ids[(day, window.days)] = str(manifest["window_id"])
-                except RankerError as exc:
-                    log.warning("backtest: window %s (%dd) failed: %s", day, window.days, exc)
-                    ids[(day, window.days)] = None
+                config = run.effective.config
+                wanted = [(day, config.window.days)]
+                if uses_base(config):  # the base's range, for a pretrain on this day
+                    base_end = day - dt.timedelta(days=config.window.days + config.pretrain.gap_days)
+                    wanted.append((base_end, config.pretrain.days or config.window.days))
+                for end, days in wanted:
+                    if (end, days) in ids:
+                        continue
+                    try:
+                        manifest = self.window_builder(self.ws, end, days, config.window.checks())
+                        ids[(end, days)] = str(manifest["window_id"])
+                    except RankerError as exc:
+                        log.warning("backtest: window %s (%dd) failed: %s", end, days, exc)
+                        ids[(end, days)] = None
         return ids
 
     def run(self) -> dict[str, list[dict[str, Any]]]:
@@ -513,8 +605,12 @@ class Backtest:
         return records
 
 
-def compare_to_baseline(bt: Backtest, records: Mapping[str, list[dict[str, Any]]]) -> dict[str, Any]:
-    """Each non-baseline recipe's paired comparison with the baseline over the days both served."""
+def compare_to_baseline(
+    bt: Backtest, records: Mapping[str, list[dict[str, Any]]], who: str = "served"
+) -> dict[str, Any]:
+    """Each non-baseline recipe's paired comparison with the baseline over the days both had a
+    model: ``who = "served"`` (the models production served) or ``"candidate"`` (each day's freshly
+    trained model, before the gate: the recipe's training itself, without the gate's choices)."""
     import pandas as pd
 
     from ranking.backtest.stats import compare, paired_day
@@ -523,8 +619,8 @@ def compare_to_baseline(bt: Backtest, records: Mapping[str, list[dict[str, Any]]
     base = bt.spec.baseline
 
     def scores(name: str, record: Mapping[str, Any]) -> Any:
-        served = record.get("served") or {}
-        rel = served.get("scores")
+        found = record.get(who) or {}
+        rel = found.get("scores")
         return pd.read_parquet(folders[name] / rel) if rel else None
 
     base_days = {r["day"]: r for r in records[base]}

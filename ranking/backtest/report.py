@@ -63,6 +63,9 @@ def recipe_summary(records: list[dict[str, Any]]) -> dict[str, Any]:
     judged = [r for r in records if _beat(r) is not None and _gate_decision(r) in ("pass", "reject")]
 
     train = [float(r["train_seconds"]) for r in records if isinstance(r.get("train_seconds"), int | float)]
+    pretrain = [
+        float(r["pretrain_seconds"]) for r in records if isinstance(r.get("pretrain_seconds"), int | float)
+    ]
     return {
         "days": len(records),
         "failed_days": [r["day"] for r in records if r.get("exit_code") not in (0, 1)],
@@ -72,7 +75,10 @@ def recipe_summary(records: list[dict[str, Any]]) -> dict[str, Any]:
         "promotions": promotions,
         "promotion_rate": promotions / len(decided) if decided else None,
         "longest_staleness_days": max(ages) if ages else None,
-        "total_train_seconds": round(sum(train), 1),
+        # the daily training plus the base model's pretraining (ranker pretrain), which it needs
+        "total_train_seconds": round(sum(train) + sum(pretrain), 1),
+        "pretrain_seconds": round(sum(pretrain), 1),
+        "pretrains": len(pretrain),
         "gate_calls": {
             "judged_days": len(judged),
             "candidate_beat_served": sum(1 for r in judged if _beat(r)),
@@ -91,6 +97,7 @@ def build_report(
     records: Mapping[str, list[dict[str, Any]]],
     comparisons: Mapping[str, Comparison | None],
     wall_seconds: float,
+    candidate_comparisons: Mapping[str, Comparison | None] | None = None,
 ) -> dict[str, Any]:
     return {
         "spec": dict(spec),
@@ -101,6 +108,9 @@ def build_report(
         },
         "recipes": {name: recipe_summary(days) for name, days in records.items()},
         "vs_baseline": {name: (c.to_dict() if c else None) for name, c in comparisons.items()},
+        "candidates_vs_baseline": {
+            name: (c.to_dict() if c else None) for name, c in (candidate_comparisons or {}).items()
+        },
         "days": dict(records),
         "wall_seconds": round(wall_seconds, 1),
     }
@@ -164,6 +174,27 @@ def render_markdown(report: Mapping[str, Any]) -> str:
             f"{'—' if s['longest_staleness_days'] is None else str(s['longest_staleness_days']) + ' d'} | "
             f"{s['total_train_seconds'] / 60:.1f} min |"
         )
+    if report.get("candidates_vs_baseline"):
+        lines += [
+            "",
+            "Candidates: each day's freshly trained model (before the gate) against the baseline's candidate of"
+            " the same day, paired the same way. This isolates the training recipe from the gate's"
+            " choices (a recipe whose candidates warm-start from the base, not the champion, is compared"
+            " on equal footing every day).",
+            "",
+            "| recipe | candidate save HIT@3 | vs baseline (CI) | AUC vs baseline (CI) | NE vs baseline (CI) |",
+            "| --- | --- | --- | --- | --- |",
+        ]
+        for name, s in report["recipes"].items():
+            c = report["candidates_vs_baseline"].get(name)
+            rel = (
+                [f"{_pct(c['relative_change'][m])} {_ci(c['ci'][m])} over {c['days']} d" for m in METRICS]
+                if c
+                else ["(baseline)" if name == base else "— (no common day)"] * 3
+            )
+            lines.append(
+                f"| `{name}` | {_f(s['candidate_mean']['save_hit_at_3'])} | " + " | ".join(rel) + " |"
+            )
     lines += [
         "",
         "The gate's calls, judged on the same eval day (did the candidate's save HIT@3 beat the served model's?):",

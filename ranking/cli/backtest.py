@@ -107,7 +107,10 @@ def _backtest(args: argparse.Namespace) -> CommandResult:
     )
     records = bt.run()
     comparisons = compare_to_baseline(bt, records)
-    report = finite_json(build_report(spec.to_dict(), records, comparisons, time.perf_counter() - started))
+    candidates = compare_to_baseline(bt, records, who="candidate")
+    report = finite_json(
+        build_report(spec.to_dict(), records, comparisons, time.perf_counter() - started, candidates)
+    )
     paths = write_report(report, bt.folder / "report")
     if args.report_dir:
         args.report_dir.mkdir(parents=True, exist_ok=True)
@@ -125,6 +128,14 @@ def _backtest(args: argparse.Namespace) -> CommandResult:
                 else {"relative_change": c["relative_change"], "ci": c["ci"], "days": c["days"]}
             )
             for name, c in report["vs_baseline"].items()
+        },
+        "candidates_vs_baseline": {
+            name: (
+                None
+                if c is None
+                else {"relative_change": c["relative_change"], "ci": c["ci"], "days": c["days"]}
+            )
+            for name, c in report["candidates_vs_baseline"].items()
         },
         "wall_seconds": report["wall_seconds"],
     }

@@ -66,6 +66,10 @@ def bindings() -> dict[str, tuple[Binding, ...]]:
             "pipeline",
             "warm_start",
             "warm_start_scope",
+            "warm_start_optimizer",
+            "incremental",
+            "full_retrain_every_days",
+            "full_retrain_warm_start",
             "remedy",
             "batch_size",
             "seed",
@@ -87,6 +91,9 @@ def bindings() -> dict[str, tuple[Binding, ...]]:
             _MODEL_FILE,
         ),
         "run": (),
+        "pretrain": tuple(
+            Binding(dest, f"pretrain.{dest}") for dest in ("days", "gap_days", "schedule", "epochs", "seed")
+        ),
         "backtest": (),
         "config-show": (),
     }

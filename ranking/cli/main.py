@@ -32,6 +32,7 @@ _GROUPS = [
     ("ranking.cli.rollback", "rollback"),
     ("ranking.cli.models", "models list|show"),
     ("ranking.cli.run", "run"),
+    ("ranking.cli.pretrain", "pretrain"),
     ("ranking.cli.metrics", "metrics publish|show"),
     ("ranking.cli.study", "study"),
     ("ranking.cli.backtest", "backtest"),

@@ -11,22 +11,31 @@ from ranking.registry.operations import ListRequest, ShowRequest, list_models, s
 
 
 def _list_text(summary: dict[str, Any]) -> str:
-    lines = [f"registry {summary['registry']}  champion: {summary['champion'] or '(none)'}", "versions:"]
+    lines = [
+        f"registry {summary['registry']}  champion: {summary['champion'] or '(none)'}"
+        f"  base: {summary.get('base') or '(none)'}",
+        "versions:",
+    ]
     for r in summary["versions"]:
         hit = r.get("eval", {}).get("save_hit_at_3")
         window = r.get("train", {})
         lines.append(
-            f"  {r['version']}  {r['status']:<13} HIT@3={hit if hit is None else f'{hit:.4f}'}  "
+            f"  {r['version']}{'*' if r.get('base') else ' '} {r['status']:<13} HIT@3={hit if hit is None else f'{hit:.4f}'}  "
             f"train=[{window.get('train_start', '?')}, {window.get('train_end', '?')})  "
             f"created={r.get('created_at', '-')}  run={r.get('run_id') or '-'}"
         )
-    lines.append("history (champion):")
-    for e in summary["history"]:
-        forced = " FORCED" if e["forced"] else ""
-        lines.append(
-            f"  #{e['seq']} {e['when']} {e['action']}{forced}: {e['from'] or '(none)'} -> {e['to']}"
-            f"  by {e['who']}  run={e['run_id'] or '-'}  reason: {e['reason']}"
-        )
+    for alias, key in (("champion", "history"), ("base", "base_history")):
+        if not summary.get(key) and alias == "base":
+            continue
+        lines.append(f"history ({alias}):")
+        for e in summary[key]:
+            forced = " FORCED" if e["forced"] else ""
+            lines.append(
+                f"  #{e['seq']} {e['when']} {e['action']}{forced}: {e['from'] or '(none)'} -> {e['to']}"
+                f"  by {e['who']}  run={e['run_id'] or '-'}  reason: {e['reason']}"
+            )
+    if summary.get("base"):
+        lines.append("(* = the base model)")
     return "\n".join(lines)
 
 

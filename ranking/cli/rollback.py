@@ -1,4 +1,4 @@
-"""``ranker rollback``: move the champion back (default: to the previous champion)."""
+"""``ranker rollback``: move the champion (or the base) back (default: to its previous version)."""
 
 from __future__ import annotations
 
@@ -6,22 +6,36 @@ import argparse
 
 from ranking.cli.common import CommandResult, add_common
 from ranking.cli.options import add_registry_option, reason_arg, registry_of, version_arg
+from ranking.registry.aliases import BASE, CHAMPION
 from ranking.registry.operations import RollbackRequest, rollback
 
 
 def handle_rollback(args: argparse.Namespace) -> CommandResult:
     summary = rollback(
         RollbackRequest(
-            registry=registry_of(args), reason=args.reason, to=args.to, run_id=args.run_id, who=args.who
+            registry=registry_of(args),
+            reason=args.reason,
+            to=args.to,
+            run_id=args.run_id,
+            who=args.who,
+            alias=args.alias,
         )
     )
-    return CommandResult(summary, text=f"rolled back champion: {summary['previous']} -> {summary['version']}")
+    return CommandResult(
+        summary, text=f"rolled back {args.alias}: {summary['previous']} -> {summary['version']}"
+    )
 
 
 def register(sub: argparse._SubParsersAction) -> None:  # type: ignore[type-arg]
     """Add ``rollback`` to ``ranker``."""
     p = sub.add_parser("rollback", help="move the champion back (default: to the previous champion)")
     p.add_argument("--to", type=version_arg, default=None, metavar="VERSION")
+    p.add_argument(
+        "--alias",
+        choices=(CHAMPION, BASE),
+        default=CHAMPION,
+        help="the alias to move back: the champion (default) or the base model (ranker pretrain)",
+    )
     p.add_argument("--reason", type=reason_arg, required=True)
     p.add_argument("--who", default=None)
     add_registry_option(p)

@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import argparse
+import logging
+from typing import Any
 
 from ranking.cli.common import CommandResult, add_common, parse_date, positive_int, workspace
 from ranking.cli.options import (
@@ -12,6 +14,8 @@ from ranking.cli.options import (
     gate_passthrough,
 )
 from ranking.pipeline.run import RunPlan, execute, new_run_id
+
+log = logging.getLogger(__name__)
 
 
 def handle_run(args: argparse.Namespace) -> CommandResult:
@@ -36,8 +40,41 @@ def handle_run(args: argparse.Namespace) -> CommandResult:
 
     steps = InProcessSteps(build_parser(), str(ws.root), args.run_id)
     with config_env(args):  # every step reads the run's --config, or <home>/ranker.toml
+        pretrained = _first_base(args, ws, build_parser)
         result = execute(plan, str(ws.root), args.run_id, steps)
+    if pretrained is not None:
+        result.summary["pretrain"] = pretrained
     return CommandResult(result.summary, exit_code=result.exit_code, text=result.text)
+
+
+def _first_base(args: argparse.Namespace, ws: Any, build_parser: Any) -> dict[str, Any] | None:
+    """A recipe on the base model with no base yet: pretrain one first (what the weekly
+    ranker_pretrain DAG does), under its own run id; if that fails the run still goes on, its
+    train step starting from scratch ("base (none yet)"), and the summary says why."""
+    from ranking.cli.config import effective_config
+    from ranking.cli.steps import InProcessSteps
+    from ranking.pipeline.pretrain import execute_pretrain, plan_for, uses_base
+    from ranking.registry import Registry
+
+    config = effective_config(args).config
+    if not uses_base(config) or Registry.for_workspace(ws, args.registry).base() is not None:
+        return None
+    run_id = f"{args.run_id}-pretrain"
+    plan = plan_for(config, args.end, args.registry, reason=f"first base, for run {args.run_id}")
+    result = execute_pretrain(
+        plan, str(ws.root), run_id, InProcessSteps(build_parser(), str(ws.root), run_id)
+    )
+    if result.exit_code != 0:
+        log.warning(
+            "ranker run: no base model and pretraining one failed (%s); training from scratch",
+            result.summary.get("error"),
+        )
+    return {
+        "run_id": run_id,
+        "exit_code": result.exit_code,
+        "version": result.summary.get("version"),
+        "error": result.summary.get("error"),
+    }
 
 
 def register(sub: argparse._SubParsersAction) -> None:  # type: ignore[type-arg]

@@ -11,6 +11,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from ranking.cli.common import CommandResult, add_common, parse_date, positive_int, workspace
+from ranking.config.model import DEFAULT_WARM_START
 
 if TYPE_CHECKING:
     from ranking.trainer.job import TrainJob
@@ -23,7 +24,10 @@ def register(sub: argparse._SubParsersAction) -> None:  # type: ignore[type-arg]
     p.add_argument("--end", type=parse_date, required=True, help="window end (exclusive); the eval day")
     p.add_argument("--days", type=positive_int, default=20, help="window length in days (default 20)")
     p.add_argument(
-        "--epochs", type=positive_int, default=None, help="epochs (default 3, or the list's length)"
+        "--epochs",
+        type=positive_int,
+        default=None,
+        help="epochs (the config's recipe.epochs, 2 by default; a list's length for F,J,...)",
     )
     p.add_argument(
         "--schedule",
@@ -33,9 +37,36 @@ def register(sub: argparse._SubParsersAction) -> None:  # type: ignore[type-arg]
     p.add_argument("--pipeline", choices=("semisync", "sync"), default="semisync")
     p.add_argument(
         "--warm-start",
-        default="champion",
-        help="PATH to a checkpoint | champion (the registry's, if any) | none (default champion)",
+        default=DEFAULT_WARM_START,
+        help="PATH to a checkpoint | champion (the registry's, if any) | base (the registry's base"
+        " model, ranker pretrain; the default) | none",
     )
+    p.add_argument(
+        "--warm-start-optimizer",
+        action=argparse.BooleanOptionalAction,
+        default=False,
+        help="carry the warm start's table-optimizer state (row-wise Adagrad sums) instead of"
+        " starting it empty (default off)",
+    )
+    p.add_argument(
+        "--incremental",
+        action=argparse.BooleanOptionalAction,
+        default=False,
+        help="continue the champion on only the days after its window (needs --warm-start champion)",
+    )
+    p.add_argument(
+        "--full-retrain-every-days",
+        type=positive_int,
+        default=None,
+        metavar="K",
+        help="with --incremental: a full retrain every K days since the last one (default never)",
+    )
+    p.add_argument(
+        "--full-retrain-warm-start",
+        default="base",
+        help="what a full retrain of an incremental recipe starts from (default base)",
+    )
+    p.add_argument("--train-since", type=parse_date, default=None, help=argparse.SUPPRESS)  # launcher's
     p.add_argument(
         "--warm-start-scope",
         choices=("all", "dense"),
@@ -88,6 +119,11 @@ def train_job(args: argparse.Namespace) -> TrainJob:
         pipeline=args.pipeline,
         warm_start=args.warm_start,
         warm_start_scope=args.warm_start_scope,
+        warm_start_optimizer=args.warm_start_optimizer,
+        incremental=args.incremental,
+        full_retrain_every_days=args.full_retrain_every_days,
+        full_retrain_warm_start=args.full_retrain_warm_start,
+        train_since=args.train_since,
         remedy=args.remedy,
         out=Path(args.out) if args.out else None,
         run_id=args.run_id,

@@ -144,7 +144,7 @@ def file_values(path: Path, raw: Mapping[str, Any] | None = None) -> dict[str, A
 def _is_keyword(key: str, value: str) -> bool:
     from ranking.config.model import WARM_START_SOURCES
 
-    return key == "recipe.warm_start" and value in WARM_START_SOURCES
+    return key in ("recipe.warm_start", "recipe.full_retrain_warm_start") and value in WARM_START_SOURCES
 
 
 def env_values(environ: Mapping[str, str] | None = None) -> dict[str, Any]:

@@ -1,5 +1,5 @@
-"""The pipeline config: one typed model with four sections (``window``, ``recipe``, ``gate``,
-``metrics``), validated by pydantic.
+"""The pipeline config: one typed model with five sections (``window``, ``recipe``, ``pretrain``,
+``gate``, ``metrics``), validated by pydantic.
 
 Defaults are not written twice: they are read from the dataclasses the steps already use
 (``features.validation.WindowChecks``, ``ranking.gate.checks.GateConfig``,
@@ -13,7 +13,7 @@ from __future__ import annotations
 import re
 from typing import Any, Literal
 
-from pydantic import BaseModel, ConfigDict, Field, ValidationInfo, field_validator
+from pydantic import BaseModel, ConfigDict, Field, ValidationInfo, field_validator, model_validator
 
 from features.validation import WindowChecks
 from ranking.gate.checks import RULES as GATE_RULES
@@ -23,14 +23,24 @@ from ranking.trainer.schedule import NAMED_SCHEDULES
 
 # `features.window.DEFAULT_DAYS` (importing features.window would import Feast); a test pins them equal
 DEFAULT_WINDOW_DAYS = 20
-# warm-start sources other than a checkpoint path (issue 13 adds "base")
-WARM_START_SOURCES = ("none", "champion")
+# warm-start sources other than a checkpoint path (base: the registry's base alias, ranker pretrain)
+WARM_START_SOURCES = ("none", "champion", "base")
 WARM_START_SCOPES = ("all", "dense")
+# the default recipe, chosen by the issue-13 backtest (docs/study.md "Which daily recipe"):
+# the delayed update for 2 epochs (F,J: tables frozen in epoch 1, joint in epoch 2) from the base
+DEFAULT_EPOCHS = 2
+DEFAULT_WARM_START = "base"
 _SCHEDULE_LIST = re.compile(r"^[FJ](,[FJ])*$")
 
 _W = WindowChecks()
 _G = GateConfig()
 _T = TrainConfig(schedule=("joint",))
+
+
+def _check_schedule(value: str) -> str:
+    if value not in NAMED_SCHEDULES and not _SCHEDULE_LIST.match(value):
+        raise ValueError(f"must be one of {', '.join(NAMED_SCHEDULES)} or a list such as F,J,J")
+    return value
 
 
 class _Section(BaseModel):
@@ -87,10 +97,18 @@ class RecipeSection(_Section):
 
     schedule: str = _T.schedule_spec
     # None: 3 for a named schedule, the list's length for an explicit one
-    epochs: int | None = Field(default=None, ge=1, le=20)
-    # none | champion | a checkpoint path (file or run folder)
-    warm_start: str = "champion"
+    epochs: int | None = Field(default=DEFAULT_EPOCHS, ge=1, le=20)
+    # none | champion | base | a checkpoint path (file or run folder)
+    warm_start: str = DEFAULT_WARM_START
     warm_start_scope: Literal[WARM_START_SCOPES] = "all"  # type: ignore[valid-type]
+    # carry the warm start's table-optimizer state (row-wise Adagrad sums) instead of starting empty
+    warm_start_optimizer: bool = False
+    # incremental: continue the champion on only the days after its window (each impression
+    # passes through the tables once), with a full retrain from full_retrain_warm_start every
+    # full_retrain_every_days days (None: never); ranking/trainer/lineage.py
+    incremental: bool = False
+    full_retrain_every_days: int | None = Field(default=None, ge=1, le=365)
+    full_retrain_warm_start: str = "base"
     pipeline: Literal[PIPELINES] = _T.pipeline  # type: ignore[valid-type]
     # meda: the tables restart from the seed's init every epoch (docs/training.md "MEDA")
     remedy: Literal[REMEDIES] = _T.remedy  # type: ignore[valid-type]
@@ -105,15 +123,48 @@ class RecipeSection(_Section):
     @field_validator("schedule")
     @classmethod
     def _schedule(cls, value: str) -> str:
-        if value not in NAMED_SCHEDULES and not _SCHEDULE_LIST.match(value):
-            raise ValueError(f"must be one of {', '.join(NAMED_SCHEDULES)} or a list such as F,J,J")
-        return value
+        return _check_schedule(value)
+
+    @model_validator(mode="before")
+    @classmethod
+    def _list_carries_its_epochs(cls, data: Any) -> Any:
+        # an explicit list (F,J,J) without epochs has its own count, not the default's
+        if isinstance(data, dict) and "epochs" not in data:
+            schedule = data.get("schedule")
+            if (
+                isinstance(schedule, str)
+                and schedule not in NAMED_SCHEDULES
+                and _SCHEDULE_LIST.match(schedule)
+            ):
+                return {**data, "epochs": len(schedule.split(","))}
+        return data
 
     @field_validator("warm_start")
     @classmethod
     def _warm_start(cls, value: str) -> str:
         if not value.strip():
             raise ValueError(f"must be {' | '.join(WARM_START_SOURCES)} or a checkpoint path")
+        return value
+
+    @field_validator("full_retrain_warm_start")
+    @classmethod
+    def _full_warm_start(cls, value: str) -> str:
+        if not value.strip():
+            raise ValueError(f"must be {' | '.join(WARM_START_SOURCES)} or a checkpoint path")
+        return value
+
+    @field_validator("warm_start_optimizer")
+    @classmethod
+    def _optimizer_needs_tables(cls, value: bool, info: ValidationInfo) -> bool:
+        if value and info.data.get("warm_start_scope") == "dense":
+            raise ValueError("needs warm_start_scope = all (a dense-only warm start starts fresh tables)")
+        return value
+
+    @field_validator("incremental")
+    @classmethod
+    def _incremental_from_champion(cls, value: bool, info: ValidationInfo) -> bool:
+        if value and info.data.get("warm_start") != "champion":
+            raise ValueError("needs warm_start = champion (an incremental run continues the champion)")
         return value
 
     @field_validator("epochs")
@@ -130,6 +181,32 @@ class RecipeSection(_Section):
     def epoch_count(self) -> int:
         if self.schedule in NAMED_SCHEDULES:
             return self.epochs or 3
+        return len(self.schedule.split(","))
+
+
+class PretrainSection(_Section):
+    """The base model (``ranker pretrain``, the weekly ``ranker_pretrain`` DAG): trained on the
+    range just before the daily window (disjoint from it), from scratch, and made the ``base``."""
+
+    # None: window.days; the base's range ends gap_days before the daily window starts
+    days: int | None = Field(default=None, ge=1, le=365)
+    gap_days: int = Field(default=0, ge=0, le=365)
+    schedule: str = "joint"
+    # None: 1 for a named schedule, the list's length for an explicit one
+    epochs: int | None = Field(default=None, ge=1, le=20)
+    seed: int = Field(default=0, ge=0)
+    # a new base every this many days (the ranker_pretrain DAG's cadence; the backtest's too)
+    every_days: int = Field(default=7, ge=1, le=365)
+
+    @field_validator("schedule")
+    @classmethod
+    def _schedule(cls, value: str) -> str:
+        return _check_schedule(value)
+
+    @property
+    def epoch_count(self) -> int:
+        if self.schedule in NAMED_SCHEDULES:
+            return self.epochs or 1
         return len(self.schedule.split(","))
 
 
@@ -178,6 +255,7 @@ class MetricsSection(_Section):
 class PipelineConfig(_Section):
     window: WindowSection = Field(default_factory=WindowSection)
     recipe: RecipeSection = Field(default_factory=RecipeSection)
+    pretrain: PretrainSection = Field(default_factory=PretrainSection)
     gate: GateSection = Field(default_factory=GateSection)
     metrics: MetricsSection = Field(default_factory=MetricsSection)
 
@@ -185,11 +263,12 @@ class PipelineConfig(_Section):
 SECTIONS: dict[str, type[_Section]] = {
     "window": WindowSection,
     "recipe": RecipeSection,
+    "pretrain": PretrainSection,
     "gate": GateSection,
     "metrics": MetricsSection,
 }
 # keys whose values are filesystem paths: relative ones are relative to the file that sets them
-PATH_KEYS = ("recipe.model_file", "recipe.warm_start", "metrics.textfile")
+PATH_KEYS = ("recipe.model_file", "recipe.warm_start", "recipe.full_retrain_warm_start", "metrics.textfile")
 
 
 def leaf_keys() -> list[str]:

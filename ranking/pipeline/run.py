@@ -86,7 +86,7 @@ class RunResult:
 
 
 @contextlib.contextmanager
-def _registry_env(url: str | None) -> Iterator[None]:
+def registry_env(url: str | None) -> Iterator[None]:
     """`ranker train` finds the registry through $RANKER_REGISTRY: point it at --registry too."""
     if url is None:
         yield
@@ -182,7 +182,7 @@ def prepare_rerun(home: str, run_id: str, registry: str | None) -> Rerun | None:
 
 def execute(plan: RunPlan, home: str, run_id: str, runner: StepRunner) -> RunResult:
     """Run the pipeline; the returned summary is the `run` step's."""
-    with _registry_env(plan.registry):
+    with registry_env(plan.registry):
         rerun = prepare_rerun(home, run_id, plan.registry)
         return _execute(plan, home, run_id, runner, rerun)
 

@@ -20,6 +20,7 @@ from ranking.registry.storage import Storage, json_bytes
 log = logging.getLogger(__name__)
 
 CHAMPION = "champion"
+BASE = "base"  # the pretrained model daily recipes may warm-start from (ranker pretrain)
 MAX_CAS_RETRIES = 50
 _EVENT_FILE = re.compile(r"\A(\d{8})\.json\Z", re.ASCII)
 
@@ -74,15 +75,15 @@ class Alias:
         raise AliasConflict(f"alias {self.name} kept moving under us; gave up after {MAX_CAS_RETRIES} tries")
 
 
-def rollback_target(events: Sequence[AliasEvent]) -> str:
+def rollback_target(events: Sequence[AliasEvent], alias: str = CHAMPION) -> str:
     """The version before the current one, skipping versions that were rolled back from (so
     repeated rollbacks walk back v3 -> v2 -> v1 instead of bouncing between the last two)."""
     if not events:
-        raise RegistryError("nothing to roll back: there is no champion")
+        raise RegistryError(f"nothing to roll back: there is no {alias}")
     current = events[-1].to_version
     rolled_back_from = {e.from_version for e in events if e.action == "rollback"}
     for event in reversed(events):
         for v in (event.to_version, event.from_version):
             if v and v != current and v not in rolled_back_from:
                 return v
-    raise RegistryError(f"nothing to roll back to: {current} is the only version that has been champion")
+    raise RegistryError(f"nothing to roll back to: {current} is the only version that has been {alias}")

@@ -6,6 +6,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any
 
+from ranking.registry.aliases import BASE, CHAMPION
 from ranking.registry.registry import Registry
 
 _LISTED_METRICS = ("save_hit_at_3", "auc", "ne", "calibration")
@@ -34,9 +35,10 @@ class RejectRequest:
 class RollbackRequest:
     registry: str
     reason: str
-    to: str | None = None  # default: the previous champion
+    to: str | None = None  # default: the alias's previous version
     run_id: str | None = None
     who: str | None = None
+    alias: str = CHAMPION  # champion | base
 
 
 @dataclass(frozen=True)
@@ -84,8 +86,11 @@ def reject(req: RejectRequest) -> dict[str, Any]:
 
 
 def rollback(req: RollbackRequest) -> dict[str, Any]:
-    event = Registry(req.registry).rollback(to=req.to, reason=req.reason, run_id=req.run_id, who=req.who)
+    event = Registry(req.registry).rollback(
+        to=req.to, reason=req.reason, run_id=req.run_id, who=req.who, alias=req.alias
+    )
     return {
+        "alias": req.alias,
         "version": event.to_version,
         "previous": event.from_version,
         "reason": event.reason,
@@ -109,14 +114,20 @@ def _version_row(reg: Registry, version: str, champion: str | None) -> dict[str,
 
 
 def list_models(req: ListRequest) -> dict[str, Any]:
-    """Every version with its status, the champion and the alias history."""
+    """Every version with its status, the champion, the base and the aliases' histories."""
     reg = Registry(req.registry)
     champion = reg.champion()
+    base = reg.base()
+    versions = [_version_row(reg, v, champion) for v in reg.version_ids()]
+    for row in versions:
+        row["base"] = row["version"] == base
     return {
         "registry": reg.url,
         "champion": champion,
-        "versions": [_version_row(reg, v, champion) for v in reg.version_ids()],
+        "base": base,
+        "versions": versions,
         "history": [e.to_dict() for e in reg.history()],
+        "base_history": [e.to_dict() for e in reg.history(BASE)],
     }
 
 

@@ -19,6 +19,7 @@ _TRAIN_SUMMARY_KEYS = (
     "window_id",
     "feature_version",
     "code_version",
+    "lineage",  # full | incremental, parent version, last full retrain (ranking.trainer.lineage)
 )
 
 

@@ -7,6 +7,9 @@ Layout under the registry root (a local folder, or any fsspec URL such as s3://b
     versions/<vNNNN>/version.json       checksums + metadata; written LAST (the commit marker)
     verdicts/<vNNNN>.json               the gate's verdict ("blessing") and any recorded rejection
     aliases/champion/<seq:08d>.json     one file per alias move; the highest seq is the champion
+    aliases/base/<seq:08d>.json         the same for the base model (``ranker pretrain``): a model
+                                        trained on a range disjoint from the daily window, which
+                                        the daily recipes may warm-start from
 
 A version without ``version.json`` is incomplete (its writer crashed) and can never be promoted.
 How the alias moves: ranking/registry/aliases.py; whether a verdict blesses: blessing.py.
@@ -26,7 +29,7 @@ from ranking.core.errors import RegistryError
 from ranking.core.hashing import sha256_bytes, sha256_file
 from ranking.core.ids import VERSION_ID, is_version_id
 from ranking.core.workspace import Workspace
-from ranking.registry.aliases import CHAMPION, MAX_CAS_RETRIES, Alias, rollback_target
+from ranking.registry.aliases import BASE, CHAMPION, MAX_CAS_RETRIES, Alias, rollback_target
 from ranking.registry.blessing import blessing_digest, blessing_problem, version_status
 from ranking.registry.records import AliasEvent, VersionRecord, current_actor, train_summary, utc_now
 from ranking.registry.storage import Storage, json_bytes
@@ -68,6 +71,7 @@ class Registry:
         self.store = Storage(url)
         self.url = url
         self.alias = Alias(self.store, CHAMPION)
+        self.base_alias = Alias(self.store, BASE)
 
     @classmethod
     def for_workspace(cls, ws: Workspace, url: str | None = None) -> Registry:
@@ -196,11 +200,52 @@ class Registry:
 
     # ---- the champion alias ------------------------------------------------------------------
 
-    def history(self) -> list[AliasEvent]:
-        return self.alias.history()
+    def alias_named(self, name: str) -> Alias:
+        if name == CHAMPION:
+            return self.alias
+        if name == BASE:
+            return self.base_alias
+        raise RegistryError(f"unknown alias {name!r} (known: {CHAMPION}, {BASE})")
+
+    def history(self, alias: str = CHAMPION) -> list[AliasEvent]:
+        return self.alias_named(alias).history()
 
     def champion(self) -> str | None:
         return self.alias.current()
+
+    def base(self) -> str | None:
+        return self.base_alias.current()
+
+    def set_base(
+        self, version: str, *, reason: str, run_id: str | None = None, who: str | None = None
+    ) -> tuple[AliasEvent | None, str | None]:
+        """Point the ``base`` alias at ``version`` (no gate: a base is judged by the daily models
+        trained from it). Returns (event, previous base); event is None when it already is the base."""
+        if not reason or not reason.strip():
+            raise RegistryError("moving the base needs a reason")
+        self.verify(version)
+        who = who or current_actor()
+
+        def make_event(seq: int, current: str | None) -> AliasEvent:
+            if current == version:
+                raise _AlreadyChampion
+            return AliasEvent(
+                seq=seq,
+                alias=BASE,
+                from_version=current,
+                to_version=version,
+                action="promote",
+                when=utc_now(),
+                run_id=run_id,
+                reason=reason.strip(),
+                who=who,
+            )
+
+        try:
+            event = self.base_alias.move(make_event)
+        except _AlreadyChampion:
+            return None, version
+        return event, event.from_version
 
     def promote(
         self,
@@ -248,27 +293,34 @@ class Registry:
             return None, version
         return event, event.from_version
 
-    def rollback_target(self) -> str:
-        """The champion before the current one, skipping versions that were rolled back from."""
-        return rollback_target(self.history())
+    def rollback_target(self, alias: str = CHAMPION) -> str:
+        """The alias's version before the current one, skipping versions rolled back from."""
+        return rollback_target(self.history(alias), alias)
 
     def rollback(
-        self, *, to: str | None = None, reason: str, run_id: str | None = None, who: str | None = None
+        self,
+        *,
+        to: str | None = None,
+        reason: str,
+        run_id: str | None = None,
+        who: str | None = None,
+        alias: str = CHAMPION,
     ) -> AliasEvent:
         if not reason or not reason.strip():
             raise RegistryError("a rollback needs a reason (--reason TEXT)")
-        target = validate_version_id(to) if to else self.rollback_target()
+        moved = self.alias_named(alias)
+        target = validate_version_id(to) if to else self.rollback_target(alias)
         self.verify(target)
         who = who or current_actor()
 
         def make_event(seq: int, current: str | None) -> AliasEvent:
             if current is None:
-                raise RegistryError("nothing to roll back: there is no champion")
+                raise RegistryError(f"nothing to roll back: there is no {alias}")
             if current == target:
-                raise RegistryError(f"{target} already is the champion")
+                raise RegistryError(f"{target} already is the {alias}")
             return AliasEvent(
                 seq=seq,
-                alias=CHAMPION,
+                alias=alias,
                 from_version=current,
                 to_version=target,
                 action="rollback",
@@ -278,7 +330,7 @@ class Registry:
                 who=who,
             )
 
-        return self.alias.move(make_event)
+        return moved.move(make_event)
 
     # ---- local copies ------------------------------------------------------------------------
 
@@ -333,11 +385,17 @@ def cache_dir(ws: Workspace) -> Path:
 def champion_checkpoint(ws: Workspace, registry: str | None = None) -> Path | None:
     """Local path of the champion's ``model.pt`` (with ``model_config.json`` beside it), checked
     against its checksums and downloaded from a remote registry if needed; None without a champion."""
+    found = alias_checkpoint(ws, CHAMPION, registry)
+    return found[1] if found else None
+
+
+def alias_checkpoint(ws: Workspace, alias: str, registry: str | None = None) -> tuple[str, Path] | None:
+    """(version, local ``model.pt``) the alias points to, verified; None while it points nowhere."""
     reg = Registry.for_workspace(ws, registry)
-    version = reg.champion()
+    version = reg.alias_named(alias).current()
     if version is None:
         return None
-    return reg.local_dir(version, cache_dir(ws)) / "model.pt"
+    return version, reg.local_dir(version, cache_dir(ws)) / "model.pt"
 
 
 def register_run(ws: Workspace, run_dir: Path, run_id: str | None, registry: str | None = None) -> str:

@@ -16,12 +16,16 @@ import subprocess
 import time
 from dataclasses import dataclass, field, replace
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from ranking.core.errors import RankerError, TrainingFailed
 from ranking.core.ids import validate_run_id
 from ranking.core.workspace import Workspace
 from ranking.trainer.config import ModelConfig, OptimizerConfig
+
+if TYPE_CHECKING:
+    from ranking.trainer.data import WindowManifest
+    from ranking.trainer.lineage import TrainingPlan
 
 log = logging.getLogger(__name__)
 
@@ -39,8 +43,15 @@ class TrainJob:
     schedule: str = "delayed"  # a name (delayed, joint, ...) or an explicit list such as F,J,J
     epochs: int | None = None  # None: 3, or the explicit list's length
     pipeline: str = "semisync"
-    warm_start: str = "champion"  # a checkpoint path (file or run folder) | "champion" | "none"
+    warm_start: str = "champion"  # a checkpoint path (file or run folder) | champion | base | none
     warm_start_scope: str = "all"  # "all" | "dense"
+    warm_start_optimizer: bool = False  # carry the tables' optimizer state (row-wise Adagrad sums)
+    # incremental: continue the champion on the days after its window (ranking.trainer.lineage),
+    # a full retrain from full_retrain_warm_start every full_retrain_every_days days
+    incremental: bool = False
+    full_retrain_every_days: int | None = None
+    full_retrain_warm_start: str = "base"
+    train_since: dt.date | None = None  # set for launched workers: the plan's first training day
     remedy: str = "none"  # "none" | "meda" (ranking.trainer.remedies)
     out: Path | None = None  # run folder (None: <home>/runs/<run id>)
     run_id: str | None = None
@@ -82,14 +93,18 @@ def run_train_job(job: TrainJob) -> dict[str, Any] | None:
     if job.summary_file is not None and job.summary_file.resolve().parent != run_dir:
         raise RankerError("--summary-file must lie in the run folder")
     manifest = read_window_manifest(job.workspace.window_manifest(job.end, job.days))
-    warm, source = resolve_warm_start(job.workspace, job.warm_start)
+    plan = training_plan(job)
+    since = job.train_since or plan.since
+    if since is not None:
+        manifest = days_since(manifest, since)
+    warm, source = resolve_warm_start(job.workspace, plan.warm_start)
 
     if job.nproc > 1 and not launched_by_torchrun():
         from ranking.trainer.data import validate_window
 
         # user errors surface here as one line, not as N failed workers
         validate_window(manifest, resolve_model_config(job, run_dir, warm), _feature_version())
-        summary = _launch(job, run_dir, warm)
+        summary = _launch(replace(job, train_since=since), run_dir, warm)
         summary["warm_start"]["source"] = source
     else:
         from ranking.trainer.config import TrainConfig
@@ -113,6 +128,7 @@ def run_train_job(job: TrainJob) -> dict[str, Any] | None:
                 warm_start=warm,
                 warm_start_source=source,
                 warm_start_scope=job.warm_start_scope,
+                warm_start_optimizer=job.warm_start_optimizer,
                 resume=job.resume,
                 expected_feature_version=_feature_version(),
                 progress=job.progress,
@@ -127,6 +143,8 @@ def run_train_job(job: TrainJob) -> dict[str, Any] | None:
             atomic_write_json(job.summary_file, summary)
             return None
 
+    summary["lineage"] = plan.lineage.to_dict()
+    _record_lineage(run_dir, summary["lineage"])
     if job.effective_config is not None:
         from ranking.core.atomic import atomic_write_json
 
@@ -149,23 +167,66 @@ def run_folder(job: TrainJob) -> Path:
     return job.workspace.runs / validate_run_id(run_id)
 
 
+def training_plan(job: TrainJob) -> TrainingPlan:
+    """Full or incremental (ranking.trainer.lineage), from what the registry says of the champion."""
+    from ranking.trainer.lineage import champion_info, plan_training
+
+    champion = None
+    if job.incremental:
+        from ranking.registry import Registry
+
+        reg = Registry.for_workspace(job.workspace)
+        version = reg.champion()
+        if version is not None:
+            champion = champion_info(version, reg.record(version).train)
+            if champion is None:
+                raise RankerError(f"incremental: champion {version} does not record its training window")
+    return plan_training(
+        end=job.end,
+        warm_start=job.warm_start,
+        incremental=job.incremental,
+        full_retrain_every_days=job.full_retrain_every_days,
+        full_retrain_warm_start=job.full_retrain_warm_start,
+        champion=champion,
+    )
+
+
+def days_since(manifest: WindowManifest, since: dt.date) -> WindowManifest:
+    """The window's training days from ``since`` on (an incremental run's data)."""
+    kept = tuple(p for p in manifest.train if dt.date.fromisoformat(p.date) >= since)
+    if not kept:
+        raise RankerError(f"incremental: the window {manifest.path} has no training day on or after {since}")
+    return replace(manifest, train=kept)
+
+
+def _record_lineage(run_dir: Path, lineage: dict[str, Any]) -> None:
+    """Add the lineage to the run's train_manifest.json (the registry keeps it with the version)."""
+    from ranking.core.atomic import atomic_write_json, read_json
+
+    path = run_dir / "train_manifest.json"
+    if path.is_file():
+        atomic_write_json(path, {**read_json(path), "lineage": lineage})
+
+
 def resolve_warm_start(ws: Workspace, value: str) -> tuple[Path | None, str]:
-    """(checkpoint or None, source: "none" | "champion" | "path" | the no-champion-yet note)."""
+    """(checkpoint or None, source: none | champion | base | path | a none-yet note)."""
     if value == "none":
         return None, "none"
-    if value == "champion":
-        from ranking.registry import champion_checkpoint
+    if value in ("champion", "base"):
+        from ranking.registry import alias_checkpoint
 
-        path = champion_checkpoint(ws)
-        if path is None:
-            log.info("no champion yet: training from scratch")
-            return None, "champion (none yet: from scratch)"
-        return Path(path), "champion"
+        found = alias_checkpoint(ws, value)
+        if found is None:
+            log.info("no %s yet: training from scratch", value)
+            return None, f"{value} (none yet: from scratch)"
+        return found[1], f"{value} {found[0]}"
     path = Path(value).expanduser().resolve()
     if path.is_dir():
         path = path / "model.pt"
     if not path.is_file():
-        raise RankerError(f"--warm-start: no checkpoint at {path} (give a path, 'champion' or 'none')")
+        raise RankerError(
+            f"--warm-start: no checkpoint at {path} (give a path, 'champion', 'base' or 'none')"
+        )
     return path, "path"
 
 
@@ -201,6 +262,7 @@ def worker_job(job: TrainJob, run_dir: Path, warm: Path | None) -> TrainJob:
     return replace(
         job,
         warm_start=str(warm) if warm is not None else "none",
+        incremental=False,  # the launcher planned: workers get the warm start and train_since
         out=run_dir,
         run_id=None,
         nproc=1,
@@ -224,6 +286,7 @@ def train_argv(job: TrainJob) -> list[str]:
         f"--warm-start={job.warm_start}",
         f"--warm-start-scope={job.warm_start_scope}",
         f"--remedy={job.remedy}",
+        f"--full-retrain-warm-start={job.full_retrain_warm_start}",
         f"--seed={job.seed}",
         f"--batch-size={job.batch_size}",
         f"--shuffle-buffer={job.shuffle_buffer}",
@@ -231,6 +294,8 @@ def train_argv(job: TrainJob) -> list[str]:
     optional = {
         "--out": job.out,
         "--epochs": job.epochs,
+        "--full-retrain-every-days": job.full_retrain_every_days,
+        "--train-since": job.train_since.isoformat() if job.train_since else None,
         "--threads": job.threads,
         "--model-config": job.model_config,
         "--summary-file": job.summary_file,
@@ -239,6 +304,8 @@ def train_argv(job: TrainJob) -> list[str]:
     argv += [f"{flag}={value}" for flag, value in optional.items() if value is not None]
     switches = {
         "--resume": job.resume,
+        "--warm-start-optimizer": job.warm_start_optimizer,
+        "--incremental": job.incremental,
         "--no-eval-each-epoch": not job.eval_each_epoch,
         "--no-register": not job.register,
         "--no-progress": not job.progress,

@@ -45,6 +45,8 @@ class TrainRequest:
     warm_start: Path | None = None
     warm_start_source: str = "none"  # "none" | "champion" | "path"
     warm_start_scope: str = "all"  # "all" | "dense": dense only = tables start from the seed's init
+    # carry the warm start's table-optimizer state (row-wise Adagrad sums) instead of starting empty
+    warm_start_optimizer: bool = False
     resume: bool = False
     expected_feature_version: str | None = None
     progress: bool = True
@@ -95,9 +97,10 @@ def _check_run_dir(req: TrainRequest) -> None:
         )
 
 
-def _load_warm_start(req: TrainRequest) -> dict[str, Any] | None:
+def _load_warm_start(req: TrainRequest) -> tuple[dict[str, Any] | None, dict[str, Any] | None]:
+    """(model state to start from, table-optimizer state to carry); (None, None) without one."""
     if req.warm_start is None:
-        return None
+        return None, None
     payload = load_checkpoint(req.warm_start)
     from ranking.trainer.scoring import model_config_of
 
@@ -116,9 +119,21 @@ def _load_warm_start(req: TrainRequest) -> dict[str, Any] | None:
         )
     state: dict[str, Any] = payload["model"]
     if req.warm_start_scope == "dense":
+        if req.warm_start_optimizer:
+            raise RankerError(
+                "warm_start_optimizer needs warm_start_scope all (dense-only starts fresh tables)"
+            )
         # the tables start from the seed's init; everything else continues from the checkpoint
-        return {k: v for k, v in state.items() if not k.startswith(TABLE_PREFIX)}
-    return state
+        return {k: v for k, v in state.items() if not k.startswith(TABLE_PREFIX)}, None
+    if not req.warm_start_optimizer:
+        return state, None
+    table_opt = payload.get("table_optimizer")
+    if not isinstance(table_opt, dict) or not table_opt:
+        raise CheckpointError(
+            f"warm start {req.warm_start} holds no table-optimizer state (saved before it was kept):"
+            " set recipe.warm_start_optimizer = false"
+        )
+    return state, table_opt
 
 
 def _load_resume(req: TrainRequest) -> dict[str, Any] | None:
@@ -230,13 +245,17 @@ class _Trainer:
         from ranking.trainer import distributed
 
         distributed.load_state_dict_into(self.dmp.state_dict(), payload["model"], prefix="model.")
+        self._load_table_optimizer(payload["table_optimizer"])
+        self.optimizer.load_state_dict(payload["dense_optimizer"])
+
+    def _load_table_optimizer(self, saved: dict[str, Any]) -> None:
+        from ranking.trainer import distributed
+
         live = distributed.table_optimizer_state(self.dmp)  # this rank's tables only
-        saved = payload["table_optimizer"]
         if not set(live) <= set(saved):
             raise CheckpointError("checkpoint table-optimizer state does not fit this model")
         for key, value in live.items():
             distributed.copy_full_into(value, saved[key])
-        self.optimizer.load_state_dict(payload["dense_optimizer"])
 
     def _remedy_at_epoch_start(self) -> dict[str, Any] | None:
         from ranking.trainer.remedies import apply_epoch_start
@@ -381,8 +400,10 @@ class _Trainer:
         validate_window(req.manifest, self.cfg, req.expected_feature_version)
         _check_run_dir(req)
         resume = _load_resume(req)
-        warm_state = _load_warm_start(req) if resume is None else None
+        warm_state, warm_table_opt = _load_warm_start(req) if resume is None else (None, None)
         self._build(warm_state)
+        if warm_table_opt is not None:
+            self._load_table_optimizer(warm_table_opt)
         epochs: list[dict[str, Any]] = []
         start_epoch = 1
         if resume is not None:
@@ -398,6 +419,7 @@ class _Trainer:
         eval_paths = [req.manifest.eval.path]
         scores = None
         model_state: dict[str, Any] = {}
+        table_opt: dict[str, Any] = {}
         for epoch in range(start_epoch, self.tc.epochs + 1):
             remedy = self._remedy_at_epoch_start()
             stats = self._epoch(epoch, units, pipeline)
@@ -417,7 +439,7 @@ class _Trainer:
                 save_checkpoint(epoch_checkpoint_path(req.run_dir, epoch), payload)
             distributed.barrier()
         if start_epoch > self.tc.epochs:  # resumed after the last epoch's checkpoint
-            model_state, _ = self._gather()
+            model_state, table_opt = self._gather()
         if not ctx.is_main:
             return {}
         if scores is None:
@@ -435,6 +457,7 @@ class _Trainer:
             start_epoch,
             plot_curve,
             write_scores,
+            table_opt,
         )
 
     def _finish(
@@ -448,6 +471,7 @@ class _Trainer:
         start_epoch: int,
         plot_curve: Any,
         write_scores: Any,
+        table_opt: dict[str, Any],
     ) -> dict[str, Any]:
         req, tc, run_dir = self.req, self.tc, self.req.run_dir
         by_phase: dict[str, dict[str, float]] = {}
@@ -513,5 +537,7 @@ class _Trainer:
         atomic_write_json(run_dir / "train_manifest.json", manifest)
         final = self._payload(model_state, tc.epochs, epochs)
         final["eval"] = final_eval
+        # kept so that a warm start from this model may carry it (recipe.warm_start_optimizer)
+        final["table_optimizer"] = table_opt
         save_checkpoint(run_dir / FINAL_CHECKPOINT, final)  # last: its presence marks a finished run
         return summary

@@ -30,7 +30,7 @@ from ranking.evaluation.metrics import compute_metrics
 from ranking.registry import Registry
 
 START = dt.date(2026, 3, 1)
-NOISE = {"naive": 1.5, "default": 0.3}  # the constructed quality of each recipe's models
+NOISE = {"naive": 1.5, "default": 0.3, "based": 0.3}  # the constructed quality of each recipe's models
 
 
 def _eval_day(day: dt.date) -> tuple[pd.DataFrame, np.ndarray]:
@@ -54,6 +54,7 @@ class ScriptedReplayer:
     def __init__(self, rejects: set[tuple[str, dt.date]] | None = None) -> None:
         self.rejects = rejects or set()
         self.calls: list[tuple[str, dt.date, str | None]] = []
+        self.pretrains: list[tuple[str, dt.date]] = []
 
     def run_day(self, home: Path, day: dt.date, run_id: str, log_path: Path) -> tuple[int, dict[str, Any]]:
         recipe = home.parent.name
@@ -86,6 +87,25 @@ class ScriptedReplayer:
         summary = {"version": version, "decision": decision, "promoted": promoted, "failed_checks": failed}
         return (0 if promoted else 1), summary
 
+    def run_pretrain(
+        self, home: Path, day: dt.date, run_id: str, log_path: Path
+    ) -> tuple[int, dict[str, Any]]:
+        """What `ranker pretrain` does to the registry: a version for [day-40, day-20), the base."""
+        reg = Registry(str(home / "registry"))
+        self.pretrains.append((home.parent.name, day))
+        run = home / "runs" / run_id
+        run.mkdir(parents=True)
+        end = (day - dt.timedelta(days=20)).isoformat()
+        (run / "model.pt").write_text(json.dumps({"noise": 2.0, "seed": 0}))
+        (run / "model_config.json").write_text("{}")
+        (run / "train_manifest.json").write_text(json.dumps({"window": {"end": end, "days": 20}}))
+        frame, propensity = _eval_day(day)
+        with_scores(frame, propensity).to_parquet(run / "eval_scores.parquet", index=False)
+        (run / "eval.json").write_text("{}")
+        version = reg.register(run, run_id)
+        reg.set_base(version, reason="test")
+        return 0, {"version": version, "base_range": [None, end], "duration_seconds": 4.0}
+
     def score(self, checkpoint: Path, eval_parquet: Path) -> pd.DataFrame:
         payload = json.loads(Path(checkpoint).read_text())
         frame = pd.read_parquet(eval_parquet)
@@ -97,7 +117,7 @@ class ScriptedReplayer:
 def _recipe_files(tmp_path: Path) -> dict[str, Path]:
     files = {
         "naive": '[recipe]\nschedule = "joint"\nepochs = 1\nwarm_start = "none"\n',
-        "default": '[recipe]\nschedule = "delayed"\nepochs = 3\n[metrics]\npushgateway = "http://prod:9091"\n',
+        "default": '[recipe]\nschedule = "delayed"\nepochs = 3\nwarm_start = "champion"\n[metrics]\npushgateway = "http://prod:9091"\n',
     }
     out = {}
     for name, text in files.items():
@@ -205,7 +225,7 @@ def test_a_changed_recipe_or_code_replays_that_recipe_from_an_empty_registry(tmp
     replayer = ScriptedReplayer()
     files = _recipe_files(tmp_path)
     _backtest(tmp_path, replayer, days=2, files=files).run()
-    files["default"].write_text('[recipe]\nschedule = "delayed"\nepochs = 2\n')
+    files["default"].write_text('[recipe]\nschedule = "delayed"\nepochs = 2\nwarm_start = "champion"\n')
     _backtest(tmp_path, replayer, days=2, files=files).run()
     assert [c[:2] for c in replayer.calls[4:]] == [
         ("default", START),
@@ -246,3 +266,51 @@ def test_bad_specs_and_recipes_are_one_line_errors(tmp_path: Path) -> None:
         BacktestError, match=r"recipe naive: config error: recipe\.epochs: must be >= 1 \(got 0\)"
     ):
         _backtest(tmp_path, ScriptedReplayer(), files=files)
+
+
+def test_a_recipe_on_the_base_pretrains_before_day_one_and_every_n_days(tmp_path: Path) -> None:
+    files = _recipe_files(tmp_path)
+    files["based"] = tmp_path / "based.toml"
+    files["based"].write_text('[recipe]\nwarm_start = "base"\n[pretrain]\nevery_days = 3\n')
+    replayer = ScriptedReplayer()
+    bt = _backtest(tmp_path, replayer, days=7, files=files)
+    records = bt.run()
+    # the base's ranges are built in the backtested workspace before any recipe runs
+    windows = tmp_path / "home" / "windows"
+    assert all(
+        (windows / f"{START + dt.timedelta(days=i - 20)}_20d" / "manifest.json").is_file() for i in range(7)
+    )
+    # only the recipe that uses the base pretrains: on day 1, then when the base is 3 days old
+    assert replayer.pretrains == [("based", START + dt.timedelta(days=i)) for i in (0, 3, 6)]
+    pretrained = [r["day"] for r in records["based"] if r["pretrain"]]
+    assert pretrained == [(START + dt.timedelta(days=i)).isoformat() for i in (0, 3, 6)]
+    assert all(r["pretrain"] is None for r in records["naive"] + records["default"])
+    reg = Registry(str(bt.folder / "based" / "home" / "registry"))
+    assert len(reg.history("base")) == 3 and reg.base() == records["based"][6]["pretrain"]["version"]
+    report = build_report(bt.spec.to_dict(), records, compare_to_baseline(bt, records), 1.0)
+    summary = report["recipes"]["based"]
+    assert summary["pretrains"] == 3 and summary["pretrain_seconds"] == 12.0
+    assert summary["total_train_seconds"] == 12.0 + 7 * 2.5  # the fake's train step takes 2.5 s
+
+
+def test_candidates_are_compared_day_by_day_on_their_own_scores(tmp_path: Path) -> None:
+    """The candidate comparison pairs each day's candidates, also on days a recipe served nothing."""
+    replayer = ScriptedReplayer(rejects={("naive", START), ("naive", START + dt.timedelta(days=1))})
+    bt = _backtest(tmp_path, replayer)
+    records = bt.run()
+    served = compare_to_baseline(bt, records)["default"]
+    candidates = compare_to_baseline(bt, records, who="candidate")["default"]
+    assert served is not None and served.days == 1  # naive served only on day 4
+    assert candidates is not None and candidates.days == 4
+    assert all((bt.folder / "default" / r["candidate"]["scores"]).is_file() for r in records["default"])
+    # the candidate scores are the registered version's eval scores
+    v1 = Registry(str(bt.folder / "naive" / "home" / "registry")).read_file("v0001", "eval_scores.parquet")
+    assert (bt.folder / "naive" / records["naive"][0]["candidate"]["scores"]).read_bytes() == v1
+    assert candidates.relative_change["save_hit_at_3"] > 0
+    md_report = finite_json(
+        build_report(
+            bt.spec.to_dict(), records, compare_to_baseline(bt, records), 1.0, {"default": candidates}
+        )
+    )
+    paths = write_report(md_report, tmp_path / "report")
+    assert "Candidates: each day's freshly trained model" in Path(paths["markdown"]).read_text()

@@ -33,8 +33,9 @@ def _job(*argv: str) -> TrainJob:
 
 
 def test_the_command_line_becomes_one_train_job(tmp_path: Path) -> None:
+    # the config's default recipe (F,J from the base) reaches the job
     assert _job("--home", str(tmp_path), "--end", "2026-11-10") == TrainJob(
-        workspace=Workspace(tmp_path.resolve()), end=END
+        workspace=Workspace(tmp_path.resolve()), end=END, epochs=2, warm_start="base"
     )
     job = _job(
         *("--home", str(tmp_path), "--end", "2026-11-10", "--days", "5", "--schedule", "F,J"),

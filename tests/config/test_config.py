@@ -133,7 +133,7 @@ def test_environment_sits_between_defaults_and_the_file(tmp_path: Path) -> None:
 
 def test_an_explicit_schedule_list_carries_its_own_epochs() -> None:
     e = resolve([Layer("file:x", {"recipe.epochs": 3}), Layer("flag", {"recipe.schedule": "F,J"})])
-    assert e.config.recipe.epochs is None and e.config.recipe.epoch_count == 2
+    assert e.config.recipe.epochs == 2 and e.config.recipe.epoch_count == 2
     with pytest.raises(ConfigFileError, match=r"recipe\.epochs: must equal the length of schedule F,J"):
         resolve([Layer("file:x", {"recipe.schedule": "F,J", "recipe.epochs": 3})])
 

@@ -118,7 +118,8 @@ LAYERS: tuple[frozenset[str], ...] = (
     frozenset({"ranking.trainer"}),
     frozenset({"ranking.gate"}),
     frozenset({"ranking.config"}),
-    frozenset({"ranking.pipeline", "ranking.monitoring", "ranking.study", "ranking.backtest"}),
+    frozenset({"ranking.pipeline", "ranking.monitoring", "ranking.study"}),
+    frozenset({"ranking.backtest"}),  # replays the pipeline (ranker run, ranker pretrain)
     frozenset({"ranking.cli"}),
 )
 

@@ -33,7 +33,7 @@ def dagbag() -> BundleDagBag:
 
 def test_dagbag_has_both_dags_and_no_import_errors(dagbag: BundleDagBag) -> None:
     assert dagbag.import_errors == {}
-    assert set(dagbag.dag_ids) == {"ranker_retrain", "ranker_rollback"}
+    assert set(dagbag.dag_ids) == {"ranker_retrain", "ranker_rollback", "ranker_pretrain"}
 
 
 def test_retrain_task_graph(dagbag: BundleDagBag) -> None:
@@ -57,9 +57,12 @@ def test_retrain_task_graph(dagbag: BundleDagBag) -> None:
 
 def test_retrain_schedule_and_run_limits(dagbag: BundleDagBag) -> None:
     dag = dagbag.dags["ranker_retrain"]
-    assert type(dag.timetable).__name__ == "CronDataIntervalTimetable"  # scheduled runs have a real interval
-    assert dag.timetable.expression == "0 3 * * *"
-    assert str(dag.timetable.timezone) == "UTC"
+    # daily or on a new base model: scheduled runs keep a real data interval
+    assert type(dag.timetable).__name__ == "AssetOrTimeSchedule"
+    daily = dag.timetable.timetable
+    assert type(daily).__name__ == "CronDataIntervalTimetable"
+    assert daily.expression == "0 3 * * *" and str(daily.timezone) == "UTC"
+    assert [a.name for a in dag.timetable.asset_condition.objects] == ["ranker_base"]
     assert dag.catchup is False
     assert dag.max_active_runs == 1
 
@@ -97,6 +100,36 @@ def test_champion_asset_is_updated_by_promotion_and_rollback(dagbag: BundleDagBa
     assert (asset.name, asset.uri) == ("ranker_champion", "ranker://champion/")  # Airflow normalises the URI
     assert rollback.get_task("rollback").outlets == [asset]
     assert all(not t.outlets for t in retrain.tasks if t.task_id != "promote")
+
+
+def test_pretrain_dag_is_weekly_and_publishes_the_base_asset(dagbag: BundleDagBag) -> None:
+    from airflow.sdk.exceptions import ParamValidationError
+    from airflow.serialization.serialized_objects import DagSerialization
+
+    dag = dagbag.dags["ranker_pretrain"]
+    assert type(dag.timetable).__name__ == "CronDataIntervalTimetable"
+    assert dag.timetable.expression == "0 1 * * 0"  # Sundays, before that day's retrain
+    assert dag.max_active_runs == 1 and dag.catchup is False
+    [task] = dag.tasks
+    assert [(a.name, a.uri) for a in task.outlets] == [("ranker_base", "ranker://base/")]
+    assert task.pool == "training"
+    params = DagSerialization.deserialize_dag(DagSerialization.serialize_dag(dag)).params
+    assert params.deep_merge({"window_end": "2026-03-01"}).validate()["window_end"] == "2026-03-01"
+    with pytest.raises(ParamValidationError):
+        params.deep_merge({"window_end": "yesterday"}).validate()
+
+
+def test_pretrain_args() -> None:
+    from ranker_pretrain import pretrain_args
+
+    assert pretrain_args("2026-03-01", None) == ["pretrain", "--end", "2026-03-01"]
+    assert pretrain_args("2026-03-01", " new data ") == [
+        "pretrain",
+        "--end",
+        "2026-03-01",
+        "--reason",
+        "new data",
+    ]
 
 
 def test_rollback_dag_is_manual_with_validated_params(dagbag: BundleDagBag) -> None:
@@ -138,7 +171,7 @@ print(json.dumps({"seconds": seconds, "new_top_level_modules": new}))
 
 
 @pytest.mark.slow
-@pytest.mark.parametrize("dag_file", ["ranker_retrain.py", "ranker_rollback.py"])
+@pytest.mark.parametrize("dag_file", ["ranker_retrain.py", "ranker_rollback.py", "ranker_pretrain.py"])
 def test_dag_file_parses_fast_without_heavy_imports(dag_file: str) -> None:
     """Each file is parsed in a fresh interpreter (as the DAG processor does), 5 times; the median
     must stay under 0.5 s and nothing heavy may be imported at parse time."""

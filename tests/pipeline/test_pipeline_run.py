@@ -67,6 +67,8 @@ def test_two_consecutive_days_then_rollback(tmp_path: Path, capsys: pytest.Captu
     home = tmp_path / "home"
     make_tiny_workspace(home, start=dt.date(2026, 1, 1), days=7, build=False)
     feast_repo.apply(Workspace.resolve(home))
+    # the champion warm start this test is about (the default recipe starts from the base model)
+    (home / "ranker.toml").write_text('[recipe]\nwarm_start = "champion"\nepochs = 3\n')
     common = ["--days", "4", "--epochs", "2", "--home", str(home), "--json"]
 
     code, day1 = _run(
@@ -195,6 +197,8 @@ def test_remote_registry_and_dry_run(tmp_path: Path, capsys: pytest.CaptureFixtu
     home = tmp_path / "home"
     make_tiny_workspace(home, start=dt.date(2026, 1, 1), days=5, build=False)
     feast_repo.apply(Workspace.resolve(home))
+    # the champion warm start this test is about (the default recipe starts from the base model)
+    (home / "ranker.toml").write_text('[recipe]\nwarm_start = "champion"\n')
     url = f"memory://ranker-registry-{tmp_path.name}"
     common = ["--days", "3", "--epochs", "1", "--home", str(home), "--registry", url, "--json"]
 

@@ -50,6 +50,7 @@ def test_warm_start_is_none_the_champion_or_a_checkpoint(tmp_path: Path, trained
     ws = Workspace(tmp_path)
     assert resolve_warm_start(ws, "none") == (None, "none")
     assert resolve_warm_start(ws, "champion") == (None, "champion (none yet: from scratch)")
+    assert resolve_warm_start(ws, "base") == (None, "base (none yet: from scratch)")
     assert resolve_warm_start(ws, str(trained)) == (trained / "model.pt", "path")  # a run folder
     assert resolve_warm_start(ws, str(trained / "model.pt")) == (trained / "model.pt", "path")
     with pytest.raises(RankerError, match="no checkpoint at"):

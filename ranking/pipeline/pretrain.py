@@ -1,0 +1,180 @@
+"""``ranker pretrain`` — the base model: trained on the range just before the daily window
+(disjoint from it), from scratch, registered, and made the registry's ``base`` alias.
+
+The daily window for eval day ``end`` is ``[end - window_days, end)``; the base's range is
+``[end - window_days - gap_days - days, end - window_days - gap_days)``, so no day the daily
+model trains on was seen by the base's tables. A daily recipe with ``warm_start = "base"``
+starts from it (the delayed update's frozen first epoch then holds a table trained elsewhere,
+as in the seed's fine-tuning from a pretrained backbone). The weekly ``ranker_pretrain`` DAG runs
+this; ``ranker backtest`` does it every ``pretrain.every_days`` for recipes that use the base.
+Steps run through the same runner as ``ranker run``, so their summaries land in
+``<home>/pipeline/<run id>/``.
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+import logging
+import secrets
+import time
+from dataclasses import dataclass
+from typing import Any
+
+from ranking.core.errors import RankerError
+from ranking.pipeline.run import RunResult, StepRunner, registry_env
+
+log = logging.getLogger(__name__)
+
+
+@dataclass(frozen=True)
+class PretrainPlan:
+    end: dt.date  # the eval day of the daily window the base is for
+    window_days: int  # the daily window's length
+    days: int  # the base's range
+    gap_days: int = 0
+    schedule: str = "joint"
+    epochs: int = 1
+    seed: int = 0
+    registry: str | None = None
+    reason: str | None = None
+
+    def __post_init__(self) -> None:
+        if self.days < 1 or self.window_days < 1 or self.gap_days < 0 or self.epochs < 1:
+            raise RankerError("pretrain: days, window days and epochs must be >= 1, gap days >= 0")
+
+    @property
+    def base_end(self) -> dt.date:
+        """The base range's end (exclusive), also its eval day."""
+        try:
+            return self.end - dt.timedelta(days=self.window_days + self.gap_days)
+        except OverflowError:
+            raise RankerError(f"pretrain: no base range before {self.end}") from None
+
+    @property
+    def base_start(self) -> dt.date:
+        try:
+            return self.base_end - dt.timedelta(days=self.days)
+        except OverflowError:
+            raise RankerError(f"pretrain: no base range before {self.end}") from None
+
+
+def uses_base(config: Any) -> bool:
+    """Whether a pipeline config's daily models (or its full retrains) warm-start from the base."""
+    recipe = config.recipe
+    return bool(
+        recipe.warm_start == "base" or (recipe.incremental and recipe.full_retrain_warm_start == "base")
+    )
+
+
+def plan_for(
+    config: Any, end: dt.date, registry: str | None = None, reason: str | None = None
+) -> PretrainPlan:
+    """The pretrain a pipeline config asks for, for the daily window ending ``end``."""
+    p = config.pretrain
+    return PretrainPlan(
+        end=end,
+        window_days=config.window.days,
+        days=p.days or config.window.days,
+        gap_days=p.gap_days,
+        schedule=p.schedule,
+        epochs=p.epoch_count,
+        seed=p.seed,
+        registry=registry,
+        reason=reason,
+    )
+
+
+def new_pretrain_run_id(end: dt.date) -> str:
+    stamp = dt.datetime.now(dt.UTC).strftime("%Y%m%dT%H%M%SZ")
+    return f"pretrain__{end.isoformat()}__{stamp}-{secrets.token_hex(2)}"
+
+
+def execute_pretrain(plan: PretrainPlan, home: str, run_id: str, runner: StepRunner) -> RunResult:
+    """Window, train, register, move ``base``; exit 0, or 2 with the failed step named."""
+    started = time.perf_counter()
+    end = plan.base_end.isoformat()
+    summary: dict[str, Any] = {
+        "run_id": run_id,
+        "for_end": plan.end.isoformat(),
+        "base_range": [plan.base_start.isoformat(), end],
+        "days": plan.days,
+        "schedule": plan.schedule,
+        "epochs": plan.epochs,
+        "version": None,
+        "previous_base": None,
+        "moved": False,
+    }
+    exit_code = 0
+    with registry_env(plan.registry):
+        try:
+            plan.base_start  # noqa: B018 - refuses a range before year 1
+            window = runner.run(["features", "window", "--end", end, "--days", str(plan.days)])
+            if window.exit_code != 0:
+                raise _Failed("window", window.error)
+            train = runner.run(
+                [
+                    "train",
+                    "--end",
+                    end,
+                    "--days",
+                    str(plan.days),
+                    "--schedule",
+                    plan.schedule,
+                    "--epochs",
+                    str(plan.epochs),
+                    "--seed",
+                    str(plan.seed),
+                    "--warm-start",
+                    "none",
+                    "--warm-start-scope",
+                    "all",
+                    "--no-warm-start-optimizer",
+                    "--no-incremental",
+                    "--remedy",
+                    "none",
+                    "--resume",
+                ]
+            )
+            if train.exit_code != 0:
+                raise _Failed("train", train.error)
+            version = train.summary.get("version")
+            if not version:
+                raise _Failed("train", "the base run was not registered")
+            summary["version"] = version
+            summary["eval"] = train.summary.get("eval")
+            from ranking.core.workspace import Workspace
+            from ranking.registry import Registry
+
+            reg = Registry.for_workspace(Workspace.resolve(home), plan.registry)
+            reason = plan.reason or f"pretrained on [{plan.base_start}, {end}) for windows from {plan.end}"
+            event, previous = reg.set_base(str(version), reason=reason, run_id=run_id)
+            summary["previous_base"] = previous if event is not None else None
+            summary["moved"] = event is not None
+        except _Failed as failed:
+            summary["error"] = f"step {failed.step} failed: {failed.error or 'see its log'}"
+            summary["failed_step"] = failed.step
+            exit_code = 2
+        except RankerError as exc:
+            summary["error"] = str(exc)
+            summary["failed_step"] = "pretrain"
+            exit_code = 2
+    summary["steps"] = [o.brief() for o in runner.outcomes]
+    summary["duration_seconds"] = round(time.perf_counter() - started, 3)
+    text = (
+        f"pretrain {run_id}: base range [{summary['base_range'][0]}, {summary['base_range'][1]}),"
+        f" version {summary['version'] or '-'}"
+        + (
+            f", base {summary['previous_base'] or '(none)'} -> {summary['version']}"
+            if summary["moved"]
+            else ""
+        )
+        + (f"; {summary['error']}" if "error" in summary else "")
+    )
+    return RunResult(summary, exit_code=exit_code, text=text)
+
+
+class _Failed(Exception):
+    def __init__(self, step: str, error: str | None) -> None:
+        super().__init__(step)
+        self.step = step
+        self.error = error
