@@ -1,8 +1,12 @@
-"""Checkpoints: atomic ``torch.save`` + a ``.sha256`` sidecar written after it.
+"""Checkpoints and their completeness: a ``.sha256`` sidecar written after the data.
 
-A checkpoint is *complete* when both files exist and the digest matches; a crash between the two
-leaves an incomplete one that ``--resume`` skips. Loading always uses ``weights_only=True``, so
-payloads hold only tensors and plain Python values (configs are stored as dicts).
+Two kinds. A *file* checkpoint (the run's ``model.pt`` export): atomic ``torch.save`` + sidecar,
+loaded with ``weights_only=True`` (memory-mapped), so payloads hold only tensors and plain Python
+values. An *epoch* checkpoint: a folder written shard by shard by every rank
+(ranking.trainer.state), whose sidecar lists the sha256 of every file in it.
+
+Either is *complete* when the sidecar exists and every digest matches; a crash before the sidecar
+leaves an incomplete one that ``--resume`` skips.
 """
 
 from __future__ import annotations
@@ -18,9 +22,9 @@ from ranking.core.hashing import sha256_file
 
 log = logging.getLogger(__name__)
 
-FORMAT_VERSION = 1
+FORMAT_VERSION = 2  # 2: + dense_optimizer, written from a sharded checkpoint
 CHECKSUM_SUFFIX = ".sha256"
-_EPOCH_FILE = re.compile(r"^epoch-(\d+)\.pt$")
+_EPOCH_DIR = re.compile(r"^epoch-(\d+)$")
 
 
 class CheckpointError(RankerError):
@@ -71,7 +75,8 @@ def load_checkpoint(path: Path, verify: bool = True) -> dict[str, Any]:
     if verify and checksum_path(path).is_file():
         verify_checkpoint(path)
     try:
-        payload = torch.load(path, map_location="cpu", weights_only=True)
+        # mmap: a large export is paged in as it is read, not copied into memory first
+        payload = torch.load(path, map_location="cpu", weights_only=True, mmap=True)
     except Exception as exc:  # unpickling errors come in many types
         # torch's own message spans lines and suggests weights_only=False: never for a file
         # that failed the safe load; one line, the detail in the debug log
@@ -86,7 +91,28 @@ def load_checkpoint(path: Path, verify: bool = True) -> dict[str, Any]:
 
 
 def epoch_checkpoint_path(run_dir: Path, epoch: int) -> Path:
-    return run_dir / "checkpoints" / f"epoch-{epoch}.pt"
+    """The folder of epoch ``epoch``'s sharded checkpoint."""
+    return run_dir / "checkpoints" / f"epoch-{epoch}"
+
+
+def verify_epoch(path: Path) -> None:
+    """CheckpointError unless every file of the folder checkpoint matches its sidecar."""
+    side = checksum_path(path)
+    if not path.is_dir():
+        raise CheckpointError(f"checkpoint not found: {path}")
+    if not side.is_file():
+        raise CheckpointError(f"checkpoint {path} has no {side.name} file (incomplete write?)")
+    listed: dict[str, str] = {}
+    for line in side.read_text().splitlines():
+        if line.strip():
+            digest, name = line.split(None, 1)
+            listed[name] = digest
+    on_disk = {p.name for p in path.iterdir() if p.is_file()}
+    if not listed or set(listed) != on_disk:
+        raise CheckpointError(f"checkpoint {path} is incomplete: its files do not match {side.name}")
+    for name, digest in listed.items():
+        if sha256_file(path / name) != digest:
+            raise CheckpointError(f"checkpoint {path} is corrupt: {name} does not match its sha256")
 
 
 def latest_complete_checkpoint(run_dir: Path) -> tuple[int, Path] | None:
@@ -95,11 +121,11 @@ def latest_complete_checkpoint(run_dir: Path) -> tuple[int, Path] | None:
     if not folder.is_dir():
         return None
     found = sorted(
-        ((int(m.group(1)), p) for p in folder.iterdir() if (m := _EPOCH_FILE.match(p.name))), reverse=True
+        ((int(m.group(1)), p) for p in folder.iterdir() if (m := _EPOCH_DIR.match(p.name))), reverse=True
     )
     for epoch, path in found:
         try:
-            verify_checkpoint(path)
+            verify_epoch(path)
         except CheckpointError as exc:
             log.warning("skipping checkpoint: %s", exc)
             continue

@@ -1,4 +1,4 @@
-"""Process group, DistributedModelParallel, and moving unsharded state in and out of shards.
+"""Process group, DistributedModelParallel, and copying unsharded state (a warm start) into shards.
 
 One code path for every world size: a single process runs a gloo group of size 1 (an in-memory
 store, no port), torchrun-launched workers join the group torchrun describes (gloo on CPU, nccl
@@ -20,8 +20,9 @@ if TYPE_CHECKING:
     import torch
     from torch import nn
 
-# column-wise is left out: each column shard keeps its own row-wise optimizer state, which has no
-# single unsharded form to checkpoint and resume from
+# column-wise is left out of the planner's choice: row-wise Adagrad keeps one momentum per row per
+# column shard ([rows x shards]), so a table trains differently depending on how it is cut, and
+# the cut may change with the world size (docs/training.md)
 SHARDING_TYPES = ("table_wise", "row_wise")
 
 
@@ -65,6 +66,9 @@ def quiet_library_noise() -> None:
         return
     warnings.filterwarnings("ignore", category=FutureWarning, module=r"(torch|torchrec|fbgemm_gpu)(\.|$)")
     warnings.filterwarnings("ignore", category=UserWarning, module=r"(torch|torchrec|fbgemm_gpu)(\.|$)")
+    warnings.filterwarnings(
+        "ignore", category=DeprecationWarning, module=r"(torch|torchrec|fbgemm_gpu)(\.|$)"
+    )
     # ShardedTensor's deprecation, raised from our unsharding code
     warnings.filterwarnings("ignore", category=FutureWarning, module=r"ranking\.trainer\.distributed")
     for name in ("torchrec", "torch.distributed", "torch.fx"):
@@ -153,63 +157,6 @@ def unwrap(dmp: Any) -> nn.Module:
 
 def _is_sharded(value: Any) -> bool:
     return hasattr(value, "local_shards") and hasattr(value, "metadata")
-
-
-def _dtype_of(value: Any) -> Any:
-    return value.metadata().tensor_properties.dtype
-
-
-def gather_state_dict(state: dict[str, Any], is_main: bool, strip_prefix: str = "") -> dict[str, Any]:
-    """Unsharded copy of a (possibly sharded) state dict on rank 0; {} elsewhere. Collective.
-
-    Every rank sends its local shards (offsets + data) to rank 0, which assembles them; a rank may
-    hold entries another rank lacks (the fused optimizer only lists its local tables). Plain
-    tensors are replicated, so rank 0's copy is taken.
-    """
-    import torch
-    import torch.distributed as dist
-
-    local: list[tuple[str, Any, Any, Any]] = []
-    for key, value in state.items():
-        name = key[len(strip_prefix) :] if strip_prefix and key.startswith(strip_prefix) else key
-        if _is_sharded(value):
-            shards = [
-                (
-                    tuple(s.metadata.shard_offsets),
-                    tuple(s.metadata.shard_sizes),
-                    s.tensor.detach().cpu().clone(),
-                )
-                for s in value.local_shards()
-            ]
-            local.append((name, tuple(value.size()), _dtype_of(value), shards))
-        elif is_main:
-            local.append((name, None, None, value.detach().cpu().clone()))
-    world = dist.get_world_size() if dist.is_initialized() else 1
-    parts: list[Any] = [local]
-    if world > 1:
-        parts = [None] * world if is_main else []
-        dist.gather_object(local, parts if is_main else None, dst=0)
-    if not is_main:
-        return {}
-    out: dict[str, Any] = {}
-    covered: dict[str, int] = {}
-    for part in parts:
-        for name, size, dtype, data in part:
-            if size is None:
-                out[name] = data
-                continue
-            full = out.setdefault(name, torch.zeros(size, dtype=dtype))
-            for offsets, sizes, tensor in data:
-                index = tuple(slice(o, o + n) for o, n in zip(offsets, sizes, strict=True))
-                full[index] = tensor
-                covered[name] = covered.get(name, 0) + tensor.numel()
-    for name, count in covered.items():
-        if count != out[name].numel():
-            raise RankerError(
-                f"shards of {name} cover {count} of {out[name].numel()} values: cannot unshard it "
-                "(overlapping or missing shards)"
-            )
-    return dict(sorted(out.items()))
 
 
 def copy_full_into(target: Any, full: torch.Tensor) -> None:

@@ -8,6 +8,7 @@ ranking/trainer/distributed.py). Run folder layout: docs/architecture.md "Traini
 from __future__ import annotations
 
 import datetime as dt
+import gc
 import json
 import logging
 import math
@@ -23,7 +24,6 @@ from ranking.trainer.checkpoint import (
     epoch_checkpoint_path,
     latest_complete_checkpoint,
     load_checkpoint,
-    save_checkpoint,
 )
 from ranking.trainer.config import ModelConfig, TrainConfig
 from ranking.trainer.data import WindowManifest, list_units, plan_epoch, train_batches, validate_window
@@ -136,15 +136,31 @@ def _load_warm_start(req: TrainRequest) -> tuple[dict[str, Any] | None, dict[str
     return state, table_opt
 
 
-def _load_resume(req: TrainRequest) -> dict[str, Any] | None:
+def _latest_on_rank0(run_dir: Path) -> tuple[int, Path] | None:
+    """Rank 0 verifies the checkpoints (reading every file once), the others take its answer."""
+    import torch.distributed as dist
+
+    multi = dist.is_initialized() and dist.get_world_size() > 1
+    found = latest_complete_checkpoint(run_dir) if not multi or dist.get_rank() == 0 else None
+    if multi:
+        box: list[Any] = [found]
+        dist.broadcast_object_list(box, src=0)
+        found = box[0]
+    return found
+
+
+def _load_resume(req: TrainRequest) -> tuple[Path, dict[str, Any]] | None:
+    """The newest complete epoch checkpoint of the run and its meta (plain values)."""
+    from ranking.trainer.state import read_meta
+
     if not req.resume:
         return None
-    found = latest_complete_checkpoint(req.run_dir)
+    found = _latest_on_rank0(req.run_dir)
     if found is None:
         log.info("--resume: no complete checkpoint in %s, starting from epoch 1", req.run_dir)
         return None
     epoch, path = found
-    payload = load_checkpoint(path)
+    meta = read_meta(path)
     expected: dict[str, Any] = {
         "train_config": req.train_config.to_dict(),
         "model_config": req.model_config.to_dict(),
@@ -152,10 +168,12 @@ def _load_resume(req: TrainRequest) -> dict[str, Any] | None:
     }
     for key, want in expected.items():
         # compare as JSON: tuples and lists are the same setting
-        if json.dumps(payload.get(key), sort_keys=True) != json.dumps(want, sort_keys=True):
+        if json.dumps(meta.get(key), sort_keys=True) != json.dumps(want, sort_keys=True):
             raise CheckpointError(f"--resume: {path} was written with another {key}; use a new --out")
-    log.info("--resume: continuing after epoch %d (%s)", epoch, path)
-    return payload
+    log.info(
+        "--resume: continuing after epoch %d (%s, written by %s ranks)", epoch, path, meta.get("world_size")
+    )
+    return path, meta
 
 
 @dataclass
@@ -176,6 +194,10 @@ def build_sharded(
     """Model with fused table optimizer, sharded by DMP, loaded with ``init_state`` (unsharded) or
     the seed's initial weights: the same starting point whatever the world size.
 
+    The tables are built on the meta device and only materialised as this rank's shards by DMP,
+    then filled from the seed block by block (ranking.trainer.init); the dense layers are small and
+    built on the CPU under the seed, identically in every process.
+
     A partial ``init_state`` (e.g. a dense-only warm start) overrides only the keys it holds; the
     rest keep the seed's initial values. From scratch, the output bias starts at the log-odds of ``prior_rate`` (the window's save rate):
     a fresh model then predicts the base rate instead of ~0.5, so a short first run is calibrated
@@ -183,6 +205,7 @@ def build_sharded(
     import torch
 
     from ranking.trainer import distributed
+    from ranking.trainer.init import init_table_shards
     from ranking.trainer.model import (
         RankerModel,
         TrainTask,
@@ -192,19 +215,19 @@ def build_sharded(
     )
 
     torch.manual_seed(seed)
-    model = RankerModel(cfg, device=torch.device("cpu"))
+    model = RankerModel(cfg, device=torch.device("cpu"), table_device=torch.device("meta"))
     if init_state is None and prior_rate is not None and 0.0 < prior_rate < 1.0:
         with torch.no_grad():
             model.head.bias.fill_(math.log(prior_rate / (1.0 - prior_rate)))
-    state = {k: v.detach().clone() for k, v in model.state_dict().items()}
-    if init_state is not None:
-        unknown = set(init_state) - set(state)
-        if unknown:
-            raise CheckpointError(f"warm-start state has keys this model lacks: {sorted(unknown)[:5]}")
-        state.update(init_state)
     apply_table_optimizer(model, cfg.table_optimizer)
     dmp = distributed.shard(TrainTask(model, ctx.world_size), [t.name for t in cfg.tables], ctx)
-    distributed.load_state_dict_into(dmp.state_dict(), state, prefix="model.")
+    init_table_shards(dmp, cfg, seed)
+    if init_state is not None:
+        live = {k[len("model.") :]: v for k, v in dmp.state_dict().items()}
+        unknown = set(init_state) - set(live)
+        if unknown:
+            raise CheckpointError(f"warm-start state has keys this model lacks: {sorted(unknown)[:5]}")
+        distributed.load_state_dict_into({k: live[k] for k in init_state}, init_state)
     task = distributed.unwrap(dmp)
     optimizer = build_dense_optimizer(dense_parameters(task), cfg.dense_optimizer)
     return ShardedStack(dmp, task, optimizer, distributed.sharding_summary(dmp))
@@ -241,12 +264,10 @@ class _Trainer:
         self.dmp, self.task, self.optimizer = stack.dmp, stack.task, stack.optimizer
         self.sharding = stack.sharding
 
-    def _restore(self, payload: dict[str, Any]) -> None:
-        from ranking.trainer import distributed
+    def _restore(self, path: Path) -> dict[str, Any]:
+        from ranking.trainer.state import restore_epoch
 
-        distributed.load_state_dict_into(self.dmp.state_dict(), payload["model"], prefix="model.")
-        self._load_table_optimizer(payload["table_optimizer"])
-        self.optimizer.load_state_dict(payload["dense_optimizer"])
+        return restore_epoch(path, self.dmp, self.optimizer)
 
     def _load_table_optimizer(self, saved: dict[str, Any]) -> None:
         from ranking.trainer import distributed
@@ -263,23 +284,8 @@ class _Trainer:
         return apply_epoch_start(self.tc.remedy, self.dmp, self.cfg, self.tc.seed)
 
     # -------------------------------------------------------------- state out
-    def _gather(self) -> tuple[dict[str, Any], dict[str, Any]]:
-        """Unsharded model and table-optimizer state on rank 0 (collective)."""
-        from ranking.trainer import distributed
-
-        model_state = distributed.gather_state_dict(
-            self.dmp.state_dict(), self.ctx.is_main, strip_prefix="model."
-        )
-        table_opt = distributed.gather_state_dict(
-            distributed.table_optimizer_state(self.dmp), self.ctx.is_main
-        )
-        return model_state, table_opt
-
-    def _payload(
-        self, model_state: dict[str, Any], epoch: int, epochs: list[dict[str, Any]]
-    ) -> dict[str, Any]:
+    def _meta(self, epoch: int, epochs: list[dict[str, Any]]) -> dict[str, Any]:
         return {
-            "model": model_state,
             "model_config": self.cfg.to_dict(),
             "train_config": self.tc.to_dict(),
             "epoch": epoch,
@@ -287,6 +293,13 @@ class _Trainer:
             "window_id": self.req.manifest.window_id,
             "feature_version": self.req.manifest.feature_version,
         }
+
+    def _score(self, eval_paths: list[Path]) -> Any:
+        """Scores of the live sharded model on the eval day: every rank runs the same batches
+        through its shards (the lookups are collective), no rank needs the whole model."""
+        from ranking.trainer.scoring import score_model
+
+        return score_model(self.task.model, eval_paths, self.tc.eval_batch_size)
 
     # -------------------------------------------------------------- one epoch
     def _epoch(self, epoch: int, units: list[Any], pipeline: Any) -> dict[str, Any]:
@@ -391,7 +404,7 @@ class _Trainer:
         from ranking.trainer import distributed
         from ranking.trainer.pipelines import CpuPipeline
         from ranking.trainer.plots import plot_curve
-        from ranking.trainer.scoring import build_scoring_model, score_model
+        from ranking.trainer.state import save_epoch
         from ranking.trainer.timing import SectionClock
 
         req, ctx = self.req, self.ctx
@@ -407,49 +420,42 @@ class _Trainer:
         epochs: list[dict[str, Any]] = []
         start_epoch = 1
         if resume is not None:
-            self._restore(resume)
-            epochs = list(resume["epochs"])
-            start_epoch = int(resume["epoch"]) + 1
+            meta = self._restore(resume[0])
+            epochs = list(meta["epochs"])
+            start_epoch = int(meta["epoch"]) + 1
         if ctx.is_main:
             req.run_dir.mkdir(parents=True, exist_ok=True)
             atomic_write_text(req.run_dir / "model_config.json", self.cfg.to_json() + "\n")
+        distributed.barrier()
         self.clock = SectionClock(enabled=self.tc.timing, cuda=ctx.device.type == "cuda")
         pipeline = CpuPipeline(self.dmp, self.optimizer, self.clock, semisync=self.tc.pipeline == "semisync")
         units = list_units([p.path for p in req.manifest.train])
         eval_paths = [req.manifest.eval.path]
         scores = None
-        model_state: dict[str, Any] = {}
-        table_opt: dict[str, Any] = {}
         for epoch in range(start_epoch, self.tc.epochs + 1):
             remedy = self._remedy_at_epoch_start()
             stats = self._epoch(epoch, units, pipeline)
             if remedy is not None:
                 stats["remedy"] = remedy
-            model_state, table_opt = self._gather()
-            if ctx.is_main:
-                if self.tc.eval_each_epoch or epoch == self.tc.epochs:
-                    scores = score_model(
-                        build_scoring_model(self.cfg, model_state), eval_paths, self.tc.eval_batch_size
-                    )
-                    stats["eval"] = metrics_of(scores).to_dict()
-                epochs.append(stats)
-                payload = self._payload(model_state, epoch, epochs)
-                payload["table_optimizer"] = table_opt
-                payload["dense_optimizer"] = self.optimizer.state_dict()
-                save_checkpoint(epoch_checkpoint_path(req.run_dir, epoch), payload)
-            distributed.barrier()
-        if start_epoch > self.tc.epochs:  # resumed after the last epoch's checkpoint
-            model_state, table_opt = self._gather()
+            if self.tc.eval_each_epoch or epoch == self.tc.epochs:
+                scores = self._score(eval_paths)
+                stats["eval"] = metrics_of(scores).to_dict()
+            epochs.append(stats)
+            save_epoch(
+                epoch_checkpoint_path(req.run_dir, epoch), self.dmp, self.optimizer, self._meta(epoch, epochs)
+            )
+        if scores is None:  # resumed after the last epoch's checkpoint
+            scores = self._score(eval_paths)
+        # the export reads the checkpoint from disk: free the live model first, so that rank 0's
+        # peak is the larger of the two, not their sum
+        del pipeline
+        self.dmp = self.task = self.optimizer = None
+        gc.collect()
         if not ctx.is_main:
             return {}
-        if scores is None:
-            scores = score_model(
-                build_scoring_model(self.cfg, model_state), eval_paths, self.tc.eval_batch_size
-            )
         final_eval = metrics_of(scores).to_dict()
         return self._finish(
             epochs,
-            model_state,
             scores,
             final_eval,
             t_start,
@@ -457,13 +463,11 @@ class _Trainer:
             start_epoch,
             plot_curve,
             write_scores,
-            table_opt,
         )
 
     def _finish(
         self,
         epochs: list[dict[str, Any]],
-        model_state: dict[str, Any],
         scores: Any,
         final_eval: dict[str, Any],
         t_start: float,
@@ -471,8 +475,9 @@ class _Trainer:
         start_epoch: int,
         plot_curve: Any,
         write_scores: Any,
-        table_opt: dict[str, Any],
     ) -> dict[str, Any]:
+        from ranking.trainer.state import export_checkpoint
+
         req, tc, run_dir = self.req, self.tc, self.req.run_dir
         by_phase: dict[str, dict[str, float]] = {}
         for e in epochs:
@@ -535,9 +540,11 @@ class _Trainer:
             "created_at": dt.datetime.now(dt.UTC).isoformat(),
         }
         atomic_write_json(run_dir / "train_manifest.json", manifest)
-        final = self._payload(model_state, tc.epochs, epochs)
-        final["eval"] = final_eval
-        # kept so that a warm start from this model may carry it (recipe.warm_start_optimizer)
-        final["table_optimizer"] = table_opt
-        save_checkpoint(run_dir / FINAL_CHECKPOINT, final)  # last: its presence marks a finished run
+        # last: its presence marks a finished run. One process streams the last epoch's shards
+        # into the export (ranking.trainer.state); nothing is gathered over the process group
+        export_checkpoint(
+            epoch_checkpoint_path(run_dir, tc.epochs),
+            run_dir / FINAL_CHECKPOINT,
+            {**self._meta(tc.epochs, epochs), "eval": final_eval},
+        )
         return summary

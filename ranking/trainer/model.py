@@ -96,7 +96,13 @@ torch.fx.wrap("pooled_in_table_order")
 
 
 class RankerModel(nn.Module):
-    def __init__(self, cfg: ModelConfig, device: torch.device | None = None) -> None:
+    """``table_device="meta"`` builds the tables without allocating them: DistributedModelParallel
+    then materialises each rank's shards (ranking.trainer.init fills them from the seed), and a
+    scoring model takes the checkpoint's tensors as they are (``load_state_dict(assign=True)``)."""
+
+    def __init__(
+        self, cfg: ModelConfig, device: torch.device | None = None, table_device: torch.device | None = None
+    ) -> None:
         from torchrec import EmbeddingBagCollection
         from torchrec.modules.crossnet import LowRankCrossNet
         from torchrec.modules.mlp import MLP
@@ -104,7 +110,9 @@ class RankerModel(nn.Module):
         super().__init__()
         device = device or torch.device("cpu")
         self.config = cfg
-        self.sparse_arch = EmbeddingBagCollection(tables=_embedding_bag_configs(cfg), device=device)
+        self.sparse_arch = EmbeddingBagCollection(
+            tables=_embedding_bag_configs(cfg), device=table_device or device
+        )
         self.dense_arch = MLP(len(cfg.dense_features), list(cfg.dense_arch), device=device)
         interaction_dim = cfg.dense_arch[-1] + sum(t.embedding_dim for t in cfg.tables)
         self.cross = LowRankCrossNet(interaction_dim, cfg.cross_layers, low_rank=cfg.cross_rank).to(device)

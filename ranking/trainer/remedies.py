@@ -15,51 +15,21 @@ effective rate only shrinks), not those of a fresh table.
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 from ranking.core.errors import RankerError
 from ranking.trainer.config import REMEDIES, ModelConfig
-from ranking.trainer.loop import TABLE_PREFIX
-
-if TYPE_CHECKING:
-    import torch
-
-DMP_PREFIX = "model."  # DMP(TrainTask) state-dict keys: "model." + the RankerModel's
 
 
-def seed_table_state(cfg: ModelConfig, seed: int) -> dict[str, torch.Tensor]:
-    """The tables' initial weights under ``seed``: what ``build_sharded`` starts a model with.
-
-    Built the same way (seed, then the whole model on CPU) inside a forked RNG, so the caller's
-    random stream is left where it was."""
-    import torch
-
-    from ranking.trainer.model import RankerModel
-
-    with torch.random.fork_rng(devices=[]):
-        torch.manual_seed(seed)
-        model = RankerModel(cfg, device=torch.device("cpu"))
-    return {k: v.detach() for k, v in model.state_dict().items() if k.startswith(TABLE_PREFIX)}
-
-
-def reset_tables(dmp: Any, init: dict[str, torch.Tensor]) -> None:
-    """Copy ``init`` (unsharded) into the sharded tables of ``dmp`` and zero their fused
-    optimizer state (each rank writes its own shards; no collective)."""
+def reset_tables(dmp: Any, cfg: ModelConfig, seed: int) -> None:
+    """Refill this rank's table shards with the seed's initial values (what ``build_sharded``
+    starts from) and zero their fused optimizer state. No collective, no unsharded copy."""
     import torch
 
     from ranking.trainer import distributed
+    from ranking.trainer.init import init_table_shards
 
-    live = {
-        key[len(DMP_PREFIX) :]: value
-        for key, value in dmp.state_dict().items()
-        if key.startswith(DMP_PREFIX + TABLE_PREFIX)
-    }
-    if set(live) != set(init):
-        raise RankerError(
-            f"table re-initialisation does not fit the model: {sorted(set(live) ^ set(init))[:5]}"
-        )
-    for name, target in live.items():
-        distributed.copy_full_into(target, init[name])
+    init_table_shards(dmp, cfg, seed)
     with torch.no_grad():
         for value in distributed.table_optimizer_state(dmp).values():
             if hasattr(value, "local_shards"):
@@ -74,6 +44,6 @@ def apply_epoch_start(remedy: str, dmp: Any, cfg: ModelConfig, seed: int) -> dic
     if remedy == "none":
         return None
     if remedy == "meda":
-        reset_tables(dmp, seed_table_state(cfg, seed))
+        reset_tables(dmp, cfg, seed)
         return {"name": "meda", "tables": "seed init", "table_optimizer": "reset"}
     raise RankerError(f"unknown remedy {remedy!r}: choose from {', '.join(REMEDIES)}")

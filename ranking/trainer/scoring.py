@@ -47,12 +47,22 @@ def build_scoring_model(cfg: ModelConfig, state: dict[str, Any]) -> RankerModel:
 
     from ranking.trainer.model import RankerModel
 
-    model = RankerModel(cfg, device=torch.device("cpu"))
-    missing, unexpected = model.load_state_dict(state, strict=False)
+    # tables on meta, then the checkpoint's (memory-mapped) tensors assigned as they are: a large
+    # table is neither initialised nor copied before it is scored with
+    model = RankerModel(cfg, device=torch.device("cpu"), table_device=torch.device("meta"))
+    expected = set(model.state_dict())
+    missing, unexpected = sorted(expected - set(state)), sorted(set(state) - expected)
     if missing or unexpected:
         raise CheckpointError(
             f"checkpoint does not fit its model config: missing {missing[:5]}, unexpected {unexpected[:5]}"
         )
+    for key, value in state.items():
+        want = model.state_dict()[key]
+        if tuple(value.shape) != tuple(want.shape):
+            raise CheckpointError(
+                f"checkpoint does not fit its model config: {key} {tuple(value.shape)} != {tuple(want.shape)}"
+            )
+    model.load_state_dict(state, assign=True)
     model.eval()
     return model
 

@@ -137,12 +137,20 @@ def test_cli_train_writes_the_run_folder_and_evaluate_agrees(
         "eval.json",
         "eval_scores.parquet",
         "curve.png",
-        "checkpoints/epoch-1.pt",
-        "checkpoints/epoch-2.pt.sha256",
+        "checkpoints/epoch-1/.metadata",
+        "checkpoints/epoch-1/meta.json",
+        "checkpoints/epoch-2/__0_0.distcp",
+        "checkpoints/epoch-2.sha256",
     ):
         assert (run_dir / name).is_file(), name
     final = torch.load(run_dir / "model.pt", weights_only=True)
     assert final["epoch"] == 2 and "sparse_arch.embedding_bags.t_pin_id.weight" in final["model"]
+    # the export keeps the tables' fused optimizer state and the dense optimizer (warm-start carry)
+    assert set(final["table_optimizer"]) == {
+        f"model.sparse_arch.embedding_bags.{t}.weight::{t}.momentum1"
+        for t in ("t_user_id", "t_pin_id", "t_user_stats_country", "t_pin_stats_category")
+    }
+    assert final["dense_optimizer"]["state"] and final["dense_optimizer"]["param_groups"]
     scores = pd.read_parquet(run_dir / "eval_scores.parquet")
     assert list(scores.columns) == ["request_id", "pin_id", "saved", "score"]
     assert len(scores) == summary["window"]["rows_eval"]

@@ -63,6 +63,7 @@ def test_the_stack_has_every_service_with_healthchecks() -> None:
         "airflow-scheduler",
         "airflow-dag-processor",
         "airflow-triggerer",
+        "airflow-worker",
         "trainer",
         "pushgateway",
         "prometheus",
@@ -74,17 +75,22 @@ def test_the_stack_has_every_service_with_healthchecks() -> None:
             assert "healthcheck" in service, f"{name} has no healthcheck"
 
 
-def test_airflow_runs_local_executor_on_postgres_and_sends_statsd() -> None:
+def test_airflow_runs_celery_executor_on_redis_and_postgres_and_sends_statsd() -> None:
     services = compose_config()["services"]
     commands = {n: s.get("command") for n, s in services.items() if n.startswith("airflow-")}
     assert commands["airflow-apiserver"] == ["api-server"]
     assert commands["airflow-scheduler"] == ["scheduler"]
     assert commands["airflow-dag-processor"] == ["dag-processor"]
     assert commands["airflow-triggerer"] == ["triggerer"]
+    assert commands["airflow-worker"] == ["celery", "worker"]
     for name in commands:
         env = services[name]["environment"]
-        assert env["AIRFLOW__CORE__EXECUTOR"] == "LocalExecutor"
+        assert env["AIRFLOW__CORE__EXECUTOR"] == "CeleryExecutor"
         assert env["AIRFLOW__DATABASE__SQL_ALCHEMY_CONN"].startswith("postgresql+psycopg2://")
+        # broker: the stack's Redis, on another db than the Feast online store (db 0)
+        assert env["AIRFLOW__CELERY__BROKER_URL"] == "redis://redis:6379/1"
+        assert env["AIRFLOW__CELERY__RESULT_BACKEND"].startswith("db+postgresql://")
+        assert int(env["AIRFLOW__CELERY_BROKER_TRANSPORT_OPTIONS__VISIBILITY_TIMEOUT"]) > 24 * 3600
         assert env["RANKER_PUSHGATEWAY_URL"] == "http://pushgateway:9091"
         # names read by features/feast_repo.py and dags/ranker_dags/settings.py
         assert (env["RANKER_ONLINE_STORE"], env["RANKER_REDIS_URL"]) == ("redis", "redis:6379")
@@ -96,6 +102,28 @@ def test_airflow_runs_local_executor_on_postgres_and_sends_statsd() -> None:
             assert (
                 services[name]["depends_on"]["airflow-init"]["condition"] == "service_completed_successfully"
             )
+
+
+def test_celery_workers_scale_out_and_report_their_health() -> None:
+    config = compose_config()
+    worker = config["services"]["airflow-worker"]
+    assert "container_name" not in worker and "ports" not in worker  # --scale airflow-worker=N
+    assert "inspect ping" in " ".join(worker["healthcheck"]["test"])
+    assert worker["depends_on"]["redis"]["condition"] == "service_healthy"
+    # the workers run the tasks: the same workspace, registry and launcher settings as the scheduler
+    scheduler = config["services"]["airflow-scheduler"]
+    assert worker["volumes"] == scheduler["volumes"]
+    assert {k: v for k, v in worker["environment"].items() if k.startswith("RANKER_")} == {
+        k: v for k, v in scheduler["environment"].items() if k.startswith("RANKER_")
+    }
+
+
+def test_the_airflow_lock_holds_the_celery_stack() -> None:
+    lock = (REPO / "requirements/airflow.lock").read_text()
+    for pin in ("apache-airflow-providers-celery==", "celery==", "kombu==", "redis=="):
+        assert re.search(rf"^{re.escape(pin)}", lock, re.M), pin
+    # provider 3.26.0 imports celery.backends.database.retry, which celery 5.7.0 removed
+    assert re.search(r"^celery==5\.6\.", lock, re.M)
 
 
 def test_trainer_reserves_a_gpu_and_builds_the_cuda_image() -> None:

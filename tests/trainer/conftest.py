@@ -85,6 +85,24 @@ def trained(tmp_path_factory: pytest.TempPathFactory, manifest, model_config) ->
     return run_dir
 
 
+def epoch_state(run_dir: Path, epoch: int) -> dict[str, Any]:
+    """Epoch ``epoch``'s sharded checkpoint read back through the consolidated export (the same
+    payload as a finished run's model.pt)."""
+    import tempfile
+
+    from ranking.trainer.checkpoint import epoch_checkpoint_path, load_checkpoint
+    from ranking.trainer.state import export_checkpoint
+
+    with tempfile.TemporaryDirectory() as tmp:
+        out = Path(tmp) / "epoch.pt"
+        export_checkpoint(epoch_checkpoint_path(run_dir, epoch), out)
+        payload = load_checkpoint(out)
+        return {
+            k: ({n: t.clone() for n, t in v.items()} if k in ("model", "table_optimizer") else v)
+            for k, v in payload.items()
+        }
+
+
 NO_GPU = "no GPU (CUDA not available): the CUDA path runs in benchmarks/gpu.sh on a GPU machine"
 
 

@@ -9,8 +9,7 @@ from pathlib import Path
 import pytest
 import torch
 
-from ranking.trainer.checkpoint import load_checkpoint
-from tests.trainer.conftest import END, ranker_cmd, ranker_env
+from tests.trainer.conftest import END, epoch_state, ranker_cmd, ranker_env
 from tests.trainer.windowgen import write_window
 
 DAYS = 4
@@ -81,10 +80,10 @@ def test_two_processes_match_one_process_quality_and_keep_frozen_tables(tmp_path
 
     # frozen epoch under 2-process DMP: tables = the seed's initial tables (as in 1 process),
     # table optimizer state untouched (zeros); the joint epoch changes both
-    a1 = load_checkpoint(tmp_path / "one" / "checkpoints" / "epoch-1.pt")
-    b1 = load_checkpoint(tmp_path / "two" / "checkpoints" / "epoch-1.pt")
-    b2 = load_checkpoint(tmp_path / "two" / "checkpoints" / "epoch-2.pt")
-    a2 = load_checkpoint(tmp_path / "one" / "checkpoints" / "epoch-2.pt")
+    a1 = epoch_state(tmp_path / "one", 1)
+    b1 = epoch_state(tmp_path / "two", 1)
+    b2 = epoch_state(tmp_path / "two", 2)
+    a2 = epoch_state(tmp_path / "one", 2)
     for key, value in _tables(b1["model"]).items():
         assert torch.equal(value, a1["model"][key]), key
         assert not torch.equal(value, b2["model"][key]), key

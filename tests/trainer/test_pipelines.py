@@ -19,6 +19,7 @@ from ranking.trainer.loop import ShardedStack, build_sharded
 from ranking.trainer.model import TrainBatch
 from ranking.trainer.pipelines import CpuPipeline, EmbeddingInjector, detached
 from ranking.trainer.schedule import FROZEN, JOINT
+from ranking.trainer.state import local_unsharded
 from ranking.trainer.timing import LOOKUP_SECTIONS, STEP_SECTIONS, SectionClock
 
 BATCH = 128
@@ -38,11 +39,11 @@ def batches(manifest, cfg, epoch: int = 1) -> Iterator[TrainBatch]:  # type: ign
 
 def tables(stack: ShardedStack) -> dict[str, torch.Tensor]:
     state = {k: v for k, v in stack.dmp.state_dict().items() if "sparse_arch" in k}
-    return distributed.gather_state_dict(state, True)
+    return local_unsharded(state)
 
 
 def table_optimizer(stack: ShardedStack) -> dict[str, torch.Tensor]:
-    return distributed.gather_state_dict(distributed.table_optimizer_state(stack.dmp), True)
+    return local_unsharded(distributed.table_optimizer_state(stack.dmp))
 
 
 def dense(stack: ShardedStack) -> dict[str, torch.Tensor]:

@@ -12,6 +12,7 @@ import torch
 from ranking.trainer import distributed
 from ranking.trainer.data import Partition
 from ranking.trainer.loop import build_sharded
+from ranking.trainer.state import local_unsharded
 
 
 @pytest.fixture(scope="module")
@@ -49,7 +50,7 @@ def test_scratch_model_predicts_the_prior_and_warm_start_keeps_its_bias(ctx, mod
 
 
 def _unsharded(stack) -> dict[str, torch.Tensor]:  # type: ignore[no-untyped-def]
-    return distributed.gather_state_dict(stack.dmp.state_dict(), True, strip_prefix="model.")
+    return {k[len("model.") :]: v for k, v in local_unsharded(stack.dmp.state_dict()).items()}
 
 
 def test_partial_warm_start_keeps_the_seed_tables_and_takes_the_rest(ctx, model_config) -> None:  # type: ignore[no-untyped-def]

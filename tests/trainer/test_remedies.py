@@ -12,20 +12,20 @@ from typing import Any
 import pytest
 import torch
 
+from ranking.trainer import distributed
 from ranking.trainer.checkpoint import load_checkpoint
 from ranking.trainer.loop import TABLE_PREFIX, _Trainer, run_training
-from tests.trainer.conftest import DAYS, END, ranker_cmd, ranker_env, train_request
+from ranking.trainer.state import local_unsharded
+from tests.trainer.conftest import DAYS, END, epoch_state, ranker_cmd, ranker_env, train_request
 
 SEED = 3
 
 
 def _seed_init_tables(cfg: Any, seed: int) -> dict[str, torch.Tensor]:
-    """Independent of the code under test: seed, build the model, take its tables."""
-    from ranking.trainer.model import RankerModel
+    """The seed's whole tables, drawn row block by row block (ranking.trainer.init)."""
+    from ranking.trainer.init import seed_tables
 
-    torch.manual_seed(seed)
-    state = RankerModel(cfg).state_dict()
-    return {k: v.clone() for k, v in state.items() if k.startswith(TABLE_PREFIX)}
+    return seed_tables(cfg, seed)
 
 
 def _split(state: dict[str, torch.Tensor]) -> tuple[dict[str, torch.Tensor], dict[str, torch.Tensor]]:
@@ -45,7 +45,8 @@ def epoch_starts(monkeypatch: pytest.MonkeyPatch) -> list[dict[str, Any]]:
     original = _Trainer._epoch
 
     def spy(self: _Trainer, epoch: int, units: list[Any], pipeline: Any) -> dict[str, Any]:
-        model_state, table_opt = self._gather()
+        model_state = {k[len("model.") :]: v for k, v in local_unsharded(self.dmp.state_dict()).items()}
+        table_opt = local_unsharded(distributed.table_optimizer_state(self.dmp))
         seen.append({"epoch": epoch, "model": model_state, "table_optimizer": table_opt})
         return original(self, epoch, units, pipeline)
 
@@ -71,7 +72,7 @@ def test_meda_restores_seed_tables_and_empty_table_optimizer_each_epoch_keeping_
         assert _equal(tables, init), f"epoch {start['epoch']}: tables are not the seed's init"
         assert all(not v.any() for v in start["table_optimizer"].values()), start["epoch"]
         if start["epoch"] > 1:
-            previous = load_checkpoint(tmp_path / "run" / "checkpoints" / f"epoch-{start['epoch'] - 1}.pt")
+            previous = epoch_state(tmp_path / "run", start["epoch"] - 1)
             before_tables, before_dense = _split(previous["model"])
             assert _equal(dense, before_dense), "dense layers did not carry over unchanged"
             # the previous epoch did train the tables and fill the optimizer state
@@ -88,7 +89,7 @@ def test_without_a_remedy_the_tables_carry_over(tmp_path: Path, manifest, model_
     tables_2, _ = _split(epoch_starts[1]["model"])
     assert _equal(tables_1, init)  # from scratch: the seed's init
     assert not _equal(tables_2, init)
-    epoch_1 = load_checkpoint(tmp_path / "run" / "checkpoints" / "epoch-1.pt")
+    epoch_1 = epoch_state(tmp_path / "run", 1)
     assert _equal(tables_2, _split(epoch_1["model"])[0])
 
 
@@ -158,8 +159,8 @@ def test_meda_under_two_gloo_processes(tmp_path: Path, window_home: Path, model_
     assert {p.split("@")[1] for p in summary["sharding"].values()} == {"0", "1"}
 
     init = _seed_init_tables(model_config, SEED)
-    epoch_1 = load_checkpoint(out / "checkpoints" / "epoch-1.pt")
-    epoch_2 = load_checkpoint(out / "checkpoints" / "epoch-2.pt")
+    epoch_1 = epoch_state(out, 1)
+    epoch_2 = epoch_state(out, 2)
     assert not _equal(_split(epoch_1["model"])[0], init)
     assert any(v.any() for v in epoch_1["table_optimizer"].values())
     assert _equal(_split(epoch_2["model"])[0], init)

@@ -13,35 +13,57 @@ import torch
 
 from ranking.trainer.checkpoint import (
     CheckpointError,
+    checksum_path,
     epoch_checkpoint_path,
     latest_complete_checkpoint,
     load_checkpoint,
-    save_checkpoint,
-    verify_checkpoint,
+    verify_epoch,
 )
 from ranking.trainer.loop import run_training
 from tests.trainer.conftest import DAYS, END, ranker_cmd, ranker_env, train_request
 
 
-def test_checkpoint_checksum_detects_corruption_and_incomplete_writes(tmp_path: Path) -> None:
-    for epoch in (1, 2, 3):
-        save_checkpoint(
-            epoch_checkpoint_path(tmp_path, epoch), {"model": {"w": torch.full((4,), float(epoch))}}
-        )
-    assert latest_complete_checkpoint(tmp_path) == (3, epoch_checkpoint_path(tmp_path, 3))
-    # epoch 3: the sidecar never got written (killed between the two writes)
-    epoch_checkpoint_path(tmp_path, 3).with_name("epoch-3.pt.sha256").unlink()
-    # epoch 2: a flipped byte
-    path2 = epoch_checkpoint_path(tmp_path, 2)
-    data = bytearray(path2.read_bytes())
+def test_checkpoint_checksum_detects_corruption_and_incomplete_writes(
+    tmp_path: Path, manifest, model_config
+) -> None:  # type: ignore[no-untyped-def]
+    run_dir = tmp_path / "r"
+    run_training(train_request(manifest, model_config, run_dir, schedule="joint", epochs=3))
+    assert latest_complete_checkpoint(run_dir) == (3, epoch_checkpoint_path(run_dir, 3))
+    # epoch 3: the sidecar never got written (killed before rank 0 finished the checkpoint)
+    checksum_path(epoch_checkpoint_path(run_dir, 3)).unlink()
+    # epoch 2: a flipped byte in one rank's shard file
+    shard = sorted(epoch_checkpoint_path(run_dir, 2).glob("__0_*.distcp"))[0]
+    data = bytearray(shard.read_bytes())
     data[len(data) // 2] ^= 0xFF
-    path2.write_bytes(bytes(data))
+    shard.write_bytes(bytes(data))
     with pytest.raises(CheckpointError, match="corrupt"):
-        verify_checkpoint(path2)
-    with pytest.raises(CheckpointError, match="corrupt"):
-        load_checkpoint(path2)
-    assert latest_complete_checkpoint(tmp_path) == (1, epoch_checkpoint_path(tmp_path, 1))
-    assert torch.equal(load_checkpoint(epoch_checkpoint_path(tmp_path, 1))["model"]["w"], torch.ones(4))
+        verify_epoch(epoch_checkpoint_path(run_dir, 2))
+    assert latest_complete_checkpoint(run_dir) == (1, epoch_checkpoint_path(run_dir, 1))
+    # a file the sidecar does not list (a second writer, a stray copy): incomplete, not silently used
+    (epoch_checkpoint_path(run_dir, 1) / "__9_0.distcp").write_bytes(b"stray")
+    with pytest.raises(CheckpointError, match="incomplete"):
+        verify_epoch(epoch_checkpoint_path(run_dir, 1))
+    assert latest_complete_checkpoint(run_dir) is None
+
+
+def test_checkpoint_metadata_with_foreign_objects_does_not_load(
+    tmp_path: Path, manifest, model_config
+) -> None:  # type: ignore[no-untyped-def]
+    """DCP pickles its .metadata: only DCP's own records load (the weights_only rule)."""
+    import pickle
+
+    from ranking.trainer.state import tensor_specs
+
+    run_dir = tmp_path / "r"
+    run_training(train_request(manifest, model_config, run_dir, schedule="joint", epochs=1))
+    folder = epoch_checkpoint_path(run_dir, 1)
+    assert any(k.startswith("table_optimizer.") for k in tensor_specs(folder))
+    (folder / ".metadata").write_bytes(pickle.dumps({"x": Path("/etc")}))
+    with pytest.raises(CheckpointError, match=r"pathlib|refusing|not a tensor|unreadable"):
+        tensor_specs(folder)
+    (folder / ".metadata").write_bytes(pickle.dumps(subprocess.Popen))
+    with pytest.raises(CheckpointError, match=r"subprocess\.Popen: refusing"):
+        tensor_specs(folder)
 
 
 def test_checkpoints_refuse_pickled_code(tmp_path: Path) -> None:
@@ -93,7 +115,7 @@ def test_resume_after_kill_ends_with_the_uninterrupted_model(
     proc = subprocess.Popen(
         ranker_cmd(*args), env=ranker_env(), stdout=subprocess.DEVNULL, stderr=subprocess.PIPE
     )
-    first = killed / "checkpoints" / "epoch-1.pt.sha256"
+    first = checksum_path(epoch_checkpoint_path(killed, 1))
     deadline = time.monotonic() + 240
     while not first.exists() and proc.poll() is None and time.monotonic() < deadline:
         time.sleep(0.002)

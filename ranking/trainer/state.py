@@ -1,0 +1,332 @@
+"""Training state on disk: sharded epoch checkpoints (torch.distributed.checkpoint) and the
+consolidated export a registry version keeps.
+
+Epoch checkpoint ``checkpoints/epoch-N/`` (a folder), written by every rank at once:
+
+    .metadata, __<rank>_<i>.distcp   DCP: each rank writes its own shards, nothing is gathered
+    meta.json                        plain values: epoch, per-epoch stats, model/train config,
+                                     window id, feature version, dense param groups, world size
+    ../epoch-N.sha256                written last by rank 0: the sha256 of every file above
+
+The DCP state is one flat dict:
+
+    model.<RankerModel key>                 tables: ShardedTensor [rows, dim]; dense: replicated
+    table_optimizer.<param>::<state>        fused table optimizer (row-wise Adagrad momentum1 [rows])
+    dense_optimizer.<param index>.<state>   the dense optimizer's tensors
+
+Keys and global shapes do not depend on the world size or the sharding plan, so DCP reshards on
+load: a checkpoint written by 2 ranks resumes on 1 and the reverse.
+
+The export (``model.pt``, :func:`export_checkpoint`) is one ``torch.save`` file in the format
+every reader already loads with ``weights_only=True``: ``{"format": 2, "model": {key: tensor},
+"table_optimizer": {key: tensor}, "dense_optimizer": {"state", "param_groups"}, "model_config",
+"train_config", "epoch", "epochs", "window_id", "feature_version", "world_size", ...}``. It is
+written by one process reading the epoch checkpoint into file-backed (mmap) tensors, so the
+process's memory never holds the model: pages stream from the shard files to the export.
+"""
+
+from __future__ import annotations
+
+import errno
+import io
+import json
+import os
+import pickle
+import shutil
+import tempfile
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+from ranking.core.atomic import atomic_write_json, atomic_write_text
+from ranking.core.hashing import sha256_file
+from ranking.trainer.checkpoint import CheckpointError, checksum_path, save_checkpoint
+
+if TYPE_CHECKING:
+    import torch
+
+MODEL = "model."
+TABLE_OPT = "table_optimizer."
+DENSE_OPT = "dense_optimizer."
+META_FILE = "meta.json"
+
+
+# ---------------------------------------------------------------- DCP metadata, safely
+
+_SAFE_MODULES = {
+    "torch.distributed.checkpoint.metadata",
+}
+_SAFE_NAMES = {
+    ("torch.distributed.checkpoint.filesystem", "_StorageInfo"),
+    ("torch", "Size"),
+    ("torch.serialization", "_get_layout"),
+    ("pathlib", "PosixPath"),
+    ("pathlib", "PurePosixPath"),
+    ("collections", "OrderedDict"),
+}
+
+
+class _MetadataUnpickler(pickle.Unpickler):
+    """DCP pickles its ``.metadata``; only its own record types, torch sizes/dtypes/layouts and
+    paths may load (the ``weights_only=True`` rule, applied to the one pickle DCP writes)."""
+
+    def find_class(self, module: str, name: str) -> Any:
+        import torch
+
+        if module in _SAFE_MODULES or (module, name) in _SAFE_NAMES:
+            return super().find_class(module, name)
+        if module == "torch" and isinstance(getattr(torch, name, None), torch.dtype):
+            return getattr(torch, name)
+        raise CheckpointError(f"checkpoint metadata refers to {module}.{name}: refusing to load it")
+
+
+def _reader(path: Path) -> Any:
+    from torch.distributed.checkpoint import FileSystemReader
+
+    class SafeReader(FileSystemReader):
+        def read_metadata(self, *args: Any, **kwargs: Any) -> Any:
+            from torch.distributed.checkpoint.metadata import StorageMeta
+
+            with open(Path(self.path) / ".metadata", "rb") as f:
+                metadata = _MetadataUnpickler(io.BytesIO(f.read())).load()
+            if getattr(metadata, "storage_meta", None) is None:
+                metadata.storage_meta = StorageMeta()
+            metadata.storage_meta.load_id = self.load_id
+            return metadata
+
+    return SafeReader(str(path))
+
+
+def tensor_specs(path: Path) -> dict[str, tuple[tuple[int, ...], torch.dtype]]:
+    """{key: (global shape, dtype)} of every tensor in a DCP checkpoint."""
+    from torch.distributed.checkpoint.metadata import TensorStorageMetadata
+
+    try:
+        metadata = _reader(path).read_metadata()
+    except (OSError, pickle.UnpicklingError, EOFError, AttributeError) as exc:
+        raise CheckpointError(f"checkpoint {path} has unreadable metadata ({type(exc).__name__})") from None
+    out: dict[str, tuple[tuple[int, ...], Any]] = {}
+    for key, md in metadata.state_dict_metadata.items():
+        if not isinstance(md, TensorStorageMetadata):
+            raise CheckpointError(f"checkpoint {path}: {key} is not a tensor")
+        out[key] = (tuple(md.size), md.properties.dtype)
+    return out
+
+
+# ---------------------------------------------------------------- the live state
+
+
+def table_optimizer_state(dmp: Any) -> dict[str, Any]:
+    from ranking.trainer import distributed
+
+    return distributed.table_optimizer_state(dmp)
+
+
+def live_state(dmp: Any, optimizer: Any | None = None) -> dict[str, Any]:
+    """The flat DCP state of a DMP(TrainTask) and its dense optimizer (views, not copies)."""
+    state: dict[str, Any] = dict(dmp.state_dict())  # keys are already "model." + the RankerModel's
+    state.update({TABLE_OPT + k: v for k, v in table_optimizer_state(dmp).items()})
+    if optimizer is not None:
+        for index, values in optimizer.state_dict()["state"].items():
+            for name, value in values.items():
+                state[f"{DENSE_OPT}{index}.{name}"] = value
+    return state
+
+
+def _dense_optimizer(flat: dict[str, Any], param_groups: list[dict[str, Any]]) -> dict[str, Any]:
+    state: dict[int, dict[str, Any]] = {}
+    for key, value in flat.items():
+        index, name = key[len(DENSE_OPT) :].split(".", 1)
+        state.setdefault(int(index), {})[name] = value
+    return {"state": dict(sorted(state.items())), "param_groups": param_groups}
+
+
+# ---------------------------------------------------------------- epoch checkpoints
+
+
+def _rank_and_world() -> tuple[int, int]:
+    import torch.distributed as dist
+
+    if dist.is_initialized():
+        return dist.get_rank(), dist.get_world_size()
+    return 0, 1
+
+
+def _first_failure(exc: Any) -> str:
+    """One line for DCP's CheckpointException (a BaseException carrying each rank's error)."""
+    for rank, (error, _) in sorted(exc.failures.items()):
+        first = str(error).strip().splitlines()[0] if str(error).strip() else ""
+        return f"rank {rank}: {type(error).__name__}: {first}"
+    return "unknown failure"
+
+
+def _write_error(path: Path, exc: Any) -> BaseException:
+    """DCP writes through torch.save's zip writer, which reports a full disk as an opaque
+    RuntimeError: name it as the OSError it is (the CLI's one-line ENOSPC report)."""
+    for error, _ in exc.failures.values():
+        if isinstance(error, OSError):
+            return error
+    try:
+        st = os.statvfs(path)
+        full = st.f_bavail * st.f_frsize < 1 << 20
+    except OSError:
+        full = False
+    if full:
+        return OSError(errno.ENOSPC, os.strerror(errno.ENOSPC), str(path))
+    return CheckpointError(f"writing checkpoint {path} failed: {_first_failure(exc)}")
+
+
+def save_epoch(path: Path, dmp: Any, optimizer: Any, meta: dict[str, Any]) -> None:
+    """Every rank writes its shards of the training state to the folder ``path``; rank 0 then
+    writes ``meta.json`` and the checksum sidecar that marks the checkpoint complete. Collective."""
+    import torch.distributed as dist
+    import torch.distributed.checkpoint as dcp
+
+    rank, world = _rank_and_world()
+    side = checksum_path(path)
+    if rank == 0:  # a folder left by a killed attempt at this epoch
+        side.unlink(missing_ok=True)
+        if path.exists():
+            shutil.rmtree(path)
+        path.mkdir(parents=True)
+    if world > 1:
+        dist.barrier()
+    try:
+        dcp.save(live_state(dmp, optimizer), storage_writer=dcp.FileSystemWriter(str(path)))
+    except dcp.api.CheckpointException as exc:
+        raise _write_error(path, exc) from None
+    mine = {p.name: sha256_file(p) for p in sorted(path.glob(f"__{rank}_*"))}
+    parts: list[Any] = [mine]
+    if world > 1:
+        parts = [None] * world if rank == 0 else []
+        dist.gather_object(mine, parts if rank == 0 else None, dst=0)  # file digests only
+    if rank == 0:
+        param_groups = optimizer.state_dict()["param_groups"]
+        atomic_write_json(path / META_FILE, {**meta, "dense_param_groups": param_groups, "world_size": world})
+        digests: dict[str, str] = {}
+        for part in parts:
+            digests.update(part)
+        for name in (".metadata", META_FILE):
+            digests[name] = sha256_file(path / name)
+        atomic_write_text(side, "".join(f"{d}  {n}\n" for n, d in sorted(digests.items())))
+    if world > 1:
+        dist.barrier()
+
+
+def read_meta(path: Path) -> dict[str, Any]:
+    try:
+        meta: dict[str, Any] = json.loads((path / META_FILE).read_text())
+    except (OSError, ValueError) as exc:
+        raise CheckpointError(f"checkpoint {path}: unreadable {META_FILE} ({type(exc).__name__})") from None
+    return meta
+
+
+def restore_epoch(path: Path, dmp: Any, optimizer: Any) -> dict[str, Any]:
+    """Load a folder checkpoint into the live (sharded) model, table optimizer and dense
+    optimizer, whatever world size wrote it (DCP reads the overlapping parts of each shard).
+    Returns its meta. Collective."""
+    import torch
+    import torch.distributed.checkpoint as dcp
+
+    meta = read_meta(path)
+    specs = tensor_specs(path)
+    targets = live_state(dmp)
+    missing = sorted(set(targets) - set(specs))
+    if missing:
+        raise CheckpointError(f"checkpoint {path} does not fit this model: lacks {missing[:5]}")
+    for key, (shape, _) in specs.items():
+        if key in targets and tuple(targets[key].size()) != shape:
+            raise CheckpointError(
+                f"checkpoint {path}: {key} has shape {shape}, the model {tuple(targets[key].size())}"
+            )
+    dense = {
+        k: torch.zeros(shape, dtype=dtype) for k, (shape, dtype) in specs.items() if k.startswith(DENSE_OPT)
+    }
+    try:
+        dcp.load({**targets, **dense}, storage_reader=_reader(path))
+    except dcp.api.CheckpointException as exc:
+        raise CheckpointError(f"cannot load checkpoint {path}: {_first_failure(exc)}") from None
+    optimizer.load_state_dict(_dense_optimizer(dense, meta["dense_param_groups"]))
+    return meta
+
+
+# ---------------------------------------------------------------- the consolidated export
+
+
+def _mapped(folder: Path, index: int, shape: tuple[int, ...], dtype: Any) -> torch.Tensor:
+    """A zeroed tensor backed by a file under ``folder`` (pages live in the page cache)."""
+    import torch
+
+    numel = 1
+    for n in shape:
+        numel *= n
+    if numel == 0:
+        return torch.zeros(shape, dtype=dtype)
+    path = folder / f"{index}.bin"
+    with open(path, "wb") as f:
+        f.truncate(numel * torch.empty((), dtype=dtype).element_size())
+    return torch.from_file(str(path), shared=True, size=numel, dtype=dtype).view(shape)
+
+
+def export_checkpoint(src: Path, out: Path, extra: dict[str, Any] | None = None) -> str:
+    """Write the consolidated ``model.pt`` of the folder checkpoint ``src`` (format above) in one
+    process, without holding the model in memory. Returns its sha256."""
+    import torch.distributed.checkpoint as dcp
+
+    meta = read_meta(src)
+    specs = tensor_specs(src)
+    out.parent.mkdir(parents=True, exist_ok=True)
+    scratch = Path(tempfile.mkdtemp(prefix=".export-", dir=out.parent))
+    try:
+        flat = {
+            key: _mapped(scratch, i, shape, dtype) for i, (key, (shape, dtype)) in enumerate(specs.items())
+        }
+        try:
+            dcp.load(flat, storage_reader=_reader(src), no_dist=True)
+        except dcp.api.CheckpointException as exc:
+            raise CheckpointError(f"cannot export checkpoint {src}: {_first_failure(exc)}") from None
+        payload = {
+            "model": {k[len(MODEL) :]: v for k, v in sorted(flat.items()) if k.startswith(MODEL)},
+            "table_optimizer": {
+                k[len(TABLE_OPT) :]: v for k, v in sorted(flat.items()) if k.startswith(TABLE_OPT)
+            },
+            "dense_optimizer": _dense_optimizer(
+                {k: v for k, v in flat.items() if k.startswith(DENSE_OPT)}, meta.get("dense_param_groups", [])
+            ),
+            **{k: v for k, v in meta.items() if k != "dense_param_groups"},
+            **(extra or {}),
+        }
+        digest = save_checkpoint(out, payload)
+        del flat, payload
+    finally:
+        shutil.rmtree(scratch, ignore_errors=True)
+    return digest
+
+
+def local_unsharded(state: dict[str, Any]) -> dict[str, Any]:
+    """Plain tensors of a state whose shards are all local (one process): tests and tools on a
+    single rank. Raises when a shard lives elsewhere, so it never stands in for a gather."""
+    import torch
+
+    out: dict[str, Any] = {}
+    for key, value in state.items():
+        if not hasattr(value, "local_shards"):
+            out[key] = value.detach().clone()
+            continue
+        full = (
+            torch.zeros(tuple(value.size()), dtype=value.local_shards()[0].tensor.dtype)
+            if value.local_shards()
+            else None
+        )
+        covered = torch.zeros(tuple(value.size()), dtype=torch.bool)
+        for shard in value.local_shards():
+            index = tuple(
+                slice(o, o + n)
+                for o, n in zip(shard.metadata.shard_offsets, shard.metadata.shard_sizes, strict=True)
+            )
+            assert full is not None
+            full[index] = shard.tensor.detach().cpu()
+            covered[index] = True
+        if full is None or not bool(covered.all()):
+            raise CheckpointError(f"{key}: not every shard is local to this process")
+        out[key] = full
+    return out
