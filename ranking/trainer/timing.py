@@ -104,14 +104,14 @@ class _AsyncSpans:
         self._done: list[tuple[float, float]] = []
         self._next = 0
 
-    def start(self, work: Any) -> None:
+    def start(self, work: Any, issued: float) -> None:
         try:
             future = work.get_future()
         except (AttributeError, RuntimeError):  # a backend without futures: not measurable
             return
         with self._lock:
             token, self._next = self._next, self._next + 1
-            self._open[token] = time.perf_counter()
+            self._open[token] = issued
         future.add_done_callback(lambda _f, token=token: self._complete(token, time.perf_counter()))
 
     def _complete(self, token: int, end: float) -> None:
@@ -141,9 +141,11 @@ class _AsyncSpans:
 
 def _tracking(spans: _AsyncSpans, original: Callable[..., Any]) -> Callable[..., Any]:
     def call(*args: Any, **kwargs: Any) -> Any:
+        # the collective is under way from the call, not from when the call returns
+        issued = time.perf_counter()
         work = original(*args, **kwargs)
         if kwargs.get("async_op") and work is not None:
-            spans.start(work)
+            spans.start(work, issued)
         return work
 
     return call
