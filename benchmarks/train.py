@@ -8,6 +8,9 @@ Measured in one run, on the same model and batches (medians over ``--repeats`` e
 - embedding gather throughput (fused fbgemm lookup, bytes of rows read per second) vs memcpy
   bandwidth (torch copy of a large tensor), same process
 - peak RSS of streaming a whole window into batches at two window lengths (fresh processes)
+- the step broken into sections (lookup, dense forward/backward/optimizer) and the most a frozen
+  epoch could gain over a joint one from it
+- the plain-PyTorch baseline on the same window (benchmarks/baseline.py): 1 and 2 processes
 
 Throughput epochs train on batches decoded beforehand, so parquet reading (identical for every
 configuration) does not blur the ratios; one streamed epoch is reported too.
@@ -48,7 +51,7 @@ def _epoch_batches(manifest: Any, cfg: Any, batch_size: int) -> list[Any]:
 def _run(stack: Any, batches: list[Any], phase: str, pipeline: str, timing: bool = True) -> dict[str, float]:
     from ranking.trainer.pipelines import CpuPipeline
     from ranking.trainer.schedule import FROZEN
-    from ranking.trainer.timing import SectionClock, lookup_share
+    from ranking.trainer.timing import SectionClock
 
     frozen = phase == FROZEN
     stack.task.model.embeddings_frozen = frozen
@@ -59,16 +62,36 @@ def _run(stack: Any, batches: list[Any], phase: str, pipeline: str, timing: bool
         iter(batches), frozen, lambda loss, n: None
     )
     seconds = time.perf_counter() - start
-    share = lookup_share(clock.resolve(), seconds)
-    return {
+    share = clock.share(seconds)
+    steps = len(batches)
+    out = {
         "samples_per_second": rows / seconds,
         "lookup_ratio": share.lookup_ratio,
         "exposed_lookup_ratio": share.exposed_lookup_ratio,
+        "step_ms": seconds / steps * 1e3,
+    }
+    out.update({f"{name}_ms": v / steps * 1e3 for name, v in clock.resolve().items()})
+    return out
+
+
+def _frozen_limit(joint: dict[str, float]) -> dict[str, float]:
+    """What a frozen epoch could gain at most over this joint step: skipping the table backward
+    (+ fused update), and, beyond what any schedule can skip, a lookup forward that cost nothing."""
+    step = joint["step_ms"]
+    backward = joint.get("lookup_backward_ms", 0.0)
+    forward = (
+        joint.get("lookup_forward_ms", 0.0)
+        + joint.get("lookup_issue_ms", 0.0)
+        + joint.get("lookup_wait_ms", 0.0)
+    )
+    return {
+        "skip_table_backward": step / (step - backward),
+        "skip_table_backward_and_free_lookup": step / (step - backward - forward),
     }
 
 
 def _median(runs: list[dict[str, float]]) -> dict[str, float]:
-    return {k: statistics.median(r[k] for r in runs) for k in runs[0]}
+    return {k: statistics.median(r.get(k, 0.0) for r in runs) for k in runs[0]}
 
 
 def _gather_vs_memcpy(stack: Any, batches: list[Any], cfg: Any, repeats: int) -> dict[str, float]:
@@ -101,6 +124,46 @@ def _gather_vs_memcpy(stack: Any, batches: list[Any], cfg: Any, repeats: int) ->
         "memcpy_bytes_per_second": memcpy,
         "gather_over_memcpy": gather / memcpy,
     }
+
+
+def _kjt_build(cfg: Any, batch_size: int, repeats: int = 15) -> dict[str, float]:
+    """Building a batch's KeyedJaggedTensor: ``to_train_batch`` (per-key lengths given) against
+    ``KeyedJaggedTensor.from_lengths_sync`` (what it did before: computes them from the lengths
+    tensor), same ids; medians of per-round means over 200 builds."""
+    import numpy as np
+    import torch
+    from torchrec import KeyedJaggedTensor
+
+    from ranking.trainer.data import Chunk, to_train_batch
+
+    rng = np.random.default_rng(0)
+    ids = np.stack([rng.integers(0, t.num_embeddings, batch_size) for t in cfg.tables], axis=1)
+    chunk = Chunk(
+        ids=ids,
+        dense=np.zeros((batch_size, len(cfg.dense_features)), dtype=np.float32),
+        labels=np.zeros(batch_size, dtype=np.float32),
+    )
+    keys = list(cfg.sparse_features)
+
+    def before() -> Any:
+        return KeyedJaggedTensor.from_lengths_sync(
+            keys=keys,
+            values=torch.from_numpy(np.ascontiguousarray(ids.T).reshape(-1)),
+            lengths=torch.ones(batch_size * len(keys), dtype=torch.int32),
+        )
+
+    def after() -> Any:
+        return to_train_batch(chunk, cfg, 1.0).sparse_features
+
+    times: dict[str, list[float]] = {"before": [], "after": []}
+    for _ in range(repeats):
+        for name, build in (("before", before), ("after", after)):
+            start = time.perf_counter()
+            for _ in range(200):
+                build()
+            times[name].append((time.perf_counter() - start) / 200 * 1e6)
+    b, a = statistics.median(times["before"]), statistics.median(times["after"])
+    return {"from_lengths_sync_us": b, "to_train_batch_us": a, "after_over_before": a / b}
 
 
 _RSS_CHILD = r"""
@@ -216,6 +279,10 @@ def main(argv: list[str]) -> int:
     parser.add_argument(
         "--no-two-process", dest="two_process", action="store_false", help="skip the --nproc 2 runs"
     )
+    parser.add_argument(
+        "--no-baseline", dest="baseline", action="store_false", help="skip the plain-PyTorch baseline"
+    )
+    parser.add_argument("--baseline-nproc", default="1,2", help="process counts of the baseline comparison")
     args = parser.parse_args(argv)
     # OpenMP reads this when torch loads; torch.set_num_threads alone left fbgemm's OpenMP pool
     # spinning on the loaded 2-core box (20x slower)
@@ -276,7 +343,9 @@ def main(argv: list[str]) -> int:
             "semisync_over_sync_frozen": paired("frozen/semisync", "frozen/sync"),
             "timers_off_over_on_joint_sync": paired("joint/sync/timers-off", "joint/sync"),
         }
+        report["frozen_limit_sync"] = _frozen_limit(runs["joint/sync"])
         report["gather"] = _gather_vs_memcpy(stack, batches, cfg, args.repeats)
+        report["kjt_build"] = _kjt_build(cfg, args.batch_size)
         # one epoch streamed from parquet, end to end (read + decode + shuffle + train)
         from ranking.trainer.data import list_units, plan_epoch, train_batches
         from ranking.trainer.pipelines import CpuPipeline
@@ -293,6 +362,18 @@ def main(argv: list[str]) -> int:
 
         if args.two_process:
             report["two_process"] = _two_process(home, args)
+
+        if args.baseline:
+            from benchmarks import baseline
+
+            flags = [
+                f"--rows={args.rows}",
+                f"--batch-size={args.batch_size}",
+                f"--embedding-dim={args.embedding_dim}",
+                f"--repeats={args.repeats}",
+                f"--nproc={args.baseline_nproc}",
+            ]
+            report["baseline"] = baseline.compare(manifest.path, baseline.parser().parse_args(flags))
 
         small, large = (int(x) for x in args.rss_rows.split(","))
         report["rss"] = {
@@ -325,12 +406,26 @@ def _print(r: dict[str, Any]) -> None:
         )
     for name, v in r["ratios"].items():
         print(f"ratio {name:32} {v:.3f}")
+    for name in ("frozen/sync", "joint/sync"):
+        e = r["epochs"][name]
+        parts = ", ".join(f"{k[:-3]} {v:.2f}" for k, v in e.items() if k.endswith("_ms") and k != "step_ms")
+        print(f"{name} step {e['step_ms']:.2f} ms: {parts}")
+    lim = r["frozen_limit_sync"]
+    print(
+        f"frozen/joint limit (sync): skip table backward {lim['skip_table_backward']:.3f}, "
+        f"and a free lookup {lim['skip_table_backward_and_free_lookup']:.3f}"
+    )
     g = r["gather"]
     print(
         f"gather {g['gather_bytes_per_second'] / 1e9:.2f} GB/s vs memcpy {g['memcpy_bytes_per_second'] / 1e9:.2f} GB/s "
         f"(ratio {g['gather_over_memcpy']:.3f})"
     )
     print(f"streamed joint semisync epoch: {r['streamed_joint_semisync_samples_per_second']:,.0f} samples/s")
+    k = r["kjt_build"]
+    print(
+        f"KJT per batch: from_lengths_sync {k['from_lengths_sync_us']:.1f} us, to_train_batch "
+        f"{k['to_train_batch_us']:.1f} us (ratio {k['after_over_before']:.2f})"
+    )
     for size in ("small", "large"):
         s = r["rss"][size]
         print(
@@ -343,9 +438,16 @@ def _print(r: dict[str, Any]) -> None:
         for p in ("sync", "semisync"):
             e = t[p]
             sps = ", ".join(f"{x:,.0f}" for x in e["samples_per_second_by_epoch"])
-            share = ", ".join(f"{k} {v:.1%}" for k, v in e["lookup_ratio_by_phase"].items())
+            share = ", ".join(
+                f"{k} {v:.1%} (exposed {e['exposed_lookup_ratio_by_phase'][k]:.1%})"
+                for k, v in e["lookup_ratio_by_phase"].items()
+            )
             print(f"2 processes {p:8}: samples/s by epoch (F,J,J) {sps}; lookup {share}")
         print(f"2 processes: semisync/sync (joint epochs) {t['semisync_over_sync_joint']:.3f}")
+    if "baseline" in r:
+        from benchmarks.baseline import print_report
+
+        print_report(r["baseline"])
     print(
         f"RSS ratio large/small: peak {r['rss']['peak_ratio_large_over_small']:.3f}, "
         f"streaming part {r['rss']['streaming_ratio_large_over_small']:.3f}"

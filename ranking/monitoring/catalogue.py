@@ -75,12 +75,15 @@ CATALOGUE: dict[str, MetricSpec] = {
         _g("train_epoch_duration_seconds", "Wall time by epoch.", "epoch", "phase"),
         _g(
             "embedding_lookup_ratio",
-            "Share of step time in embedding lookups (forward+backward+distribution), by phase.",
+            "Share of step time in which embedding-lookup work ran (forward, backward, input/output "
+            "distribution, including asynchronous all-to-alls from issue to completion), by phase.",
             "phase",
         ),
         _g(
             "embedding_lookup_exposed_ratio",
-            "Share of step time in embedding lookups left on the critical path (after prefetch), by phase.",
+            "Share of step time the training thread (CPU) or training stream (CUDA) was busy with or "
+            "blocked on embedding lookups (measured, not derived; equals the lookup share when "
+            "nothing of the lookup ran asynchronously, e.g. --pipeline sync), by phase.",
             "phase",
         ),
         # offline evaluation and gate

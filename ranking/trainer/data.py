@@ -430,10 +430,16 @@ def to_train_batch(chunk: Chunk, cfg: ModelConfig, weight: float) -> TrainBatch:
     from ranking.trainer.model import TrainBatch
 
     n = len(chunk)
-    kjt = KeyedJaggedTensor.from_lengths_sync(
+    features = len(cfg.tables)
+    # one id per row per feature: the per-key lengths and offsets are known, so they are given
+    # instead of computed from the lengths tensor (a reduction + host copy per batch)
+    kjt = KeyedJaggedTensor(
         keys=list(cfg.sparse_features),
         values=torch.from_numpy(np.ascontiguousarray(chunk.ids.T).reshape(-1)),
-        lengths=torch.ones(n * len(cfg.tables), dtype=torch.int32),
+        lengths=torch.ones(n * features, dtype=torch.int32),
+        stride=n,
+        length_per_key=[n] * features,
+        offset_per_key=[i * n for i in range(features + 1)],
     )
     return TrainBatch(
         dense_features=torch.from_numpy(chunk.dense),

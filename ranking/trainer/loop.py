@@ -308,7 +308,6 @@ class _Trainer:
 
         from ranking.trainer.pipelines import run_torchrec_epoch, torchrec_pipeline
         from ranking.trainer.progress import EpochProgress
-        from ranking.trainer.timing import lookup_share
 
         phase = self.tc.schedule[epoch - 1]
         frozen = phase == FROZEN
@@ -357,14 +356,17 @@ class _Trainer:
             if len(pending) >= LOSS_CHECK_STEPS:
                 flush()
 
+        cuda = self.ctx.device.type == "cuda"
+        if cuda:
+            torch.cuda.reset_peak_memory_stats(self.ctx.device)
         start = time.perf_counter()
-        if self.ctx.device.type == "cuda" and self.tc.pipeline == "semisync":
+        if cuda and self.tc.pipeline == "semisync":
             run_torchrec_epoch(
-                torchrec_pipeline(self.dmp, self.optimizer, self.ctx.device, self.clock),
+                torchrec_pipeline(self.dmp, self.optimizer, self.ctx.device, self.clock, frozen),
                 batches,  # torchrec copies each batch to the device on its memcpy stream
                 on_step,
             )
-        elif self.ctx.device.type == "cuda":  # sync: the plain step loop, timed with CUDA events
+        elif cuda:  # sync: the plain step loop, timed with CUDA events
             pipeline.run_epoch((b.to(self.ctx.device, non_blocking=True) for b in batches), frozen, on_step)
         else:
             pipeline.run_epoch(batches, frozen, on_step)
@@ -372,7 +374,7 @@ class _Trainer:
         seconds = time.perf_counter() - start
         if steps_done != plan.steps:
             raise TrainingFailed(f"epoch {epoch} ran {steps_done} steps, the plan has {plan.steps}")
-        share = lookup_share(self.clock.resolve(), seconds)
+        share = self.clock.share(seconds)
         ratios = torch.tensor([share.lookup_ratio, share.exposed_lookup_ratio], dtype=torch.float64)
         slowest = torch.tensor([seconds], dtype=torch.float64)
         if multi:  # ratios: mean over ranks; time: the slowest rank
@@ -391,6 +393,8 @@ class _Trainer:
             "exposed_lookup_ratio": float(ratios[1]),
             "duration_seconds": seconds,
         }
+        if cuda:  # this rank's peak (rank 0's in the summary)
+            stats["peak_gpu_memory_bytes"] = int(torch.cuda.max_memory_allocated(self.ctx.device))
         progress.close(**{k: v for k, v in stats.items() if k not in ("epoch", "phase")})
         return stats
 

@@ -91,18 +91,21 @@ class CpuPipeline:
         self, injector: EmbeddingInjector, batch: TrainBatch, pooled: Any, frozen: bool
     ) -> tuple[Any, Any, Any]:
         """(loss to backpropagate, this rank's share of the batch loss, the detached embeddings)"""
-        leaf = detached(pooled, requires_grad=not frozen)
-        injector.provide(leaf)
-        loss, (reported, _, _) = self.dmp(batch)
+        with self.clock.section("dense_forward", lookup=False):
+            leaf = detached(pooled, requires_grad=not frozen)
+            injector.provide(leaf)
+            loss, (reported, _, _) = self.dmp(batch)
         return loss, reported, leaf
 
     def _backward_and_update(self, loss: torch.Tensor, pooled: Any, leaf: Any, frozen: bool) -> None:
-        loss.backward()  # dense gradients (DDP all-reduce) + the gradient of the embeddings
+        with self.clock.section("dense_backward", lookup=False):
+            loss.backward()  # dense gradients (DDP all-reduce) + the gradient of the embeddings
         if not frozen:
             with self.clock.section("lookup_backward"):
                 torch.autograd.backward(pooled.values(), leaf.values().grad)
-        self.optimizer.step()
-        self.optimizer.zero_grad(set_to_none=True)
+        with self.clock.section("dense_optimizer", lookup=False):
+            self.optimizer.step()
+            self.optimizer.zero_grad(set_to_none=True)
 
     def run_epoch(self, batches: Iterator[TrainBatch], frozen: bool, on_step: StepCallback) -> None:
         with EmbeddingInjector(self.sparse_arch) as injector:
@@ -115,7 +118,7 @@ class CpuPipeline:
         self, injector: EmbeddingInjector, batches: Iterator[TrainBatch], frozen: bool, on_step: StepCallback
     ) -> None:
         for batch in batches:
-            with self.clock.section("lookup_forward"):
+            with self.clock.section("lookup_forward", track_async=True, settles=True):
                 pooled = self._issue(injector.lookup, batch, frozen).wait()
             loss, reported, leaf = self._forward(injector, batch, pooled, frozen)
             self._backward_and_update(loss, pooled, leaf, frozen)
@@ -127,37 +130,69 @@ class CpuPipeline:
         current = next(batches, None)
         if current is None:
             return
-        with self.clock.section("lookup_issue"):
+        with self.clock.section("lookup_issue", track_async=True):
             pending = self._issue(injector.lookup, current, frozen)
         while current is not None:
-            with self.clock.section("lookup_wait"):
+            with self.clock.section("lookup_wait", settles=True):
                 pooled = pending.wait()
             upcoming = next(batches, None)
             loss, reported, leaf = self._forward(injector, current, pooled, frozen)
             if upcoming is not None:
                 # issued before this batch's table update: the next batch reads one-step-stale rows
-                with self.clock.section("lookup_issue"):
+                with self.clock.section("lookup_issue", track_async=True):
                     pending = self._issue(injector.lookup, upcoming, frozen)
             self._backward_and_update(loss, pooled, leaf, frozen)
             on_step(reported, len(current))
             current = upcoming
 
 
-def timed_semisync_class(clock: SectionClock) -> type:
-    """torchrec's ``TrainPipelineSemiSync`` with section timers around its lookup start and its
-    embedding backward (CUDA events when the clock is a CUDA clock)."""
+def timed_semisync_class(clock: SectionClock, frozen: bool = False) -> type:
+    """torchrec's ``TrainPipelineSemiSync`` with section timers on the streams its lookup stages
+    run on (CUDA events when the clock is a CUDA clock): the input dist on its ``data_dist``
+    stream (not exposed: it runs beside the training stream), the lookup start (compute + output
+    dist issue) and the embedding backward on the training stream, and the training stream's wait
+    for the looked-up embeddings inside the pipelined forward (the exposed part of the output
+    all-to-all). ``frozen``: the lookup runs without an autograd graph and the embedding backward
+    (with the fused table update) is skipped, as in :class:`CpuPipeline`."""
     from torchrec.distributed.train_pipeline.train_pipelines import TrainPipelineSemiSync
 
     class TimedSemiSync(TrainPipelineSemiSync):  # type: ignore[misc,valid-type]
+        def __init__(self, *args: Any, **kwargs: Any) -> None:
+            super().__init__(*args, **kwargs)
+            # an instance attribute: wraps whatever forward class this pipeline (or a subclass) uses
+            base: type = type(self)._pipelined_forward_type  # type: ignore[misc,has-type]
+            self._pipelined_forward_type = timed_forward_class(base, clock)
+
+        def start_sparse_data_dist(self, batch: Any, context: Any) -> None:
+            with clock.section("input_dist", stream=self._data_dist_stream, track_async=True):
+                super().start_sparse_data_dist(batch, context)
+
+        def wait_sparse_data_dist(self, context: Any) -> None:
+            with clock.section("input_dist", stream=self._data_dist_stream, track_async=True):
+                super().wait_sparse_data_dist(context)
+
         def start_embedding_lookup(self, batch: Any, context: Any) -> None:
-            with clock.section("lookup_issue"):
+            with clock.section("lookup_issue", track_async=True), torch.set_grad_enabled(not frozen):
                 super().start_embedding_lookup(batch, context)
 
         def embedding_backward(self, context: Any) -> None:
+            if frozen:  # nothing to backpropagate into: the model detached the embeddings
+                return
             with clock.section("lookup_backward"):
                 super().embedding_backward(context)
 
     return TimedSemiSync
+
+
+def timed_forward_class(base: type, clock: SectionClock) -> type:
+    """A pipelined forward that times the training stream's wait for the embeddings."""
+
+    class TimedForward(base):  # type: ignore[misc,valid-type]
+        def __call__(self, *args: Any, **kwargs: Any) -> Any:
+            with clock.section("lookup_wait", settles=True):
+                return super().__call__(*args, **kwargs)
+
+    return TimedForward
 
 
 def semisync_kwargs() -> dict[str, Any]:
@@ -167,11 +202,12 @@ def semisync_kwargs() -> dict[str, Any]:
 
 
 def torchrec_pipeline(
-    dmp: Any, optimizer: torch.optim.Optimizer, device: torch.device, clock: SectionClock
+    dmp: Any, optimizer: torch.optim.Optimizer, device: torch.device, clock: SectionClock, frozen: bool
 ) -> Any:
     """CUDA semi-sync: torchrec's ``TrainPipelineSemiSync`` as shipped, timed. (CUDA sync runs
     :class:`CpuPipeline`'s plain loop.) Not runnable on CPU as shipped; see docs/training.md."""
-    return timed_semisync_class(clock)(model=dmp, optimizer=optimizer, device=device, **semisync_kwargs())
+    cls = timed_semisync_class(clock, frozen)
+    return cls(model=dmp, optimizer=optimizer, device=device, **semisync_kwargs())
 
 
 def run_torchrec_epoch(pipeline: Any, batches: Iterator[TrainBatch], on_step: StepCallback) -> None:

@@ -41,6 +41,9 @@ def write_summary(ws: Workspace, run_id: str, step: str, body: dict[str, Any], e
 
 
 def epoch(n: int, phase: str, loss: float, sps: float, lookup: float, exposed: float, secs: float) -> dict:
+    # the trainer measures exposed as a subset of the lookup intervals (ranking/trainer/timing.py)
+    if not 0.0 <= exposed <= lookup <= 1.0:
+        raise ValueError(f"an epoch with lookup {lookup} and exposed {exposed} cannot be measured")
     return {
         "epoch": n,
         "phase": phase,
@@ -59,7 +62,8 @@ def write_contract_run(
     decision: str = "pass",
     promote: bool = True,
     train_seconds: float = 100.0,
-    joint_exposed: float = 0.08,
+    joint_lookup: float = 0.30,
+    joint_exposed: float = 0.21,
     latest_source_date: str = "2026-11-30",
     champion: bool = True,
     end: str = "2026-12-01",
@@ -83,9 +87,10 @@ def write_contract_run(
         },
     )
     epochs = [
-        epoch(1, "frozen", 0.125, 5000.0, 0.18, 0.05, train_seconds * 0.3),
-        epoch(2, "joint", 0.118, 4000.0, 0.30, joint_exposed, train_seconds * 0.35),
-        epoch(3, "joint", 0.112, 4000.0, 0.32, joint_exposed, train_seconds * 0.35),
+        # semisync: part of each lookup (its output all-to-all) hidden under the dense backward
+        epoch(1, "frozen", 0.125, 5000.0, 0.18, 0.15, train_seconds * 0.3),
+        epoch(2, "joint", 0.118, 4000.0, joint_lookup, joint_exposed, train_seconds * 0.35),
+        epoch(3, "joint", 0.112, 4000.0, joint_lookup + 0.02, joint_exposed, train_seconds * 0.35),
     ]
     write_summary(
         ws,

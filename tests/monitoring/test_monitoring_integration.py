@@ -233,7 +233,13 @@ def bad_day(servers: Servers, tmp_path_factory: pytest.TempPathFactory) -> Publi
     write_contract_run(ws, "day1", train_seconds=100.0)
     assert publish(ws, "day1", push=push).delivery == "pushgateway"
     write_contract_run(
-        ws, "day2", decision="reject", train_seconds=250.0, joint_exposed=0.4, latest_source_date="2026-10-01"
+        ws,
+        "day2",
+        decision="reject",
+        train_seconds=250.0,
+        joint_lookup=0.45,
+        joint_exposed=0.4,
+        latest_source_date="2026-10-01",
     )
     result = publish(ws, "day2", push=push)
     assert result.delivery == "pushgateway", result.push

@@ -101,3 +101,19 @@ def epoch_state(run_dir: Path, epoch: int) -> dict[str, Any]:
             k: ({n: t.clone() for n, t in v.items()} if k in ("model", "table_optimizer") else v)
             for k, v in payload.items()
         }
+
+
+NO_GPU = "no GPU (CUDA not available): the CUDA path runs in benchmarks/gpu.sh on a GPU machine"
+
+
+def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
+    """``@pytest.mark.gpu`` tests need CUDA; elsewhere they skip with the documented reason."""
+    gpu_items = [item for item in items if item.get_closest_marker("gpu")]
+    if not gpu_items:
+        return
+    import torch
+
+    if torch.cuda.is_available():
+        return
+    for item in gpu_items:
+        item.add_marker(pytest.mark.skip(reason=NO_GPU))

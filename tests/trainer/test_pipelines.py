@@ -20,7 +20,7 @@ from ranking.trainer.model import TrainBatch
 from ranking.trainer.pipelines import CpuPipeline, EmbeddingInjector, detached
 from ranking.trainer.schedule import FROZEN, JOINT
 from ranking.trainer.state import local_unsharded
-from ranking.trainer.timing import SectionClock
+from ranking.trainer.timing import LOOKUP_SECTIONS, STEP_SECTIONS, SectionClock
 
 BATCH = 128
 
@@ -177,8 +177,6 @@ def test_joint_epoch_semisync_matches_one_step_stale_reference(ctx, manifest, mo
 
 
 def test_lookup_sections_are_timed_per_phase(ctx, manifest, model_config) -> None:  # type: ignore[no-untyped-def]
-    from ranking.trainer.timing import lookup_share
-
     stack = build_sharded(model_config, seed=1, ctx=ctx)
     for phase in (FROZEN, JOINT):
         clock = SectionClock()
@@ -189,6 +187,81 @@ def test_lookup_sections_are_timed_per_phase(ctx, manifest, model_config) -> Non
         totals = clock.resolve()
         assert totals["lookup_issue"] > 0 and totals["lookup_wait"] >= 0
         assert ("lookup_backward" in totals) == (phase == JOINT)  # no table backward while frozen
-        share = lookup_share(totals, step_seconds=sum(totals.values()) * 4)
-        assert 0 < share.lookup_ratio <= 0.25 + 1e-9
-        assert share.exposed_lookup_ratio <= share.lookup_ratio + 1e-12
+        lookup = sum(totals.get(k, 0.0) for k in LOOKUP_SECTIONS)
+        assert all(totals[k] > 0 for k in STEP_SECTIONS)  # the rest of the step, timed apart
+        share = clock.share(step_seconds=sum(totals.values()))
+        assert share.lookup_seconds == pytest.approx(lookup)  # sections never overlap here
+        # one process: no collective runs, every lookup section is on the training thread
+        assert share.exposed_seconds == pytest.approx(share.lookup_seconds, rel=1e-12)
+
+
+DELAY = 0.01  # seconds until the injected collective completes
+DELAYED_STEPS = 6
+
+
+class _Waiting:
+    """A lookup's result that also waits for a collective issued with it (like torchrec's
+    output all-to-all with 2 ranks: issued by the lookup, waited for when the result is read)."""
+
+    def __init__(self, result, work) -> None:  # type: ignore[no-untyped-def]
+        self.result, self.work = result, work
+
+    def wait(self):  # type: ignore[no-untyped-def]
+        self.work.wait()
+        return self.result.wait()
+
+
+def inject_async_delay(stack: ShardedStack, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Every lookup issues ``torch.distributed.all_to_all_single(async_op=True)`` as the output
+    dist does with 2 ranks; that collective completes on a background thread DELAY later."""
+    import threading
+
+    import torch.distributed as dist
+    from torch._C._distributed_c10d import _create_work_from_future
+
+    real = dist.all_to_all_single
+
+    def delayed(output, input, *args, async_op=False, **kwargs):  # type: ignore[no-untyped-def]
+        real(output, input, *args, **kwargs)
+        future: torch.futures.Future = torch.futures.Future()
+        threading.Timer(DELAY, future.set_result, args=([output],)).start()
+        return _create_work_from_future(future)
+
+    monkeypatch.setattr(dist, "all_to_all_single", delayed)
+    sparse_arch = stack.task.model.sparse_arch
+    lookup = sparse_arch.forward
+
+    def lookup_with_collective(features):  # type: ignore[no-untyped-def]
+        result = lookup(features)
+        # looked up at call time, as torchrec does: the clock's tracking wrapper sees it
+        work = dist.all_to_all_single(torch.empty(4), torch.ones(4), async_op=True)
+        return _Waiting(result, work)
+
+    sparse_arch.forward = lookup_with_collective  # what EmbeddingInjector takes as the lookup
+
+
+@pytest.mark.parametrize("pipeline", ["semisync", "sync"])
+def test_exposed_lookup_is_measured_not_derived(ctx, manifest, model_config, monkeypatch, pipeline) -> None:  # type: ignore[no-untyped-def]
+    """An asynchronous delay in the lookup: semi-sync waits for it a step later, after the dense
+    backward ran, so part of it is hidden (exposed < lookup); sync waits right away (exposed ==
+    lookup). Fails if exposed is computed from lookup, or if lookup misses the asynchronous part."""
+    import itertools
+
+    stack = build_sharded(model_config, seed=1, ctx=ctx)
+    inject_async_delay(stack, monkeypatch)
+    clock = SectionClock()
+    CpuPipeline(stack.dmp, stack.optimizer, clock, semisync=pipeline == "semisync").run_epoch(
+        itertools.islice(batches(manifest, model_config), DELAYED_STEPS), False, lambda loss, rows: None
+    )
+    share = clock.share(step_seconds=1.0)
+    totals = clock.resolve()
+    # every delayed collective is in the lookup, from its issue to its completion
+    assert totals["lookup_async"] >= DELAYED_STEPS * DELAY
+    assert share.lookup_seconds >= DELAYED_STEPS * DELAY
+    if pipeline == "semisync":
+        assert share.exposed_seconds < share.lookup_seconds
+        # what is exposed is what the training thread spent in its lookup sections
+        assert share.exposed_seconds == pytest.approx(sum(totals.get(k, 0.0) for k in LOOKUP_SECTIONS))
+    else:
+        assert share.exposed_seconds == pytest.approx(share.lookup_seconds, rel=1e-9)
+        assert totals["lookup_forward"] >= DELAYED_STEPS * DELAY  # the wait is on the training thread

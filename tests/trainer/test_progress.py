@@ -6,9 +6,11 @@ import io
 import json
 from pathlib import Path
 
+import pytest
+
 from ranking.trainer.plots import plot_curve
 from ranking.trainer.progress import EpochProgress
-from ranking.trainer.timing import SectionClock, lookup_share
+from ranking.trainer.timing import IntervalUnion, LookupShare, SectionClock
 
 
 class _Tty(io.StringIO):
@@ -47,13 +49,24 @@ def test_progress_can_be_silent() -> None:
     assert out.getvalue() == ""
 
 
-def test_lookup_share_sums_lookup_sections_only() -> None:
-    share = lookup_share({"lookup_issue": 1.0, "lookup_wait": 0.5, "lookup_backward": 0.5, "other": 9.0}, 8.0)
-    assert share.lookup_ratio == 0.25 and share.exposed_lookup_ratio == 0.25
+def test_interval_union_counts_overlaps_once() -> None:
+    u = IntervalUnion()
+    for a, b in [(0.0, 1.0), (0.5, 2.0), (3.0, 4.0), (3.5, 3.6), (5.0, 5.0)]:
+        u.add(a, b)
+    assert u.fold(cutoff=2.5) == pytest.approx(3.0)  # folds [0, 2], keeps [3, 4]
+    assert len(u) == 1
+    u.add(3.8, 4.5)
+    assert u.fold() == pytest.approx(3.5)
+
+
+def test_lookup_share_ratios_and_a_disabled_clock() -> None:
+    share = LookupShare(lookup_seconds=2.0, exposed_seconds=0.5, step_seconds=8.0)
+    assert share.lookup_ratio == 0.25 and share.exposed_lookup_ratio == 0.0625
     clock = SectionClock(enabled=False)
     with clock.section("lookup_forward"):
         pass
     assert clock.resolve() == {}
+    assert clock.share(1.0).lookup_seconds == 0.0
 
 
 def test_curve_png(tmp_path: Path) -> None:
