@@ -546,6 +546,7 @@ class Backtest:
 
     def run(self) -> dict[str, list[dict[str, Any]]]:
         """Replay every recipe (up to ``parallel`` at a time); returns each recipe's day records."""
+        self._refuse_to_shorten()
         self.folder.mkdir(parents=True, exist_ok=True)
         atomic_write_json(self.folder / "spec.json", self.spec.to_dict())
         windows = self.build_windows()
@@ -553,6 +554,18 @@ class Backtest:
         with ThreadPoolExecutor(max_workers=max(1, self.parallel)) as pool:
             futures = {run.recipe.name: pool.submit(self._run_recipe, run, windows) for run in self.runs}
             return {name: future.result() for name, future in futures.items()}
+
+    def _refuse_to_shorten(self) -> None:
+        """A recipe's registry holds the models of every day it recorded: a shorter replay under the
+        same id could not continue from it and would wipe those days."""
+        last = self.spec.eval_days[-1].isoformat()
+        for run in self.runs:
+            later = sorted(p.stem for p in (run.folder / "days").glob("*.json") if p.stem > last)
+            if later:
+                raise BacktestError(
+                    f"backtest {self.spec.id}: recipe {run.recipe.name} has {len(later)} recorded day(s) "
+                    f"after {last} (up to {later[-1]}); give this shorter replay another --name"
+                )
 
     def _run_recipe(
         self, run: RecipeRun, windows: Mapping[tuple[dt.date, int], str | None]

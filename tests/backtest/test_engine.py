@@ -221,6 +221,15 @@ def test_a_rerun_reuses_finished_days_and_extends(tmp_path: Path) -> None:
     assert longer["naive"][:3] == first["naive"]
 
 
+def test_a_shorter_replay_under_the_same_id_is_refused_and_keeps_the_longer_one(tmp_path: Path) -> None:
+    replayer = ScriptedReplayer()
+    longer = _backtest(tmp_path, replayer, days=4).run()
+    with pytest.raises(BacktestError, match=r"recipe naive has 1 recorded day\(s\) after 2026-03-03"):
+        _backtest(tmp_path, replayer, days=3).run()
+    assert len(replayer.calls) == 8  # nothing replayed
+    assert _backtest(tmp_path, replayer, days=4).run() == longer and len(replayer.calls) == 8
+
+
 def test_a_changed_recipe_or_code_replays_that_recipe_from_an_empty_registry(tmp_path: Path) -> None:
     replayer = ScriptedReplayer()
     files = _recipe_files(tmp_path)
