@@ -2,7 +2,7 @@
 # `make backtest`: replay the daily retrain, naive vs default, on the default synthetic workspace
 # (docs/backtest.md). Builds the workspace once (54 days x 1,000 requests x 25 pins, the one
 # `make study` uses), then runs `ranker backtest`; finished days are reused on a re-run with the
-# same code. Override with BACKTEST_HOME, BACKTEST_START, BACKTEST_DAYS, BACKTEST_PARALLEL,
+# same code. Override with BACKTEST_HOME, BACKTEST_START, BACKTEST_DAYS, BACKTEST_PARALLEL, BACKTEST_REPORT_DIR,
 # BACKTEST_ARGS (e.g. more --recipe NAME=FILE).
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -18,4 +18,4 @@ fi
 # shellcheck disable=SC2086
 exec "$ranker" backtest --home "$home" --start "$start" --days "$days" \
   --recipe naive --recipe default --baseline naive --parallel "${BACKTEST_PARALLEL:-2}" \
-  --report-dir docs/backtest ${BACKTEST_ARGS:-}
+  --report-dir "${BACKTEST_REPORT_DIR:-docs/backtest/naive-vs-default}" ${BACKTEST_ARGS:-}

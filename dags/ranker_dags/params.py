@@ -76,7 +76,7 @@ def retrain_param_schemas() -> dict[str, dict[str, Any]]:
             "minimum": 1,
             "maximum": 10,
             "title": "Epochs",
-            "description": "Empty: the pipeline config's recipe.epochs (default 3, or the schedule list's length).",
+            "description": "Empty: the pipeline config's recipe.epochs (default 2, or the schedule list's length).",
         },
         "schedule": {
             "default": None,
@@ -231,7 +231,7 @@ def make_plan(
     epochs = _optional(params, "epochs", int)
     schedule = _optional(params, "schedule", str)
     if schedule is not None and schedule not in SCHEDULE_NAMES:
-        if not re.match(SCHEDULE_LIST_PATTERN, schedule):
+        if not re.fullmatch(SCHEDULE_LIST_PATTERN, schedule):
             raise PlanError(f"unknown schedule {schedule!r}: use {', '.join(SCHEDULE_NAMES)} or e.g. F,J,J")
         if epochs is not None and len(schedule.split(",")) != epochs:
             raise PlanError(
@@ -277,7 +277,7 @@ def _optional(params: Mapping[str, Any], name: str, kind: Any) -> Any:
 
 
 def parse_date(value: str, name: str) -> dt.date:
-    if not re.match(r"^\d{4}-\d{2}-\d{2}$", value or ""):
+    if not re.fullmatch(r"\d{4}-\d{2}-\d{2}", value or "", re.ASCII):
         raise PlanError(f"{name} must be a date YYYY-MM-DD, got {value!r}")
     try:
         return dt.date.fromisoformat(value)

@@ -19,16 +19,16 @@ from features.validation import WindowChecks
 from ranking.gate.checks import RULES as GATE_RULES
 from ranking.gate.checks import GateConfig
 from ranking.trainer.config import DENSE_OPTIMIZERS, PIPELINES, REMEDIES, TABLE_OPTIMIZERS, TrainConfig
-from ranking.trainer.schedule import NAMED_SCHEDULES
+from ranking.trainer.schedule import DEFAULT_EPOCHS, NAMED_SCHEDULES
 
 # `features.window.DEFAULT_DAYS` (importing features.window would import Feast); a test pins them equal
 DEFAULT_WINDOW_DAYS = 20
 # warm-start sources other than a checkpoint path (base: the registry's base alias, ranker pretrain)
 WARM_START_SOURCES = ("none", "champion", "base")
 WARM_START_SCOPES = ("all", "dense")
-# the default recipe, chosen by the issue-13 backtest (docs/study.md "Which daily recipe"):
-# the delayed update for 2 epochs (F,J: tables frozen in epoch 1, joint in epoch 2) from the base
-DEFAULT_EPOCHS = 2
+# the default recipe, chosen by the issue-13 backtest (docs/study.md "Which daily recipe"): the
+# delayed update for DEFAULT_EPOCHS = 2 epochs (F,J: tables frozen in epoch 1, joint in epoch 2)
+# from the base
 DEFAULT_WARM_START = "base"
 _SCHEDULE_LIST = re.compile(r"^[FJ](,[FJ])*$")
 
@@ -96,7 +96,7 @@ class RecipeSection(_Section):
     """How the daily model is trained (``ranker train``)."""
 
     schedule: str = _T.schedule_spec
-    # None: 3 for a named schedule, the list's length for an explicit one
+    # None: DEFAULT_EPOCHS for a named schedule, the list's length for an explicit one
     epochs: int | None = Field(default=DEFAULT_EPOCHS, ge=1, le=20)
     # none | champion | base | a checkpoint path (file or run folder)
     warm_start: str = DEFAULT_WARM_START
@@ -180,7 +180,7 @@ class RecipeSection(_Section):
     @property
     def epoch_count(self) -> int:
         if self.schedule in NAMED_SCHEDULES:
-            return self.epochs or 3
+            return self.epochs or DEFAULT_EPOCHS
         return len(self.schedule.split(","))
 
 

@@ -14,14 +14,15 @@ JOINT = "joint"
 
 NAMED_SCHEDULES = ("delayed", "joint", "frozen", "joint_then_frozen")
 _LETTERS = {"F": FROZEN, "J": JOINT}
-DEFAULT_EPOCHS = 3
+# the default recipe's epoch count (F,J), chosen by the issue-13 backtest (docs/study.md)
+DEFAULT_EPOCHS = 2
 
 
 def resolve_schedule(spec: str, epochs: int | None = None) -> tuple[str, ...]:
     """Phases for each epoch.
 
     Named: ``delayed`` = F,J,J…; ``joint`` = J,J,J…; ``frozen`` = F,F,F…; ``joint_then_frozen`` =
-    J,F,F…, for ``epochs`` epochs (default 3). Explicit: a comma list of F/J such as ``F,J,J``
+    J,F,F…, for ``epochs`` epochs (default ``DEFAULT_EPOCHS``). Explicit: a comma list of F/J such as ``F,J,J``
     (its length is the epoch count; ``epochs``, when given, must agree).
     """
     spec = spec.strip()

@@ -9,7 +9,7 @@ from ranking.trainer.schedule import resolve_schedule, schedule_letters
 @pytest.mark.parametrize(
     ("spec", "epochs", "letters"),
     [
-        ("delayed", None, "F,J,J"),
+        ("delayed", None, "F,J"),  # DEFAULT_EPOCHS: the default recipe's F,J
         ("delayed", 4, "F,J,J,J"),
         ("delayed", 1, "F"),
         ("joint", 2, "J,J"),
