@@ -123,7 +123,7 @@ def _problems(s: OrchestrationSettings) -> list[str]:
         ("RANKER_DOCKER_WORKSPACE", s.docker_workspace),
         ("RANKER_DOCKER_REGISTRY", s.docker_registry),
     ):
-        if value and not (Path(value).is_absolute() or _VOLUME_NAME.match(value)):
+        if value and not (Path(value).is_absolute() or _VOLUME_NAME.fullmatch(value)):
             problems.append(f"{name} must be an absolute host path or a docker volume name, got {value!r}")
     if s.registry and "://" not in s.registry and not Path(s.registry).is_absolute():
         problems.append(f"RANKER_REGISTRY must be an fsspec URL or an absolute path, got {s.registry!r}")
@@ -137,7 +137,7 @@ def _problems(s: OrchestrationSettings) -> list[str]:
             )
     for name, value in (("RANKER_RETRAIN_CRON", s.cron), ("RANKER_PRETRAIN_CRON", s.pretrain_cron)):
         fields = value.split()
-        if len(fields) != 5 or not all(_CRON_FIELD.match(f) for f in fields):
+        if len(fields) != 5 or not all(_CRON_FIELD.fullmatch(f) for f in fields):
             problems.append(f"{name} must be a 5-field cron expression, got {value!r}")
     if not 1 <= s.train_nproc <= 64:
         problems.append(f"RANKER_TRAIN_NPROC must be in 1..64, got {s.train_nproc}")
@@ -147,16 +147,16 @@ def _problems(s: OrchestrationSettings) -> list[str]:
         problems.append(f"RANKER_TASK_RETRIES must be in 0..10, got {s.task_retries}")
     if not 1 <= s.retry_delay.total_seconds() <= 3600:
         problems.append(f"RANKER_RETRY_DELAY_S must be in 1..3600, got {s.retry_delay.total_seconds():.0f}")
-    if not _IMAGE_REF.match(s.trainer_image):
+    if not _IMAGE_REF.fullmatch(s.trainer_image):
         problems.append(f"RANKER_TRAINER_IMAGE is not an image reference: {s.trainer_image!r}")
     for name, value in (
         ("RANKER_K8S_NAMESPACE", s.k8s_namespace),
         ("RANKER_K8S_WORKSPACE_PVC", s.k8s_workspace_pvc),
         ("RANKER_K8S_REGISTRY_PVC", s.k8s_registry_pvc or "unset"),
     ):
-        if not _DNS_LABEL.match(value):
+        if not _DNS_LABEL.fullmatch(value):
             problems.append(f"{name} must be a DNS label (a-z, 0-9, -), got {value!r}")
-    if not re.match(r"^[A-Za-z0-9_.-]{1,256}$", s.training_pool):
+    if not re.fullmatch(r"[A-Za-z0-9_.-]{1,256}", s.training_pool):
         problems.append(f"RANKER_TRAINING_POOL must be a simple name, got {s.training_pool!r}")
     return problems
 

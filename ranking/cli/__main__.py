@@ -2,6 +2,6 @@
 
 import sys
 
-from ranking.cli.main import main
+from ranking.cli.main import entry
 
-sys.exit(main())
+sys.exit(entry())

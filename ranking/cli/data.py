@@ -24,11 +24,11 @@ def _column(value: str) -> str:
 
 
 def _synth(args: argparse.Namespace) -> CommandResult:
-    import datetime as dt
 
     from features.synth import SynthConfig, generate
 
-    if args.start + dt.timedelta(days=args.days) > MAX_DATE:
+    # compared in days: start + a huge --days would overflow the calendar before the check
+    if args.days > (MAX_DATE - args.start).days:
         raise RankerError(f"--start {args.start} + --days {args.days} runs past {MAX_DATE}")
     knobs = {
         k: getattr(args, k)

@@ -13,6 +13,7 @@ import json
 import logging
 import os
 import sys
+import traceback
 from typing import Any, NoReturn
 
 from ranking.cli.common import emit
@@ -146,5 +147,20 @@ def main(argv: list[str] | None = None) -> int:
     return result.exit_code
 
 
+# a crash of ours (a bug, not a user-fixable error): neither 1 ("gate rejected") nor 2 (user
+# error), so a caller that branches on the exit code never reads a traceback as a decision
+EXIT_CRASH = 70  # EX_SOFTWARE (sysexits.h)
+
+
+def entry() -> int:
+    """The ``ranker`` console script: ``main``, with a crash of ours printed as a traceback and
+    returned as ``EXIT_CRASH`` (Python's default for an uncaught exception would be 1)."""
+    try:
+        return main()
+    except Exception:  # the last resort: the traceback is the report (SystemExit passes)
+        traceback.print_exc()
+        return EXIT_CRASH
+
+
 if __name__ == "__main__":
-    sys.exit(main())
+    sys.exit(entry())

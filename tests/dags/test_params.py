@@ -119,6 +119,14 @@ def test_force_promote_with_dry_run_is_refused() -> None:
         plan_for({"force_promote": True, "reason": "r", "dry_run": True})
 
 
+@pytest.mark.parametrize("value", ["F,J\n", "F,J,J\n"])
+def test_a_schedule_list_with_a_trailing_newline_is_refused(value: str) -> None:
+    # the JSON-schema pattern is searched with Python's re ($ matches before a final newline):
+    # the plan's check is a full match
+    with pytest.raises((PlanError, ParamValidationError), match=r"schedule|pattern|valid"):
+        plan_for({"schedule": value})
+
+
 def test_explicit_schedule_must_match_epochs() -> None:
     with pytest.raises(PlanError, match="one setting per epoch"):
         plan_for({"schedule": "F,J", "epochs": 3})

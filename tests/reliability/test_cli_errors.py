@@ -72,6 +72,8 @@ def test_home_pointing_at_a_file(tmp_path: Path, capsys: pytest.CaptureFixture[s
         ["features", "window", "--end", "0001-01-01"],
         ["features", "window", "--end", "9999-12-31", "--days", "1"],
         ["data", "synth", "--start", "2999-12-01", "--days", "100000"],
+        ["data", "synth", "--start", "2026-01-01", "--days", "5000000"],  # past year 9999
+        ["data", "synth", "--start", "2026-01-01", "--days", "1000000000"],  # past timedelta's range
         ["train", "--end", "0001-01-01"],
     ],
 )
@@ -157,3 +159,30 @@ def test_a_crash_that_is_ours_stays_a_traceback(
     monkeypatch.setattr(models, "handle_models_list", boom)
     with pytest.raises(type(crash)):
         main(["models", "list", "--home", str(tmp_path)])
+
+
+def test_the_ranker_command_exits_with_the_crash_code_not_the_decision_code(tmp_path: Path) -> None:
+    """Through the console script's entry point in a fresh process: a crash of ours prints its
+    traceback and exits EXIT_CRASH (70), never 1 ("gate rejected") or 2 (user error)."""
+    import subprocess
+
+    from ranking.cli.main import EXIT_CRASH
+
+    script = (
+        "import sys, ranking.cli.models as m\n"
+        "def boom(args): raise ValueError('a bug of ours')\n"
+        "m.handle_models_list = boom\n"
+        "from ranking.cli.main import entry\n"
+        "sys.exit(entry())\n"
+    )
+    argv = [sys.executable, "-c", script, "models", "list", "--home", str(tmp_path)]
+    proc = subprocess.run(argv, capture_output=True, text=True, timeout=120)
+    assert proc.returncode == EXIT_CRASH not in (0, 1, 2), proc.stderr
+    assert "Traceback" in proc.stderr and "ValueError: a bug of ours" in proc.stderr
+    # a user error through the same entry point (python -m ranking.cli) is still one line, exit 2
+    not_a_folder = tmp_path / "a-file"
+    not_a_folder.write_text("x")
+    argv = [sys.executable, "-m", "ranking.cli", "models", "list", "--home", str(not_a_folder)]
+    user = subprocess.run(argv, capture_output=True, text=True, timeout=120)
+    assert user.returncode == 2
+    assert str(not_a_folder) in _one_line(user.stderr)
