@@ -89,9 +89,8 @@ def _add_train(out: _Samples, train: Mapping[str, Any]) -> None:
         ratio = as_float(epoch, "lookup_ratio", ewhere)
         if ratio is not None:
             lookup[phase].append((ratio, seconds))
+        # exported only as measured: a summary without it (timing off, an older trainer) has none
         exposed_ratio = as_float(epoch, "exposed_lookup_ratio", ewhere)
-        if exposed_ratio is None and pipeline == "sync":
-            exposed_ratio = ratio  # without prefetch every lookup is on the critical path
         if exposed_ratio is not None:
             exposed[phase].append((exposed_ratio, seconds))
     for phase in PHASES:

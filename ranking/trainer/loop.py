@@ -389,8 +389,9 @@ class _Trainer:
             "samples": plan.rows,
             "steps": plan.steps,
             "samples_per_second": plan.rows / seconds if seconds > 0 else float("nan"),
-            "lookup_ratio": float(ratios[0]),
-            "exposed_lookup_ratio": float(ratios[1]),
+            # with the section clock off nothing was measured: no figure rather than a 0
+            "lookup_ratio": float(ratios[0]) if self.clock.enabled else None,
+            "exposed_lookup_ratio": float(ratios[1]) if self.clock.enabled else None,
             "duration_seconds": seconds,
         }
         if cuda:  # this rank's peak (rank 0's in the summary)
@@ -485,8 +486,8 @@ class _Trainer:
                 e["phase"], {"seconds": 0.0, "lookup": 0.0, "exposed": 0.0, "samples": 0.0}
             )
             agg["seconds"] += e["duration_seconds"]
-            agg["lookup"] += e["lookup_ratio"] * e["duration_seconds"]
-            agg["exposed"] += e["exposed_lookup_ratio"] * e["duration_seconds"]
+            agg["lookup"] += (e["lookup_ratio"] or 0.0) * e["duration_seconds"]
+            agg["exposed"] += (e["exposed_lookup_ratio"] or 0.0) * e["duration_seconds"]
             agg["samples"] += e["samples"]
         train_seconds = sum(e["duration_seconds"] for e in epochs)
         summary: dict[str, Any] = {
@@ -503,10 +504,14 @@ class _Trainer:
             else None,
             "wall_seconds_by_phase": {p: a["seconds"] for p, a in by_phase.items()},
             "lookup_ratio_by_phase": {
-                p: a["lookup"] / a["seconds"] for p, a in by_phase.items() if a["seconds"]
+                p: a["lookup"] / a["seconds"]
+                for p, a in by_phase.items()
+                if a["seconds"] and self.clock.enabled
             },
             "exposed_lookup_ratio_by_phase": {
-                p: a["exposed"] / a["seconds"] for p, a in by_phase.items() if a["seconds"]
+                p: a["exposed"] / a["seconds"]
+                for p, a in by_phase.items()
+                if a["seconds"] and self.clock.enabled
             },
             "window": req.manifest.summary(),
             "warm_start": {

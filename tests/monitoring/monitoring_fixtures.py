@@ -101,6 +101,10 @@ def write_contract_run(
             "version": f"v-{run_id}",
             "schedule": "delayed",
             "pipeline": "semisync",
+            # 2 processes: the all-to-all runs asynchronously, so exposed < lookup can be measured
+            # (one CPU process has nothing asynchronous: exposed == lookup there)
+            "world_size": 2,
+            "device": "cpu",
             "epochs": epochs,
             "eval": {"save_hit_at_3": 0.41, "auc": 0.74, "ne": 0.93},
             "samples_per_second": 4300.0,
