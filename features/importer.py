@@ -240,6 +240,7 @@ def _entities(
 
 STAGING_PREFIX = ".import-staging-"
 REPLACED_PREFIX = ".source.replaced-"
+SOURCE_VERSIONS = ".source-versions"
 
 
 def _pid_alive(pid: int) -> bool:
@@ -268,22 +269,49 @@ def recover_source(ws: Workspace) -> None:
     for staging in root.glob(STAGING_PREFIX + "*"):
         pid = staging.name[len(STAGING_PREFIX) :].split("-", 1)[0]
         if not pid.isdigit() or not _pid_alive(int(pid)):
-            shutil.rmtree(staging, ignore_errors=True)
+            if staging.is_symlink():
+                staging.unlink()
+            else:
+                shutil.rmtree(staging, ignore_errors=True)
             log.info("removed %s (left by a killed import)", staging.name)
+    live = _own_version(ws)
+    for version in (root / SOURCE_VERSIONS).glob("*"):
+        pid = version.name.split("-")[1] if version.name.count("-") >= 2 else ""
+        if version != live and not (pid.isdigit() and _pid_alive(int(pid))):
+            shutil.rmtree(version, ignore_errors=True)  # published by an import killed before its link
 
 
 def _swap_in(ws: Workspace, staged: Path) -> None:
-    """Publish the staged source tree as ``<home>/source``: rename the old one aside, rename the
-    new one in, then delete the old. Renames within a folder are atomic; a kill between the two
-    leaves the old tree under its aside name, which :func:`recover_source` puts back."""
-    aside = ws.root / f"{REPLACED_PREFIX}{os.getpid()}-{secrets.token_hex(4)}"
-    had_old = ws.source.exists()
-    if had_old:
-        os.replace(ws.source, aside)
-    os.replace(staged, ws.source)
+    """Publish the staged source tree as ``<home>/source`` in one atomic step: ``source`` is a
+    symlink to a folder under ``<home>/.source-versions/``, and the swap is a rename of a new link
+    over it, so a reader (or a kill) sees the whole old tree or the whole new one, never neither.
+    The previous version is deleted after the swap (a link to a folder of the user's own outside
+    ``.source-versions`` is replaced, its target left alone)."""
+    versions = ws.root / SOURCE_VERSIONS
+    versions.mkdir(exist_ok=True)
+    target = versions / f"{time.strftime('%Y%m%dT%H%M%S')}-{os.getpid()}-{secrets.token_hex(4)}"
+    os.rename(staged, target)
+    previous = _own_version(ws)
+    if ws.source.exists() and not ws.source.is_symlink():
+        # a workspace from before versioned sources (or ranker data synth): a folder cannot be
+        # renamed over, so it goes aside first; recover_source puts it back if we die in between
+        previous = ws.root / f"{REPLACED_PREFIX}{os.getpid()}-{secrets.token_hex(4)}"
+        os.replace(ws.source, previous)
+    link = ws.root / f"{STAGING_PREFIX}{os.getpid()}-{secrets.token_hex(4)}.link"
+    os.symlink(Path(SOURCE_VERSIONS) / target.name, link, target_is_directory=True)
+    os.replace(link, ws.source)
     fsync_dir(ws.root)
-    if had_old:
-        shutil.rmtree(aside, ignore_errors=True)
+    if previous is not None:
+        shutil.rmtree(previous, ignore_errors=True)
+
+
+def _own_version(ws: Workspace) -> Path | None:
+    """The folder under ``.source-versions`` that ``source`` links to, if it is one of ours."""
+    if not ws.source.is_symlink():
+        return None
+    versions = (ws.root / SOURCE_VERSIONS).resolve()
+    target = ws.source.resolve()
+    return target if target.parent == versions else None
 
 
 def import_events(ws: Workspace, cfg: ImportConfig) -> dict[str, Any]:

@@ -5,6 +5,7 @@ any point leaves the old data)."""
 from __future__ import annotations
 
 import json
+import shutil
 from pathlib import Path
 
 import pandas as pd
@@ -148,14 +149,42 @@ def test_a_killed_replace_leaves_the_old_data(kill_at: str, tmp_path: Path) -> N
         env={**__import__("os").environ, "PYTHONPATH": str(Path(__file__).resolve().parents[2])},
     )
     assert proc.returncode == 137, proc.stderr
-    # what a reader sees (after the next import's recovery step when the kill hit the swap)
-    from features.importer import recover_source
+    # what a reader sees right after the kill, before anything repairs it: the old data, whole
+    # (the swap is one rename of a link: killed before it, nothing of the new data is visible)
+    assert _days(ws) == old_days
+    assert {p.relative_to(ws.source): p.read_bytes() for p in ws.source.rglob("*.parquet")} == before
+    # the next import's recovery step removes what the killed one left
+    from features.importer import SOURCE_VERSIONS, recover_source
 
     recover_source(ws)
     assert _days(ws) == old_days
-    assert {p.relative_to(ws.source): p.read_bytes() for p in ws.source.rglob("*.parquet")} == before
     assert not list(ws.root.glob(".import-staging-*")) and not list(ws.root.glob(".source.replaced-*"))
+    assert [v.resolve() for v in (ws.root / SOURCE_VERSIONS).iterdir()] == [ws.source.resolve()]
     # and a re-run of the replace completes
     summary = import_events(ws, _cfg(new_path, replace=True))
     assert _days(ws) == [f"2026-01-{d}" for d in range(11, 16)] and summary["impressions"] == 25
     assert sources.entities_path(ws, sources.USERS).is_file()
+
+
+def test_replace_over_a_plain_source_folder_and_one_version_kept(tmp_path: Path) -> None:
+    """A workspace whose source is a plain folder (ranker data synth, or one from before versioned
+    sources) is replaced like any other; afterwards only the live version is kept."""
+    from features.importer import SOURCE_VERSIONS
+
+    ws = Workspace.resolve(tmp_path / "home")
+    first = [T0 + 86400 * d + 60 * i for d in range(3) for i in range(5)]
+    import_events(ws, _cfg(_write(tmp_path, _log(first), "first.parquet")))
+    # turn the linked source into a plain folder, as synth writes it
+    plain = tmp_path / "plain"
+    shutil.copytree(ws.source, plain)
+    ws.source.unlink()
+    shutil.rmtree(ws.root / SOURCE_VERSIONS)
+    plain.rename(ws.source)
+    assert not ws.source.is_symlink() and _days(ws) == ["2026-01-01", "2026-01-02", "2026-01-03"]
+    for k, offset in enumerate((10, 20)):
+        new = [T0 + 86400 * (offset + d) + 60 * i for d in range(2) for i in range(5)]
+        import_events(ws, _cfg(_write(tmp_path, _log(new), f"new{k}.parquet"), replace=True))
+        assert ws.source.is_symlink()
+        assert _days(ws) == [f"2026-01-{offset + 1 + d}" for d in range(2)]
+        assert [v.resolve() for v in (ws.root / SOURCE_VERSIONS).iterdir()] == [ws.source.resolve()]
+    assert not list(ws.root.glob(".source.replaced-*")) and not list(ws.root.glob(".import-staging-*"))
