@@ -17,7 +17,7 @@ AIRFLOW_STAMP := $(AFVENV)/.installed-$(shell sha256sum < $(AIRFLOW_LOCK) | cut 
 PYTEST_ARGS ?=
 STACK_ARGS ?=# e.g. --ranker-home $(CURDIR)/var/demo (infra/stack/stack.py --help)
 
-.PHONY: setup servers test lint typecheck test-py test-airflow test-stack stack stack-down stack-status demo bench study backtest lock clean-venvs help
+.PHONY: setup setup-trainer servers test lint typecheck test-py test-airflow test-stack stack stack-down stack-status demo bench study backtest lock clean-venvs help
 
 help:
 	@echo "make demo   - set up, build a synthetic workspace, run ranker_retrain through Airflow for two days"
@@ -28,12 +28,18 @@ help:
 
 setup: $(TRAINER_STAMP) $(AIRFLOW_STAMP)
 
+# the trainer environment alone (benchmarks/gpu.sh on a GPU machine needs no Airflow)
+setup-trainer: $(TRAINER_STAMP)
+
 $(TRAINER_STAMP):
 	@echo ">> installing $(VENV) from $(TRAINER_LOCK) (DEVICE=$(DEVICE))"
 	rm -f $(VENV)/.installed-*
 	test -x $(VENV)/bin/python || $(PYTHON) -m venv $(VENV)
 ifeq ($(DEVICE),cuda)
 	sed 's/^fbgemm-gpu-cpu==/fbgemm-gpu==/' $(TRAINER_LOCK) | grep -v '^torch==' > $(VENV)/cuda.lock
+	# a .venv set up for the CPU holds torch 2.13.0+cpu, which satisfies torch==2.13.0 (PEP 440
+	# ignores the local label): remove it, and fbgemm-gpu-cpu beside fbgemm-gpu, first
+	$(VENV)/bin/pip uninstall -q -y torch fbgemm-gpu-cpu 2>/dev/null || true
 	$(VENV)/bin/pip install -q --no-deps -r $(VENV)/cuda.lock
 	# PyPI's torch==2.13.0 is the CUDA build; its nvidia-* runtime wheels come through the resolver
 	$(VENV)/bin/pip install -q torch==2.13.0

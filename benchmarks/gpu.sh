@@ -7,8 +7,13 @@
 #      samples/s by epoch, lookup and exposed shares by phase, peak GPU memory
 #   4. the plain-PyTorch baseline on the GPU (benchmarks/baseline.py --device cuda)
 # Everything lands in $OUT (default var/gpu-run): gpu.json (the summary), the raw JSON of each
-# step, pytest's junit XML and the logs. Sized to finish well under 10 minutes after setup
-# (GPU_ROWS, GPU_REPEATS to change it). Bad environment: one line on stderr, exit 2.
+# step, pytest's junit XML and the logs. Every step has a time cap (setup 240 s, tests 180 s, each
+# train 90 s, baseline 90 s: at most 11.5 min, typically a few minutes) and a step that fails or
+# times out is recorded in gpu.json ("exit_codes") instead of ending the run. GPU_ROWS, GPU_REPEATS
+# size it. Bad environment: one line on stderr, exit 2.
+# Setup needs PyPI (PyPI's CUDA torch 2.13.0 and fbgemm-gpu 1.8.0, several GB). A GPU machine
+# without network (this project's lent H200: torch 2.11 preinstalled, no torchrec/fbgemm, and a
+# 64 MiB limit on what travels) cannot run it: prepare .venv on a networked GPU image, GPU_SETUP=0.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 OUT="${OUT:-var/gpu-run}"
@@ -23,7 +28,10 @@ step() { echo ">> [$(( $(date +%s) - start )) s] $*" | tee -a "$OUT/steps.log"; 
 
 if [ "${GPU_SETUP:-1}" = 1 ]; then
   step "make setup DEVICE=cuda"
-  make setup DEVICE=cuda > "$OUT/setup.log" 2>&1 || { echo "gpu.sh: make setup DEVICE=cuda failed (see $OUT/setup.log)" >&2; exit 2; }
+  timeout 240 make setup-trainer DEVICE=cuda > "$OUT/setup.log" 2>&1 || {
+    echo "gpu.sh: make setup-trainer DEVICE=cuda failed or timed out (it needs PyPI; see $OUT/setup.log)" >&2
+    exit 2
+  }
 fi
 PY=.venv/bin/python
 if ! "$PY" -c 'import torch, sys; sys.exit(0 if torch.cuda.is_available() else 1)' 2>/dev/null; then
@@ -31,13 +39,23 @@ if ! "$PY" -c 'import torch, sys; sys.exit(0 if torch.cuda.is_available() else 1
   exit 2
 fi
 nvidia-smi --query-gpu=name,memory.total,driver_version --format=csv,noheader > "$OUT/nvidia-smi.txt" 2>&1 || true
-"$PY" -c 'import json, torch, fbgemm_gpu, torchrec; print(json.dumps({"torch": torch.__version__, "cuda": torch.version.cuda, "device": torch.cuda.get_device_name(0), "torchrec": torchrec.__version__}))' > "$OUT/versions.json"
+if ! "$PY" -c 'import json, torch, fbgemm_gpu, torchrec; print(json.dumps({"torch": torch.__version__, "cuda": torch.version.cuda, "device": torch.cuda.get_device_name(0), "torchrec": torchrec.__version__}))' > "$OUT/versions.json" 2> "$OUT/versions.log"; then
+  echo "gpu.sh: torch, fbgemm_gpu or torchrec does not import in $PY (see $OUT/versions.log)" >&2
+  exit 2
+fi
+declare -A rc
+# run NAME CAP CMD...: the step's exit code goes to gpu.json; a failure does not end the run
+run() {
+  local name=$1 cap=$2
+  shift 2
+  set +e
+  timeout "$cap" "$@"
+  rc[$name]=$?
+  set -e
+}
 
 step "CUDA tests (pytest -m gpu)"
-set +e
-timeout 300 "$PY" -m pytest tests/trainer -m gpu -q -p no:cacheprovider --junitxml="$OUT/gpu-tests.xml" > "$OUT/gpu-tests.log" 2>&1
-tests_rc=$?
-set -e
+run gpu_tests 180 "$PY" -m pytest tests/trainer -m gpu -q -p no:cacheprovider --junitxml="$OUT/gpu-tests.xml" > "$OUT/gpu-tests.log" 2>&1
 tail -3 "$OUT/gpu-tests.log"
 
 step "synthetic window: $ROWS rows over 4 days"
@@ -58,24 +76,39 @@ END_DATE=$("$PY" -c 'from benchmarks.train import END; print(END.isoformat())')
 
 for pipeline in sync semisync; do
   step "ranker train --pipeline $pipeline (F,J,J, batch $BATCH, one GPU, nccl)"
-  timeout 240 .venv/bin/ranker train --home "$HOME_DIR" --end "$END_DATE" --days 4 --schedule F,J,J \
+  run "train_$pipeline" 90 .venv/bin/ranker train --home "$HOME_DIR" --end "$END_DATE" --days 4 --schedule F,J,J \
     --pipeline "$pipeline" --batch-size "$BATCH" --warm-start none --no-register --no-progress \
     --no-eval-each-epoch --model-config "$HOME_DIR/model_config.json" --out "$HOME_DIR/run-$pipeline" \
     --json > "$OUT/train-$pipeline.json" 2> "$OUT/train-$pipeline.log"
 done
 
 step "plain-PyTorch baseline on the GPU"
-timeout 240 "$PY" -m benchmarks.baseline --device cuda --nproc 1 --rows "$ROWS" --batch-size "$BATCH" \
+run baseline 90 "$PY" -m benchmarks.baseline --device cuda --nproc 1 --rows "$ROWS" --batch-size "$BATCH" \
   --repeats "$REPEATS" --json-out "$OUT/baseline.json" > "$OUT/baseline.log" 2>&1
 
 step "summary"
-"$PY" - "$OUT" "$tests_rc" <<'EOF'
+codes=$(for k in "${!rc[@]}"; do printf '%s=%s ' "$k" "${rc[$k]}"; done)
+# shellcheck disable=SC2086
+"$PY" - "$OUT" $codes <<'EOF'
 import json, statistics, sys
 from pathlib import Path
-out, tests_rc = Path(sys.argv[1]), int(sys.argv[2])
-summary = {"versions": json.loads((out / "versions.json").read_text()), "gpu_tests_exit_code": tests_rc}
+out = Path(sys.argv[1])
+codes = {k: int(v) for k, v in (a.split("=") for a in sys.argv[2:])}
+summary = {"versions": json.loads((out / "versions.json").read_text()), "exit_codes": codes}
+
+
+def load(name):
+    try:
+        return json.loads((out / name).read_text())
+    except (OSError, ValueError):  # the step failed or timed out: its exit code says which
+        return None
+
+
 for p in ("sync", "semisync"):
-    s = json.loads((out / f"train-{p}.json").read_text())
+    s = load(f"train-{p}.json")
+    if s is None or "epochs" not in s:
+        summary[p] = None
+        continue
     summary[p] = {
         "device": s["device"],
         "world_size": s["world_size"],
@@ -85,15 +118,21 @@ for p in ("sync", "semisync"):
         "exposed_lookup_ratio_by_phase": s["exposed_lookup_ratio_by_phase"],
         "peak_gpu_memory_bytes": max(e.get("peak_gpu_memory_bytes", 0) for e in s["epochs"]),
     }
-joint = {p: statistics.median(summary[p]["samples_per_second_by_epoch"][1:]) for p in ("sync", "semisync")}
-summary["semisync_over_sync_joint"] = joint["semisync"] / joint["sync"]
-summary["baseline"] = json.loads((out / "baseline.json").read_text())
+if summary["sync"] and summary["semisync"]:
+    joint = {p: statistics.median(summary[p]["samples_per_second_by_epoch"][1:]) for p in ("sync", "semisync")}
+    summary["semisync_over_sync_joint"] = joint["semisync"] / joint["sync"]
+summary["baseline"] = load("baseline.json")
 (out / "gpu.json").write_text(json.dumps(summary, indent=2, sort_keys=True) + "\n")
 for p in ("sync", "semisync"):
     e = summary[p]
-    print(p, "samples/s", [round(x) for x in e["samples_per_second_by_epoch"]], "lookup", e["lookup_ratio_by_phase"],
-          "exposed", e["exposed_lookup_ratio_by_phase"], "peak GPU MiB", e["peak_gpu_memory_bytes"] // 2**20)
-print("semisync/sync joint", round(summary["semisync_over_sync_joint"], 3), "| gpu tests rc", tests_rc)
+    if e:
+        print(p, "samples/s", [round(x) for x in e["samples_per_second_by_epoch"]], "lookup",
+              e["lookup_ratio_by_phase"], "exposed", e["exposed_lookup_ratio_by_phase"],
+              "peak GPU MiB", e["peak_gpu_memory_bytes"] // 2**20)
+print("semisync/sync joint", summary.get("semisync_over_sync_joint"), "| exit codes", codes)
 EOF
 step "done: $OUT/gpu.json"
-exit "$tests_rc"
+# the run's status: the first step that failed (0 when all passed)
+for k in gpu_tests train_sync train_semisync baseline; do
+  [ "${rc[$k]:-0}" = 0 ] || exit "${rc[$k]}"
+done
