@@ -265,3 +265,34 @@ def test_exposed_lookup_is_measured_not_derived(ctx, manifest, model_config, mon
     else:
         assert share.exposed_seconds == pytest.approx(share.lookup_seconds, rel=1e-9)
         assert totals["lookup_forward"] >= DELAYED_STEPS * DELAY  # the wait is on the training thread
+
+
+@pytest.mark.parametrize("semisync", [False, True])
+def test_a_frozen_epoch_builds_no_autograd_graph_for_the_lookup(
+    ctx, manifest, model_config, semisync: bool
+) -> None:  # type: ignore[no-untyped-def]
+    """Frozen: the pooled embeddings come out of the lookup without a graph (no_grad), and the
+    tensors the dense forward reads do not require grad; joint: both carry a graph."""
+    stack = build_sharded(model_config, seed=3, ctx=ctx)
+    pipeline = CpuPipeline(stack.dmp, stack.optimizer, SectionClock(), semisync=semisync)
+    pooled_seen: list[torch.Tensor] = []
+    leaves_seen: list[torch.Tensor] = []
+    forward = pipeline._forward
+
+    def recording_forward(injector, batch, pooled, frozen):  # type: ignore[no-untyped-def]
+        out = forward(injector, batch, pooled, frozen)
+        pooled_seen.append(pooled.values())  # what the lookup returned (after its wait)
+        leaves_seen.append(out[2].values())  # what the dense forward read
+        return out
+
+    pipeline._forward = recording_forward  # type: ignore[method-assign]
+    for phase, epoch in ((FROZEN, 1), (JOINT, 2)):
+        pooled_seen.clear()
+        leaves_seen.clear()
+        stack.task.model.embeddings_frozen = phase == FROZEN
+        pipeline.run_epoch(batches(manifest, model_config, epoch), phase == FROZEN, lambda loss, rows: None)
+        assert pooled_seen and leaves_seen
+        graph = [v.grad_fn is not None for v in pooled_seen]
+        needs_grad = [v.requires_grad for v in leaves_seen]
+        assert all(graph) == (phase == JOINT) and any(graph) == (phase == JOINT), phase
+        assert all(needs_grad) == (phase == JOINT) and any(needs_grad) == (phase == JOINT), phase
