@@ -5,9 +5,11 @@ workspace's Feast store.
 duckdb (default) or spark, online store SQLite (``<home>/feast/online_store.db``) or Redis — then
 loads ``features/repo/definitions.py`` with ``RANKER_HOME=<home>`` and runs Feast's own total
 apply on it (what ``feast apply`` does: add, update, delete). The store settings come from
-``store_settings()``, the one place that reads RANKER_OFFLINE_STORE, RANKER_ONLINE_STORE and
-RANKER_REDIS_URL; every later ``open_store`` refuses a workspace whose rendered config no longer
-matches them (the registry's sources belong to the applied offline store).
+``store_settings()``: the values its caller gives (the ``ranker`` steps pass the pipeline config's
+``[features]`` section, whose environment layer is RANKER_OFFLINE_STORE, RANKER_ONLINE_STORE and
+RANKER_REDIS_URL), else those variables (library callers and tests); every later ``open_store``
+refuses a workspace whose rendered config no longer matches them (the registry's sources belong to
+the applied offline store).
 
 ``import feast`` is slow (~12 s): everything that needs it imports it inside the function.
 """
@@ -84,11 +86,17 @@ class StoreSettings:
     redis_url: str = "localhost:6379"  # host:port[,option=value...] (online_store=redis)
 
 
+def valid_redis_url(url: str) -> bool:
+    """Whether ``url`` is ``host:port[,option=value...]`` (a leading ``redis://`` removed first)."""
+    return bool(_REDIS_URL.match(url.removeprefix("redis://")))
+
+
 def store_settings(
     offline_store: str | None = None, online_store: str | None = None, redis_url: str | None = None
 ) -> StoreSettings:
-    """The Feast store settings: a value given here (a pipeline config) wins over the environment
-    (RANKER_OFFLINE_STORE, RANKER_ONLINE_STORE, RANKER_REDIS_URL), which wins over the defaults."""
+    """The Feast store settings: a value given here (the pipeline config's ``[features]``, which
+    the ``ranker`` steps pass) wins over the environment (RANKER_OFFLINE_STORE,
+    RANKER_ONLINE_STORE, RANKER_REDIS_URL), which wins over the defaults."""
     offline = (offline_store or os.environ.get("RANKER_OFFLINE_STORE") or "duckdb").strip().lower()
     if offline not in OFFLINE_STORES:
         raise FeatureRepoError(f"RANKER_OFFLINE_STORE must be duckdb or spark, got {offline!r}")

@@ -400,6 +400,9 @@ class WindowRequest:
     end: dt.date
     days: int = DEFAULT_DAYS
     checks: WindowChecks = field(default_factory=WindowChecks)
+    # the Feast store the workspace was applied with (the CLI passes the pipeline config's
+    # [features]); None: feast_repo.store_settings()'s environment fallback
+    settings: feast_repo.StoreSettings | None = None
 
 
 # the manifest fields the ``window`` step summary carries (with the manifest's path)
@@ -421,7 +424,7 @@ WINDOW_SUMMARY_FIELDS = (
 
 def window_step(req: WindowRequest) -> dict[str, Any]:
     """Build the window; the ``window`` step summary."""
-    manifest = build_window(req.workspace, req.end, req.days, req.checks)
+    manifest = build_window(req.workspace, req.end, req.days, req.checks, req.settings)
     summary = {k: manifest[k] for k in WINDOW_SUMMARY_FIELDS}
     summary["manifest"] = str(req.workspace.window_manifest(req.end, req.days))
     return summary

@@ -25,6 +25,10 @@ recipe whose full retrains start from it) gets one from ``ranker pretrain --end 
 its first day and again whenever the base is ``pretrain.every_days`` old, as the weekly
 ``ranker_pretrain`` DAG would; the pretraining time counts in the recipe's training time.
 
+The Feast store (the config's ``features`` section) is the backtested workspace's: every recipe
+shares its ``feast/`` and ``windows/``, so a recipe may not set it, and the windows are built on
+the store the ``ranker backtest`` command's own config names (``window_builder_for``).
+
 Day-1 rule: a recipe starts with an empty registry, so on its first day (and any later day
 before its first promotion) no model is served: the day has ``served = null`` and is left out
 of the served means and of the bootstrap; the report says how many days each mean covers.
@@ -51,7 +55,7 @@ from collections.abc import Callable, Mapping
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Protocol
+from typing import TYPE_CHECKING, Any, Protocol
 
 from ranking.config.loader import ConfigFileError, EffectiveConfig, Layer, file_values, parse_file, resolve
 from ranking.config.model import SECTIONS
@@ -61,6 +65,9 @@ from ranking.core.errors import RankerError
 from ranking.core.ids import validate_run_id
 from ranking.core.workspace import Workspace
 from ranking.pipeline.pretrain import uses_base
+
+if TYPE_CHECKING:
+    from features.feast_repo import StoreSettings
 
 log = logging.getLogger(__name__)
 
@@ -72,6 +79,9 @@ _ISOLATE_ENV = (
     "RANKER_PUSHGATEWAY_URL",
     "RANKER_HOME",
 )
+# config sections of the backtested workspace, not of a recipe: the Feast store (every recipe
+# shares the workspace's feast/ and windows/, and a store other than the applied one is refused)
+WORKSPACE_SECTIONS = ("features",)
 
 
 class BacktestError(RankerError):
@@ -142,6 +152,12 @@ def read_recipe(name: str, path: Path) -> Recipe:
 def recipe_config(recipe: Recipe, base: Mapping[str, Any], base_source: str | None) -> EffectiveConfig:
     """The recipe's effective config: defaults < the workspace's config < the recipe's sections;
     a backtest never pushes metrics anywhere and keeps its textfile inside the recipe's home."""
+    shared = sorted(k for k in recipe.values if k.split(".")[0] in WORKSPACE_SECTIONS)
+    if shared:
+        raise BacktestError(
+            f"recipe {recipe.name}: {shared[0]}: the Feast store is the backtested workspace's (every"
+            " recipe shares its feast/ and windows/): set it in the workspace's config, not in a recipe"
+        )
     layers = []
     if base_source:
         layers.append(Layer(base_source, dict(base)))
@@ -154,7 +170,11 @@ def recipe_config(recipe: Recipe, base: Mapping[str, Any], base_source: str | No
 
 
 def config_digest(effective: EffectiveConfig) -> str:
-    body = json.dumps(effective.config.model_dump(mode="json"), sort_keys=True)
+    # the Feast store is left out: it does not change a window (its content id, which the day's
+    # fingerprint carries, is the same on every store), and days recorded before the section
+    # existed keep their fingerprints
+    dumped = effective.config.model_dump(mode="json")
+    body = json.dumps({k: v for k, v in dumped.items() if k not in WORKSPACE_SECTIONS}, sort_keys=True)
     return hashlib.sha256(body.encode()).hexdigest()
 
 
@@ -483,10 +503,20 @@ Progress = Callable[[str, int, int, float], None]
 WindowBuilder = Callable[[Workspace, dt.date, int, Any], Mapping[str, Any]]
 
 
-def _build_window(ws: Workspace, day: dt.date, days: int, checks: Any) -> Mapping[str, Any]:
-    from features.window import build_window
+def window_builder_for(settings: StoreSettings | None) -> WindowBuilder:
+    """The window builder on the Feast store ``settings`` (the ``ranker backtest`` command's
+    ``features`` section: the store the backtested workspace was applied with)."""
 
-    return build_window(ws, day, days, checks)
+    def build(ws: Workspace, day: dt.date, days: int, checks: Any) -> Mapping[str, Any]:
+        from features.window import build_window
+
+        return build_window(ws, day, days, checks, settings)
+
+    return build
+
+
+# None: feast_repo.store_settings()'s environment fallback (the CLI passes its config's store)
+_build_window = window_builder_for(None)
 
 
 @dataclass

@@ -76,8 +76,10 @@ def _backtest(args: argparse.Namespace) -> CommandResult:
         compare_to_baseline,
         finite_json,
         read_recipe,
+        window_builder_for,
     )
     from ranking.backtest.report import build_report, write_report
+    from ranking.cli.config import effective_config
     from ranking.config.loader import file_values, find_config_file
     from ranking.trainer.loop import code_version
 
@@ -104,6 +106,8 @@ def _backtest(args: argparse.Namespace) -> CommandResult:
         parallel=args.parallel,
         on_progress=progress_printer("backtest", unit="day", label="day"),
         code_version=code_version(),
+        # the windows are built on the backtested workspace's Feast store (its config's [features])
+        window_builder=window_builder_for(effective_config(args).config.features.store_settings()),
     )
     records = bt.run()
     comparisons = compare_to_baseline(bt, records)

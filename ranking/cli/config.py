@@ -6,7 +6,8 @@ every bound flag takes the effective value of its key — defaults < environment
 the flag, if given (source ``flag``) < ``--params JSON``, a DAG run's Params (source ``param``).
 The parsed args carry the result as
 ``args.pipeline_config`` (an :class:`~ranking.config.loader.EffectiveConfig`): keys without a
-flag (the optimizers, ``gate.ci_level``, the study's window checks) are read from it, and
+flag (the optimizers, ``gate.ci_level``, the study's window checks, the Feast store of
+``features apply|materialize|window``) are read from it, and
 ``ranker train`` records it beside the run as ``effective_config.json``.
 
 The file: ``--config FILE``, else ``$RANKER_CONFIG``, else ``<home>/ranker.toml`` (or .yaml).
@@ -80,6 +81,10 @@ def bindings() -> dict[str, tuple[Binding, ...]]:
         for dest in ("days", "min_coverage", "min_label_rate", "max_label_rate", "max_null_rate")
     )
     return {
+        # the Feast store (`features` section) has no flag: one apply renders it, and every later
+        # step must name the same store, so it is set once, in the config file or the environment
+        "apply": (),
+        "materialize": (),
         "window": checks,
         "freshness": (Binding("max_lag_hours", "window.max_source_lag_hours"),),
         "train": (Binding("days", "window.days"), *recipe, _MODEL_FILE),

@@ -1,12 +1,16 @@
 """``ranker features apply|materialize|window|freshness``: the Feast repository and training windows.
 
-Handlers import pandas/feast inside their bodies so that ``ranker --help`` stays fast.
+Handlers import pandas/feast inside their bodies so that ``ranker --help`` stays fast. The Feast
+store (offline duckdb | spark, online sqlite | redis) is the pipeline config's ``[features]``
+section (environment layer: $RANKER_OFFLINE_STORE, $RANKER_ONLINE_STORE, $RANKER_REDIS_URL),
+handed to ``features`` as a ``StoreSettings`` argument.
 """
 
 from __future__ import annotations
 
 import argparse
 import os
+from typing import TYPE_CHECKING
 
 from ranking.cli.common import (
     CommandResult,
@@ -18,6 +22,9 @@ from ranking.cli.common import (
     workspace,
 )
 from ranking.core.errors import RankerError
+
+if TYPE_CHECKING:
+    from features.feast_repo import StoreSettings
 
 DEFAULT_WINDOW_DAYS = 20
 
@@ -32,17 +39,24 @@ def _env_lag_hours() -> float | None:
         raise RankerError(f"RANKER_MAX_SOURCE_LAG_HOURS: {exc}") from None
 
 
+def store_settings(args: argparse.Namespace) -> StoreSettings:
+    """The step's Feast store: the effective config's ``[features]`` section."""
+    from ranking.cli.config import effective_config
+
+    return effective_config(args).config.features.store_settings()
+
+
 def _apply(args: argparse.Namespace) -> CommandResult:
     from features.feast_repo import apply
 
-    summary = apply(workspace(args))
+    summary = apply(workspace(args), store_settings(args))
     return CommandResult(summary, text=f"applied Feast repo (feature version {summary['feature_version']})")
 
 
 def _materialize(args: argparse.Namespace) -> CommandResult:
     from features.feast_repo import materialize
 
-    summary = materialize(workspace(args), args.end)
+    summary = materialize(workspace(args), args.end, store_settings(args))
     return CommandResult(summary, text=f"materialized ({summary['mode']}) up to {summary['end']}")
 
 
@@ -56,7 +70,7 @@ def _window(args: argparse.Namespace) -> CommandResult:
         max_label_rate=args.max_label_rate,
         max_null_rate=args.max_null_rate,
     )
-    s = window_step(WindowRequest(workspace(args), args.end, args.days, checks))
+    s = window_step(WindowRequest(workspace(args), args.end, args.days, checks, store_settings(args)))
     repaired = (
         f" ({len(s['days_repaired'])} rebuilt: no longer matched their record)" if s["days_repaired"] else ""
     )

@@ -69,6 +69,7 @@ def _study(args: argparse.Namespace) -> CommandResult:
     from ranking.study.run import StudyRequest, run_study
     from ranking.study.spec import StudySpec
 
+    config = effective_config(args).config
     request = StudyRequest(
         workspace=workspace(args),
         spec=StudySpec(
@@ -87,7 +88,8 @@ def _study(args: argparse.Namespace) -> CommandResult:
         parallel=args.parallel,
         report_dir=args.report_dir,
         on_progress=progress_printer("study", unit="run", label="run"),
-        window_checks=effective_config(args).config.window.checks(),
+        window_checks=config.window.checks(),
+        store_settings=config.features.store_settings(),
     )
     with config_env(args):  # the study's `ranker train` processes read the same config
         outcome = run_study(request)

@@ -1,8 +1,9 @@
 """Finding, reading and layering pipeline config files; one-line errors that name the key.
 
 Layers, lowest first: built-in defaults < environment (``$RANKER_PUSHGATEWAY_URL``,
-``$RANKER_MAX_SOURCE_LAG_HOURS``: deployment-wide settings that predate the file) < config file
-< CLI flags < DAG Params (``--params``). Each effective value remembers the layer it came from.
+``$RANKER_MAX_SOURCE_LAG_HOURS``, ``$RANKER_OFFLINE_STORE``, ``$RANKER_ONLINE_STORE``,
+``$RANKER_REDIS_URL``: deployment-wide settings that predate the file) < config file < CLI flags
+< DAG Params (``--params``). Each effective value remembers the layer it came from.
 
 The file is TOML (primary: ``tomllib`` is in the standard library and TOML's types are explicit,
 so ``1e-3`` is a number and ``no`` is not a boolean, as YAML 1.1 would have it); YAML is read too
@@ -32,7 +33,12 @@ CONFIG_NAMES = ("ranker.toml", "ranker.yaml", "ranker.yml")
 ENV_KEYS: dict[str, str] = {
     "metrics.pushgateway": "RANKER_PUSHGATEWAY_URL",
     "window.max_source_lag_hours": "RANKER_MAX_SOURCE_LAG_HOURS",
+    "features.offline_store": "RANKER_OFFLINE_STORE",
+    "features.online_store": "RANKER_ONLINE_STORE",
+    "features.redis_url": "RANKER_REDIS_URL",
 }
+# store names read from the environment are case-insensitive (as feast_repo.store_settings reads them)
+_LOWERCASE_ENV_KEYS = ("features.offline_store", "features.online_store")
 DEFAULT = "default"
 FLAG = "flag"
 PARAM = "param"
@@ -159,6 +165,8 @@ def env_values(environ: Mapping[str, str] | None = None) -> dict[str, Any]:
                 values[key] = float(raw)
             except ValueError:
                 raise ConfigFileError(f"{key}: must be a number (got {raw!r} from env:{var})") from None
+        elif key in _LOWERCASE_ENV_KEYS:
+            values[key] = raw.lower()
         else:
             values[key] = raw
     return values

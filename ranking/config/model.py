@@ -1,11 +1,12 @@
-"""The pipeline config: one typed model with five sections (``window``, ``recipe``, ``pretrain``,
-``gate``, ``metrics``), validated by pydantic.
+"""The pipeline config: one typed model with six sections (``features``, ``window``, ``recipe``,
+``pretrain``, ``gate``, ``metrics``), validated by pydantic.
 
 Defaults are not written twice: they are read from the dataclasses the steps already use
-(``features.validation.WindowChecks``, ``ranking.gate.checks.GateConfig``,
-``ranking.trainer.config.TrainConfig``), so the config can never disagree with a step run
-without one. Every model forbids unknown keys and non-finite floats, and is strict about types
-(``epochs = "3"`` in a file is an error, not a silent conversion).
+(``features.feast_repo.StoreSettings``, ``features.validation.WindowChecks``,
+``ranking.gate.checks.GateConfig``, ``ranking.trainer.config.TrainConfig``), so the config can
+never disagree with a step run without one. Every model forbids unknown keys and non-finite
+floats, and is strict about types (``epochs = "3"`` in a file is an error, not a silent
+conversion).
 """
 
 from __future__ import annotations
@@ -15,6 +16,7 @@ from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationInfo, field_validator, model_validator
 
+from features.feast_repo import OFFLINE_STORES, ONLINE_STORES, StoreSettings, valid_redis_url
 from features.validation import WindowChecks
 from ranking.gate.checks import RULES as GATE_RULES
 from ranking.gate.checks import GateConfig
@@ -32,6 +34,7 @@ WARM_START_SCOPES = ("all", "dense")
 DEFAULT_WARM_START = "base"
 _SCHEDULE_LIST = re.compile(r"^[FJ](,[FJ])*$")
 
+_S = StoreSettings()
 _W = WindowChecks()
 _G = GateConfig()
 _T = TrainConfig(schedule=("joint",))
@@ -47,6 +50,29 @@ class _Section(BaseModel):
     model_config = ConfigDict(
         extra="forbid", strict=True, allow_inf_nan=False, frozen=True, validate_default=True
     )
+
+
+class FeaturesSection(_Section):
+    """The workspace's Feast store (``ranker features apply``, ``materialize``, ``window`` and every
+    step that builds a window): one apply renders it, later steps must name the same store."""
+
+    # duckdb (default) | spark (Feast's Spark offline store, a local session: docs/data.md)
+    offline_store: Literal[OFFLINE_STORES] = _S.offline_store  # type: ignore[valid-type]
+    # sqlite (<home>/feast/online_store.db) | redis (at redis_url)
+    online_store: Literal[ONLINE_STORES] = _S.online_store  # type: ignore[valid-type]
+    redis_url: str = _S.redis_url  # host:port[,option=value...] (a leading redis:// is dropped)
+
+    @field_validator("redis_url")
+    @classmethod
+    def _redis_url(cls, value: str) -> str:
+        if not valid_redis_url(value):
+            raise ValueError("must be host:port[,option=value...]")
+        return value.removeprefix("redis://")
+
+    def store_settings(self) -> StoreSettings:
+        return StoreSettings(
+            offline_store=self.offline_store, online_store=self.online_store, redis_url=self.redis_url
+        )
 
 
 class WindowSection(_Section):
@@ -253,6 +279,7 @@ class MetricsSection(_Section):
 
 
 class PipelineConfig(_Section):
+    features: FeaturesSection = Field(default_factory=FeaturesSection)
     window: WindowSection = Field(default_factory=WindowSection)
     recipe: RecipeSection = Field(default_factory=RecipeSection)
     pretrain: PretrainSection = Field(default_factory=PretrainSection)
@@ -261,6 +288,7 @@ class PipelineConfig(_Section):
 
 
 SECTIONS: dict[str, type[_Section]] = {
+    "features": FeaturesSection,
     "window": WindowSection,
     "recipe": RecipeSection,
     "pretrain": PretrainSection,

@@ -16,6 +16,7 @@ from ranking.study.runner import StudyRunner
 from ranking.study.spec import StudySpec, study_dir_for
 
 if TYPE_CHECKING:
+    from features.feast_repo import StoreSettings
     from features.validation import WindowChecks
 
 ProgressCallback = Callable[[str, int, int, float], None]  # (cell key, done, total, elapsed seconds)
@@ -33,6 +34,8 @@ class StudyRequest:
     on_progress: ProgressCallback | None = None
     # the window checks (the pipeline config's `window` section); None: WindowChecks' defaults
     window_checks: WindowChecks | None = None
+    # the Feast store (the pipeline config's `features` section); None: the environment's
+    store_settings: StoreSettings | None = None
 
 
 @dataclass(frozen=True)
@@ -61,6 +64,7 @@ def run_study(request: StudyRequest) -> StudyOutcome:
         parallel=request.parallel or max(1, os.cpu_count() or 1),
         on_progress=request.on_progress,
         window_checks=request.window_checks,
+        store_settings=request.store_settings,
     )
     start = time.perf_counter()
     results = runner.run()

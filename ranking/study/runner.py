@@ -24,6 +24,7 @@ from ranking.core.workspace import Workspace
 from ranking.study.spec import BASELINE_SCHEDULE, WARM_INITS, Cell, StudyError, StudySpec, letters, plan_cells
 
 if TYPE_CHECKING:
+    from features.feast_repo import StoreSettings
     from features.validation import WindowChecks
 
 
@@ -39,6 +40,8 @@ class StudyRunner:
     on_progress: Callable[[str, int, int, float], None] | None = None
     # the window checks (the pipeline config's `window` section); None: WindowChecks' defaults
     window_checks: WindowChecks | None = None
+    # the Feast store (the pipeline config's `features` section); None: the environment's
+    store_settings: StoreSettings | None = None
 
     def cell_dir(self, cell: Cell) -> Path:
         return self.study_dir / "runs" / cell.key
@@ -149,7 +152,9 @@ class StudyRunner:
         needed = {(spec.end, w) for w in spec.windows}
         needed |= {(spec.warm_end(c.window_days), c.window_days) for c in bases}
         for end, w in sorted(needed):
-            windows[(end, w)] = build_window(self.ws, end, w, self.window_checks)["window_id"]
+            windows[(end, w)] = build_window(self.ws, end, w, self.window_checks, self.store_settings)[
+                "window_id"
+            ]
         total = len(bases) + len(cells)
         base_jobs = [
             (c, spec.warm_end(c.window_days), windows[(spec.warm_end(c.window_days), c.window_days)], None)

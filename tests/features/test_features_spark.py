@@ -53,6 +53,19 @@ def _assert_same_day(duck: pd.DataFrame, spark: pd.DataFrame, day: str) -> None:
             assert a[a.notna()].tolist() == b[b.notna()].tolist(), (day, col)
 
 
+def _duckdb_window(tiny: dict[str, Any], home: Path) -> dict[str, Any]:
+    """The baseline: the tiny window on the duckdb store, named explicitly (the session's tiny
+    workspace is built on $RANKER_OFFLINE_STORE's store, which may be spark itself)."""
+    from features import feast_repo
+    from features.window import build_window
+
+    shutil.copytree(Path(tiny["home"]) / "source", home / "source")
+    ws = Workspace.resolve(home)
+    duckdb = StoreSettings(offline_store="duckdb")
+    assert feast_repo.apply(ws, duckdb)["offline_store"] == "duckdb"
+    return build_window(ws, dt.date.fromisoformat(tiny["end"]), WINDOW_DAYS, settings=duckdb)
+
+
 def test_spark_and_duckdb_build_the_same_window(
     tiny: dict[str, Any], tmp_path: Path, spark_settings: StoreSettings
 ) -> None:
@@ -66,7 +79,7 @@ def test_spark_and_duckdb_build_the_same_window(
     assert applied["offline_store"] == "spark"
     end = dt.date.fromisoformat(tiny["end"])
     spark = build_window(ws, end, WINDOW_DAYS, settings=spark_settings)
-    duck = tiny["window"]  # the session's tiny window, built on the duckdb store
+    duck = _duckdb_window(tiny, tmp_path / "duck")
 
     assert spark["days_built"] == WINDOW_DAYS + 1
     assert spark["window_id"] == duck["window_id"]  # same definitions, same source bytes
@@ -77,6 +90,8 @@ def test_spark_and_duckdb_build_the_same_window(
         assert s["label_rate"] == d["label_rate"] and s["null_rates"] == d["null_rates"]
         stats = json.loads((Path(s["path"]).parent / "partition.json").read_text())
         assert stats["offline_store"] == "spark"
+        duck_stats = json.loads((Path(d["path"]).parent / "partition.json").read_text())
+        assert duck_stats["offline_store"] == "duckdb"  # not Spark compared with Spark
         _assert_same_day(pd.read_parquet(d["path"]), pd.read_parquet(s["path"]), d["date"])
     # a window with features: not all null (the comparison above would also pass on empty joins)
     last = pd.read_parquet(spark_parts[-1]["path"])
