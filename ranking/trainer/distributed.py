@@ -3,7 +3,8 @@
 One code path for every world size: a single process runs a gloo group of size 1 (an in-memory
 store, no port), torchrun-launched workers join the group torchrun describes (gloo on CPU, nccl
 on GPU). The tables are always sharded by torchrec's planner onto the fused fbgemm kernel
-(table- or row-wise; data-parallel tables cannot be pipelined by semi-sync).
+(table- or row-wise; data-parallel tables cannot be pipelined by semi-sync), or column-wise alone
+when ``$RANKER_SHARDING_TYPES`` says so.
 """
 
 from __future__ import annotations
@@ -22,8 +23,34 @@ if TYPE_CHECKING:
 
 # column-wise is left out of the planner's choice: row-wise Adagrad keeps one momentum per row per
 # column shard ([rows x shards]), so a table trains differently depending on how it is cut, and
-# the cut may change with the world size (docs/training.md)
+# the planner's pick among several types may change with the world size (docs/training.md)
 SHARDING_TYPES = ("table_wise", "row_wise")
+# column-wise only on its own: torchrec cuts a table into column blocks of the smallest divisor of
+# its dim >= 128 (a multiple of 4), whatever the world size, so its momentum [rows x blocks] keeps
+# its shape and DCP reshards it like any other tensor
+COLUMN_WISE = "column_wise"
+# narrows the planner's choice ("row_wise", "table_wise,row_wise") or picks column-wise alone: an
+# environment variable so that it reaches every torchrun worker (tests force row-wise at 2 ranks)
+SHARDING_TYPES_ENV = "RANKER_SHARDING_TYPES"
+
+
+def sharding_types() -> tuple[str, ...]:
+    """The sharding types the planner may choose from: ``SHARDING_TYPES``, or those named
+    (comma-separated) by ``$RANKER_SHARDING_TYPES``: some of ``SHARDING_TYPES``, or column-wise
+    alone. Anything else is refused."""
+    raw = os.environ.get(SHARDING_TYPES_ENV, "").strip()
+    if not raw:
+        return SHARDING_TYPES
+    chosen = tuple(dict.fromkeys(t.strip() for t in raw.split(",") if t.strip()))
+    if chosen == (COLUMN_WISE,):
+        return chosen
+    bad = [t for t in chosen if t not in SHARDING_TYPES]
+    if bad or not chosen:
+        raise RankerError(
+            f"{SHARDING_TYPES_ENV}={raw!r}: choose from {', '.join(SHARDING_TYPES)} (comma-separated), "
+            f"or {COLUMN_WISE} alone (its optimizer state reshards only while every table keeps its cut)"
+        )
+    return chosen
 
 
 @dataclass(frozen=True)
@@ -122,19 +149,29 @@ def barrier() -> None:
 
 
 def shard(task: nn.Module, table_names: Sequence[str], ctx: DistContext) -> Any:
-    """Wrap ``task`` in DistributedModelParallel with fused tables sharded by the planner."""
+    """Wrap ``task`` in DistributedModelParallel with fused tables sharded by the planner, each
+    table one of :func:`sharding_types`."""
     import torch.distributed as dist
     from torchrec.distributed import DistributedModelParallel
     from torchrec.distributed.embeddingbag import EmbeddingBagCollectionSharder
     from torchrec.distributed.planner import EmbeddingShardingPlanner, ParameterConstraints, Topology
 
+    allowed = list(sharding_types())
+    # torchrec offers no row-wise sharding on CPU: a type named in the environment is offered
+    # anyway (row-wise on gloo needs equal batches on every rank at every step, docs/training.md)
+    forced = allowed if os.environ.get(SHARDING_TYPES_ENV, "").strip() else []
+
+    class Sharder(EmbeddingBagCollectionSharder):
+        def sharding_types(self, compute_device_type: str) -> list[str]:
+            offered = list(super().sharding_types(compute_device_type))
+            return offered + [t for t in forced if t not in offered]
+
     topology = Topology(world_size=ctx.world_size, compute_device=ctx.device.type)
     # tiny tables would be planned data-parallel, which semi-sync cannot pipeline
     constraints = {
-        name: ParameterConstraints(sharding_types=list(SHARDING_TYPES), compute_kernels=["fused"])
-        for name in table_names
+        name: ParameterConstraints(sharding_types=allowed, compute_kernels=["fused"]) for name in table_names
     }
-    sharders: list[Any] = [EmbeddingBagCollectionSharder()]
+    sharders: list[Any] = [Sharder()]
     planner = EmbeddingShardingPlanner(topology=topology, constraints=constraints)
     plan = planner.collective_plan(task, sharders, dist.GroupMember.WORLD)
     return DistributedModelParallel(task, device=ctx.device, plan=plan, sharders=sharders)

@@ -11,11 +11,13 @@ Epoch checkpoint ``checkpoints/epoch-N/`` (a folder), written by every rank at o
 The DCP state is one flat dict:
 
     model.<RankerModel key>                 tables: ShardedTensor [rows, dim]; dense: replicated
-    table_optimizer.<param>::<state>        fused table optimizer (row-wise Adagrad momentum1 [rows])
+    table_optimizer.<param>::<state>        fused table optimizer (row-wise Adagrad momentum1 [rows];
+                                            column-wise: [rows x column blocks], block by block)
     dense_optimizer.<param index>.<state>   the dense optimizer's tensors
 
-Keys and global shapes do not depend on the world size or the sharding plan, so DCP reshards on
-load: a checkpoint written by 2 ranks resumes on 1 and the reverse.
+Keys and global shapes do not depend on the world size (column-wise: as long as it is the only
+sharding type, which keeps every table's column blocks), so DCP reshards on load: a checkpoint
+written by 2 ranks resumes on 1 and the reverse.
 
 The export (``model.pt``, :func:`export_checkpoint`) is one ``torch.save`` file in the format
 every reader already loads with ``weights_only=True``: ``{"format": 2, "model": {key: tensor},
@@ -235,8 +237,14 @@ def restore_epoch(path: Path, dmp: Any, optimizer: Any) -> dict[str, Any]:
         raise CheckpointError(f"checkpoint {path} does not fit this model: lacks {missing[:5]}")
     for key, (shape, _) in specs.items():
         if key in targets and tuple(targets[key].size()) != shape:
+            hint = (
+                " (a column-wise table's optimizer state is [rows x column blocks]: resume with the"
+                " sharding types that wrote it)"
+                if key.startswith(TABLE_OPT)
+                else ""
+            )
             raise CheckpointError(
-                f"checkpoint {path}: {key} has shape {shape}, the model {tuple(targets[key].size())}"
+                f"checkpoint {path}: {key} has shape {shape}, the model {tuple(targets[key].size())}{hint}"
             )
     dense = {
         k: torch.zeros(shape, dtype=dtype) for k, (shape, dtype) in specs.items() if k.startswith(DENSE_OPT)
