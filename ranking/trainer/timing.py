@@ -121,8 +121,11 @@ class _AsyncSpans:
                 self._done.append((start, end))
 
     def settle(self, end: float) -> None:
-        """The training thread has waited: whatever is still open completed by ``end``."""
+        """The training thread has waited: whatever is still open completed by ``end``, and so
+        did what completed already (a completion callback can run, and take its timestamp, a
+        little after the wait it ended has returned)."""
         with self._lock:
+            self._done = [(start, min(stop, end)) for start, stop in self._done]
             self._done.extend((start, end) for start in self._open.values())
             self._open.clear()
 
