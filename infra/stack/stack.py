@@ -6,7 +6,7 @@
 
 The production shape is docker-compose.yml; this is the same set of servers without a Docker
 engine (docs/orchestration.md, "The local stack"). State, logs and data live under <dir>
-(default var/stack): stack.json (ports, pids), secrets.json and env.sh (mode 0600), logs/.
+(default var/stack): stack.json (ports, pids, --env values), secrets.json and env.sh (all mode 0600), logs/.
 
     python infra/stack/stack.py up [--dir D] [--ranker-home H] [--extra-dags DIR] [--env K=V ...]
     python infra/stack/stack.py down|status [--dir D]
@@ -239,7 +239,8 @@ class Stack:
         return path
 
     def save_state(self) -> None:
-        write_text(self.state_file, json.dumps(self.state, indent=2, sort_keys=True) + "\n")
+        # private: the state holds the --env values the stack was started with
+        write_private(self.state_file, json.dumps(self.state, indent=2, sort_keys=True) + "\n")
 
     # Postgres
 
@@ -468,7 +469,7 @@ class Stack:
             f"--config.file={self.prometheus_config(ports)}",
             f"--storage.tsdb.path={data / 'tsdb'}",
             f"--web.listen-address={HOST}:{ports[name]}",
-            "--web.enable-lifecycle",
+            # no --web.enable-lifecycle: its unauthenticated /-/quit would let any local user stop it
         ]
 
     def print_access(self) -> None:

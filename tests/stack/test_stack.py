@@ -249,7 +249,7 @@ def test_every_listener_is_on_loopback(stack: Stack, pair: dict[str, Any]) -> No
 
 def test_the_password_file_is_private_and_the_login_works(stack: Stack) -> None:
     passwords = stack.root / "airflow" / "simple_auth_manager_passwords.json"
-    for secret in (passwords, stack.root / "secrets.json", stack.root / "env.sh"):
+    for secret in (passwords, stack.root / "secrets.json", stack.root / "env.sh", stack.root / "stack.json"):
         assert secret.stat().st_mode & 0o077 == 0, oct(secret.stat().st_mode)
     assert stack.login("admin", stack.password)
     bad = stack.session.post(f"{stack.api_url}/auth/token", json={"username": "admin", "password": "wrong"})
