@@ -26,6 +26,8 @@ import time
 from pathlib import Path
 from typing import Any
 
+from ranking.core.atomic import atomic_write_json
+
 START = dt.date(2026, 1, 1)
 MULTIPLES = (1, 4, 16)
 TABLE_ROWS = (1_000_000, 10_000_000)
@@ -114,6 +116,7 @@ def main(argv: list[str]) -> int:
     ap.add_argument("--keep", default=None, help="folder to use and keep (default: a temp dir)")
     ap.add_argument("--multiples", default=",".join(map(str, MULTIPLES)), help="row multiples")
     ap.add_argument("--table-rows", default=",".join(map(str, TABLE_ROWS)), help="id table sizes")
+    ap.add_argument("--json-out", type=Path, default=None, help="also write the results here")
     args = ap.parse_args(argv)
     multiples = [int(x) for x in args.multiples.split(",")]
     table_sizes = [int(x) for x in args.table_rows.split(",")]
@@ -160,6 +163,8 @@ def main(argv: list[str]) -> int:
                 }
         results["fits"] = fits
         print(json.dumps(results, indent=2), flush=True)
+        if args.json_out:
+            atomic_write_json(args.json_out, results)
     finally:
         if not args.keep:
             shutil.rmtree(root, ignore_errors=True)
