@@ -30,6 +30,7 @@ from typing import Any
 import torch
 from torch import nn
 
+from benchmarks.workers import run_workers
 from ranking.trainer.model import RankerModel, TrainBatch
 from ranking.trainer.timing import SectionClock
 
@@ -285,30 +286,9 @@ def compare(manifest: Path, args: argparse.Namespace) -> dict[str, Any]:
     """The comparison for each process count in ``args.nproc`` (fresh torchrun workers), plus memory."""
     report: dict[str, Any] = {}
     for nproc in args.nproc:
-        with tempfile.TemporaryDirectory(prefix="bench-baseline-") as tmp:
-            out = Path(tmp) / "out.json"
-            cmd = [
-                sys.executable,
-                "-m",
-                "torch.distributed.run",
-                "--standalone",
-                "--nnodes=1",
-                f"--nproc-per-node={nproc}",
-                "-m",
-                "benchmarks.baseline",
-                "--worker",
-                "--manifest",
-                str(manifest),
-                "--json-out",
-                str(out),
-                *_shared_flags(args),
-            ]
-            proc = subprocess.run(
-                cmd, capture_output=True, text=True, check=False, env={**os.environ, "OMP_NUM_THREADS": "1"}
-            )
-            if proc.returncode != 0:
-                raise RuntimeError(f"baseline with {nproc} processes failed: {proc.stderr[-2000:]}")
-            report[f"nproc_{nproc}"] = json.loads(out.read_text())
+        report[f"nproc_{nproc}"] = run_workers(
+            "benchmarks.baseline", nproc, manifest, _shared_flags(args), "baseline"
+        )
     report["memory"] = memory(manifest, args)
     return report
 

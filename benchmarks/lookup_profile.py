@@ -60,6 +60,8 @@ from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
 
+from benchmarks.workers import run_workers
+
 MARK = "lookup_profile::"
 LOOKUP_MARK = MARK + "lookup"
 KJT_MARK = MARK + "kjt_build"
@@ -492,31 +494,7 @@ def _run_nproc(nproc: int, manifest: Path, args: argparse.Namespace) -> dict[str
         report = worker(args)
         assert report is not None
         return report
-    with tempfile.TemporaryDirectory(prefix="lookup-profile-") as tmp:
-        out = Path(tmp) / "rank0.json"
-        cmd = [
-            sys.executable,
-            "-m",
-            "torch.distributed.run",
-            "--standalone",
-            "--nnodes=1",
-            f"--nproc-per-node={nproc}",
-            "-m",
-            "benchmarks.lookup_profile",
-            "--worker",
-            "--manifest",
-            str(manifest),
-            "--json-out",
-            str(out),
-            *_shared_flags(args),
-        ]
-        proc = subprocess.run(
-            cmd, capture_output=True, text=True, check=False, env={**os.environ, "OMP_NUM_THREADS": "1"}
-        )
-        if proc.returncode != 0:
-            raise RuntimeError(f"lookup profile with {nproc} processes failed: {proc.stderr[-3000:]}")
-        result: dict[str, Any] = json.loads(out.read_text())
-        return result
+    return run_workers("benchmarks.lookup_profile", nproc, manifest, _shared_flags(args), "lookup profile")
 
 
 def _shared_flags(args: argparse.Namespace) -> list[str]:

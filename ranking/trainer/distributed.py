@@ -239,8 +239,8 @@ def table_optimizer_state(dmp: Any) -> dict[str, Any]:
     return flat
 
 
-def torchrun_command(nproc: int, module_argv: Sequence[str]) -> list[str]:
-    """``python -m torch.distributed.run --standalone --nproc-per-node N -m ranking.cli ...``"""
+def torchrun_command(nproc: int, module_argv: Sequence[str], module: str = "ranking.cli") -> list[str]:
+    """``python -m torch.distributed.run --standalone --nproc-per-node N -m <module> ...``"""
     if nproc < 1:
         raise RankerError(f"--nproc must be >= 1, got {nproc}")
     return [
@@ -251,6 +251,6 @@ def torchrun_command(nproc: int, module_argv: Sequence[str]) -> list[str]:
         "--nnodes=1",
         f"--nproc-per-node={nproc}",
         "-m",
-        "ranking.cli",
+        module,
         *module_argv,
     ]
