@@ -99,20 +99,19 @@ def test_ratio_series_are_between_0_and_1_and_labels_are_bounded(ws: Workspace) 
             assert labels["status"] in STATUSES
 
 
-def test_sync_pipeline_exposes_every_lookup(ws: Workspace) -> None:
-    write_summary(
-        ws,
-        "r1",
-        "train",
-        {
-            "pipeline": "sync",
-            "schedule": "joint",
-            "epochs": [{"epoch": 1, "phase": "joint", "lookup_ratio": 0.2, "duration_seconds": 3.0}],
-        },
-    )
+def test_the_exposed_share_is_exported_only_as_measured(ws: Workspace) -> None:
+    """A summary without the exposed share (timing off, an older trainer) exports none: it is not
+    stood in for by the lookup share, not even for the sync pipeline."""
+    epoch = {"epoch": 1, "phase": "joint", "lookup_ratio": 0.2, "duration_seconds": 3.0}
+    write_summary(ws, "r1", "train", {"pipeline": "sync", "schedule": "joint", "epochs": [epoch]})
     v = publish(ws, "r1")
-    assert v['ranker_embedding_lookup_exposed_ratio{phase="joint"}'] == pytest.approx(0.2)
+    assert v['ranker_embedding_lookup_ratio{phase="joint"}'] == pytest.approx(0.2)
+    assert 'ranker_embedding_lookup_exposed_ratio{phase="joint"}' not in v
     assert 'ranker_embedding_lookup_ratio{phase="frozen"}' not in v  # no frozen epoch ran
+    measured = {**epoch, "exposed_lookup_ratio": 0.2}  # sync: what the trainer measures, equal
+    write_summary(ws, "r2", "train", {"pipeline": "sync", "schedule": "joint", "epochs": [measured]})
+    v = publish(ws, "r2")
+    assert v['ranker_embedding_lookup_exposed_ratio{phase="joint"}'] == pytest.approx(0.2)
 
 
 def test_candidate_falls_back_to_train_eval_without_gate(ws: Workspace) -> None:
