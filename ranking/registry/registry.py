@@ -21,6 +21,7 @@ import json
 import logging
 import os
 import socket
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -224,14 +225,31 @@ class Registry:
         if not reason or not reason.strip():
             raise RegistryError("moving the base needs a reason")
         self.verify(version)
+        return self._move(self.base_alias, BASE, version, reason=reason, run_id=run_id, who=who)
+
+    def _move(
+        self,
+        alias: Alias,
+        name: str,
+        version: str,
+        *,
+        reason: str,
+        run_id: str | None,
+        who: str | None,
+        approve: Callable[[str | None], dict[str, Any]] | None = None,
+    ) -> tuple[AliasEvent | None, str | None]:
+        """Move ``alias`` to ``version`` by compare-and-swap. ``approve(current)`` runs on every
+        try (the current version may have changed while we lost a race): it raises to refuse, or
+        returns the event's extra fields. (None, version) when ``version`` already is the alias's."""
         who = who or current_actor()
 
         def make_event(seq: int, current: str | None) -> AliasEvent:
             if current == version:
                 raise _AlreadyChampion
+            extra = approve(current) if approve is not None else {}
             return AliasEvent(
                 seq=seq,
-                alias=BASE,
+                alias=name,
                 from_version=current,
                 to_version=version,
                 action="promote",
@@ -239,10 +257,11 @@ class Registry:
                 run_id=run_id,
                 reason=reason.strip(),
                 who=who,
+                **extra,
             )
 
         try:
-            event = self.base_alias.move(make_event)
+            event = alias.move(make_event)
         except _AlreadyChampion:
             return None, version
         return event, event.from_version
@@ -261,11 +280,8 @@ class Registry:
         if not reason or not reason.strip():
             raise RegistryError("a promotion needs a reason (--reason TEXT)")
         self.verify(version)
-        who = who or current_actor()
 
-        def make_event(seq: int, current: str | None) -> AliasEvent:
-            if current == version:
-                raise _AlreadyChampion
+        def approve(current: str | None) -> dict[str, Any]:
             # read on every try: a rejection or re-gate that landed while we lost a race counts
             verdict = self.verdict(version)
             problem = blessing_problem(verdict, current)
@@ -273,25 +289,11 @@ class Registry:
                 raise RegistryError(
                     f"refusing to promote {version}: {problem} (use --force with a reason to override)"
                 )
-            return AliasEvent(
-                seq=seq,
-                alias=CHAMPION,
-                from_version=current,
-                to_version=version,
-                action="promote",
-                when=utc_now(),
-                run_id=run_id,
-                reason=reason.strip(),
-                who=who,
-                forced=problem is not None,
-                blessing=blessing_digest(verdict, problem),
-            )
+            return {"forced": problem is not None, "blessing": blessing_digest(verdict, problem)}
 
-        try:
-            event = self.alias.move(make_event)
-        except _AlreadyChampion:
-            return None, version
-        return event, event.from_version
+        return self._move(
+            self.alias, CHAMPION, version, reason=reason, run_id=run_id, who=who, approve=approve
+        )
 
     def rollback_target(self, alias: str = CHAMPION) -> str:
         """The alias's version before the current one, skipping versions rolled back from."""
