@@ -225,12 +225,11 @@ class Registry:
         if not reason or not reason.strip():
             raise RegistryError("moving the base needs a reason")
         self.verify(version)
-        return self._move(self.base_alias, BASE, version, reason=reason, run_id=run_id, who=who)
+        return self._move(self.base_alias, version, reason=reason, run_id=run_id, who=who)
 
     def _move(
         self,
         alias: Alias,
-        name: str,
         version: str,
         *,
         reason: str,
@@ -249,7 +248,7 @@ class Registry:
             extra = approve(current) if approve is not None else {}
             return AliasEvent(
                 seq=seq,
-                alias=name,
+                alias=alias.name,
                 from_version=current,
                 to_version=version,
                 action="promote",
@@ -291,9 +290,7 @@ class Registry:
                 )
             return {"forced": problem is not None, "blessing": blessing_digest(verdict, problem)}
 
-        return self._move(
-            self.alias, CHAMPION, version, reason=reason, run_id=run_id, who=who, approve=approve
-        )
+        return self._move(self.alias, version, reason=reason, run_id=run_id, who=who, approve=approve)
 
     def rollback_target(self, alias: str = CHAMPION) -> str:
         """The alias's version before the current one, skipping versions rolled back from."""
