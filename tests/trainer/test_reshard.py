@@ -127,6 +127,12 @@ def _assert_tables_cut_across(folder: Path, ranks: set[str]) -> None:
         assert files[key] == ranks, (key, files[key])
 
 
+def _assert_same_losses(resumed: Path, whole: dict[str, Any]) -> None:
+    """The resumed run's per-epoch losses (its train manifest) equal the uninterrupted run's."""
+    manifest = json.loads((resumed / "train_manifest.json").read_text())
+    assert [e["loss"] for e in manifest["epochs"]] == [e["loss"] for e in whole["epochs"]]
+
+
 @pytest.fixture(scope="module")
 def even_setup(tmp_path_factory: pytest.TempPathFactory, model_config) -> tuple[Path, Path]:  # type: ignore[no-untyped-def]
     """12 row groups of 500 rows: 6 to each of 2 ranks, so their batches match at every step."""
@@ -174,8 +180,7 @@ def test_saved_at_two_ranks_resumed_at_one_equals_the_uninterrupted_one_rank_run
     whole = _train(home, cfg, reference, 1)
     _resume_at(home, cfg, reference, tmp_path / "resumed", written_by=2, nproc=1)
     _assert_same_export(reference / "model.pt", tmp_path / "resumed" / "model.pt")
-    resumed = json.loads((tmp_path / "resumed" / "train_manifest.json").read_text())
-    assert [e["loss"] for e in resumed["epochs"]] == [e["loss"] for e in whole["epochs"]]
+    _assert_same_losses(tmp_path / "resumed", whole)
 
 
 @pytest.mark.slow
@@ -205,8 +210,7 @@ def test_saved_row_wise_at_two_ranks_resumed_at_one_equals_the_uninterrupted_one
         home, cfg, reference, tmp_path / "resumed", written_by=2, nproc=1, sharding="row_wise", check=on_both
     )
     _assert_same_export(reference / "model.pt", tmp_path / "resumed" / "model.pt")
-    resumed = json.loads((tmp_path / "resumed" / "train_manifest.json").read_text())
-    assert [e["loss"] for e in resumed["epochs"]] == [e["loss"] for e in whole["epochs"]]
+    _assert_same_losses(tmp_path / "resumed", whole)
 
 
 @pytest.mark.slow
@@ -222,8 +226,7 @@ def test_saved_at_one_rank_resumed_row_wise_at_two_equals_the_uninterrupted_two_
     _assert_tables_cut_across(epoch_checkpoint_path(reference, 1), {"0", "1"})
     _resume_at(home, cfg, reference, tmp_path / "resumed", written_by=1, nproc=2, sharding="row_wise")
     _assert_same_export(reference / "model.pt", tmp_path / "resumed" / "model.pt")
-    resumed = json.loads((tmp_path / "resumed" / "train_manifest.json").read_text())
-    assert [e["loss"] for e in resumed["epochs"]] == [e["loss"] for e in whole["epochs"]]
+    _assert_same_losses(tmp_path / "resumed", whole)
 
 
 CW_DIM = 256  # torchrec cuts column-wise tables into blocks of 128 columns: 2 blocks each
@@ -298,8 +301,7 @@ def test_saved_column_wise_at_two_ranks_resumed_at_one_equals_the_uninterrupted_
     )
     _assert_same_export(reference / "model.pt", tmp_path / "resumed" / "model.pt")
     _assert_momentum_per_block(tmp_path / "resumed" / "model.pt")
-    resumed = json.loads((tmp_path / "resumed" / "train_manifest.json").read_text())
-    assert [e["loss"] for e in resumed["epochs"]] == [e["loss"] for e in whole["epochs"]]
+    _assert_same_losses(tmp_path / "resumed", whole)
 
 
 @pytest.mark.slow
