@@ -62,14 +62,22 @@ def architecture_of(cfg: ModelConfig) -> dict[str, Any]:
 
 
 def code_version() -> str:
-    import subprocess
-    from importlib.metadata import version
+    """``<package version>[+g<git sha>]``; never raises: a version stamp must not cost a run.
 
-    pkg = version("ranker-retrain")
+    Without package metadata (a source checkout on PYTHONPATH, no ``pip install -e .``) the version
+    is read from the checkout's pyproject.toml, else ``unknown``."""
+    import subprocess
+    from importlib.metadata import PackageNotFoundError, version
+
+    here = Path(__file__).resolve().parent
+    try:
+        pkg = version("ranker-retrain")
+    except PackageNotFoundError:
+        pkg = _source_version(here)
     try:
         sha = subprocess.run(
             ["git", "rev-parse", "--short=12", "HEAD"],
-            cwd=Path(__file__).resolve().parent,
+            cwd=here,
             capture_output=True,
             text=True,
             timeout=10,
@@ -77,7 +85,22 @@ def code_version() -> str:
         ).stdout.strip()
     except (OSError, subprocess.SubprocessError):
         return pkg
-    return f"{pkg}+g{sha}"
+    return f"{pkg}+g{sha}" if sha else pkg
+
+
+def _source_version(start: Path) -> str:
+    import tomllib
+
+    for folder in start.parents:
+        pyproject = folder / "pyproject.toml"
+        if pyproject.is_file():
+            try:
+                project = tomllib.loads(pyproject.read_text()).get("project", {})
+            except (OSError, tomllib.TOMLDecodeError):
+                return "unknown"
+            if project.get("name") == "ranker-retrain":
+                return str(project.get("version", "unknown"))
+    return "unknown"
 
 
 def _check_run_dir(req: TrainRequest) -> None:

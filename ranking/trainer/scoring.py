@@ -67,21 +67,35 @@ def build_scoring_model(cfg: ModelConfig, state: dict[str, Any]) -> RankerModel:
     return model
 
 
+def model_device(model: Any) -> Any:
+    """The device the model computes on: where its dense parameters live (a sharded model's
+    tables may sit elsewhere or be sharded; its dense layers are always on the compute device)."""
+    import torch
+
+    dense = getattr(model, "dense_arch", None)
+    for param in (dense if dense is not None else model).parameters():
+        return param.device
+    return torch.device("cpu")
+
+
 def score_model(model: RankerModel, paths: list[Path], batch_size: int = 8192) -> pd.DataFrame:
-    """Score every row of ``paths`` (in file order) -> request_id, pin_id, saved, score."""
+    """Score every row of ``paths`` (in file order) -> request_id, pin_id, saved, score.
+
+    Batches are decoded on the host and moved to the model's device; scores come back to the host."""
     import pandas as pd
     import torch
 
     cfg = model.config
+    device = model_device(model)
     keys_r: list[np.ndarray] = []
     keys_p: list[np.ndarray] = []
     labels: list[np.ndarray] = []
     scores: list[np.ndarray] = []
     with torch.no_grad():
         for chunk in eval_chunks(paths, cfg, batch_size):
-            batch = to_train_batch(chunk, cfg, weight=0.0)
+            batch = to_train_batch(chunk, cfg, weight=0.0).to(device, non_blocking=True)
             logits = model(batch.dense_features, batch.sparse_features)
-            scores.append(torch.sigmoid(logits.double()).numpy())
+            scores.append(torch.sigmoid(logits.double()).cpu().numpy())
             keys_r.append(chunk.request_ids)  # type: ignore[arg-type]
             keys_p.append(chunk.pin_ids)  # type: ignore[arg-type]
             labels.append(chunk.labels.astype(np.int8))

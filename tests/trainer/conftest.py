@@ -49,12 +49,18 @@ def model_config_file(tmp_path: Path, model_config) -> Path:  # type: ignore[no-
     return path
 
 
+REPO = Path(__file__).resolve().parents[2]
+
+
 def ranker_cmd(*args: str) -> list[str]:
-    return [os.path.join(os.path.dirname(sys.executable), "ranker"), *args]
+    """The project's own entry point (``python -m ranking.cli`` = the ``ranker`` console script),
+    so the tests run wherever this Python runs the project, installed or from the checkout."""
+    return [sys.executable, "-m", "ranking.cli", *args]
 
 
 def ranker_env() -> dict[str, str]:
-    return {**os.environ, "OMP_NUM_THREADS": "1", "RANKER_LOG_LEVEL": "WARNING"}
+    path = os.pathsep.join(p for p in (str(REPO), os.environ.get("PYTHONPATH", "")) if p)
+    return {**os.environ, "OMP_NUM_THREADS": "1", "RANKER_LOG_LEVEL": "WARNING", "PYTHONPATH": path}
 
 
 def train_request(manifest, cfg, run_dir: Path, schedule: str = "delayed", epochs: int = 2, **kw: Any):  # type: ignore[no-untyped-def]

@@ -72,3 +72,45 @@ def test_score_checkpoint_reads_the_config_beside_it_and_rejects_bad_input(
     assert torch.equal(
         payload["model"]["head.weight"], load_checkpoint(trained / "model.pt")["model"]["head.weight"]
     )
+
+
+class _ModelOnAnotherDevice(torch.nn.Module):
+    """A stand-in for a model on a GPU while the batches are decoded on the host: its parameters
+    live on the meta device, and it records where its inputs were."""
+
+    def __init__(self, config) -> None:  # type: ignore[no-untyped-def]
+        super().__init__()
+        self.config = config
+        self.dense_arch = torch.nn.Linear(1, 1, device="meta")
+        self.seen: set[str] = set()
+
+    def forward(self, dense_features: torch.Tensor, sparse_features) -> torch.Tensor:  # type: ignore[no-untyped-def]
+        self.seen |= {str(dense_features.device), str(sparse_features.values().device)}
+        self.seen |= {str(sparse_features.lengths().device)}
+        return torch.zeros(dense_features.shape[0])  # scores leave the device as the model returns them
+
+
+def test_scoring_feeds_the_model_on_the_device_of_its_parameters(manifest, model_config) -> None:  # type: ignore[no-untyped-def]
+    from ranking.trainer.scoring import model_device, score_model
+
+    model = _ModelOnAnotherDevice(model_config)
+    assert model_device(model) == torch.device("meta")
+    scores = score_model(model, [manifest.eval.path], batch_size=500)  # type: ignore[arg-type]
+    assert model.seen == {"meta"}  # every input tensor moved to the model's device, none left on the host
+    assert len(scores) == manifest.eval.rows and (scores["score"] == 0.5).all()
+
+
+def test_code_version_without_package_metadata(monkeypatch: pytest.MonkeyPatch) -> None:
+    """A source checkout without ``pip install -e .``: the stamp comes from pyproject.toml, not a crash."""
+    import importlib.metadata
+    import tomllib
+
+    from ranking.trainer.loop import code_version
+
+    def missing(name: str) -> str:
+        raise importlib.metadata.PackageNotFoundError(name)
+
+    monkeypatch.setattr(importlib.metadata, "version", missing)
+    project = tomllib.loads((Path(__file__).resolve().parents[2] / "pyproject.toml").read_text())["project"]
+    stamp = code_version()
+    assert stamp.split("+g")[0] == project["version"]
