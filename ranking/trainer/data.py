@@ -18,7 +18,7 @@ import math
 from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, Protocol, TypeVar
 
 import numpy as np
 
@@ -378,30 +378,46 @@ def read_units(units: Sequence[Unit], cfg: ModelConfig, keys: bool = False) -> I
             raise unreadable(unit.path, exc) from None
 
 
-def shuffle_stream(chunks: Iterator[Chunk], buffer_rows: int, rng: np.random.Generator) -> Iterator[Chunk]:
+class Rows(Protocol):
+    """What the shuffle buffer and the batch cutter need of a block of rows: a :class:`Chunk`, or
+    the input pipeline's records (ranking.trainer.input.Records); ``concat`` is a static method."""
+
+    def __len__(self) -> int: ...
+
+    def take(self: R, idx: np.ndarray | slice) -> R: ...
+
+
+R = TypeVar("R", bound=Rows)
+
+
+def _concat(parts: Sequence[R]) -> R:
+    return type(parts[0]).concat(parts)  # type: ignore[attr-defined,no-any-return]
+
+
+def shuffle_stream(chunks: Iterator[R], buffer_rows: int, rng: np.random.Generator) -> Iterator[R]:
     """Bounded shuffle: hold up to ``buffer_rows`` rows; when full, permute and release half."""
     if buffer_rows <= 0:
         yield from chunks
         return
-    held: list[Chunk] = []
+    held: list[R] = []
     size = 0
     for chunk in chunks:
         held.append(chunk)
         size += len(chunk)
         if size >= buffer_rows:
-            buf = Chunk.concat(held).take(rng.permutation(size))
+            buf = _concat(held).take(rng.permutation(size))
             keep = buffer_rows // 2
             yield buf.take(slice(0, size - keep))
             held, size = [buf.take(slice(size - keep, size))], keep
     if size:
-        buf = Chunk.concat(held)
+        buf = _concat(held)
         yield buf.take(rng.permutation(size))
 
 
-def rebatch(chunks: Iterator[Chunk], sizes: Sequence[int]) -> Iterator[Chunk]:
+def rebatch(chunks: Iterator[R], sizes: Sequence[int]) -> Iterator[R]:
     """Cut a stream of chunks into batches of exactly ``sizes`` rows (the stream must hold
     exactly sum(sizes) rows; anything else is an error, not a silent drop)."""
-    pending: list[Chunk] = []
+    pending: list[R] = []
     have = 0
     it = iter(chunks)
     for want in sizes:
@@ -414,7 +430,7 @@ def rebatch(chunks: Iterator[Chunk], sizes: Sequence[int]) -> Iterator[Chunk]:
                 ) from None
             pending.append(c)
             have += len(c)
-        buf = Chunk.concat(pending)
+        buf = _concat(pending)
         yield buf.take(slice(0, want))
         rest = buf.take(slice(want, have))
         pending, have = ([rest] if len(rest) else []), have - want

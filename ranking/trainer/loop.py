@@ -7,6 +7,7 @@ ranking/trainer/distributed.py). Run folder layout: docs/architecture.md "Traini
 
 from __future__ import annotations
 
+import contextlib
 import datetime as dt
 import gc
 import json
@@ -26,7 +27,8 @@ from ranking.trainer.checkpoint import (
     load_checkpoint,
 )
 from ranking.trainer.config import ModelConfig, TrainConfig
-from ranking.trainer.data import WindowManifest, list_units, plan_epoch, train_batches, validate_window
+from ranking.trainer.data import WindowManifest, list_units, plan_epoch, validate_window
+from ranking.trainer.input import InputOptions, default_cache_root, input_options_from_env, ready_batches
 from ranking.trainer.schedule import FROZEN, schedule_letters
 
 log = logging.getLogger(__name__)
@@ -51,6 +53,9 @@ class TrainRequest:
     expected_feature_version: str | None = None
     progress: bool = True
     threads: int | None = None  # torch intra-op threads (None: torch's default)
+    # how batches are made ready (workers, prefetch, encoded cache); None: InputOptions' defaults
+    # with the RANKER_INPUT_* environment, pinned on CUDA (ranking.trainer.input)
+    input_options: InputOptions | None = None
 
 
 def architecture_of(cfg: ModelConfig) -> dict[str, Any]:
@@ -336,8 +341,16 @@ class _Trainer:
         frozen = phase == FROZEN
         self.task.model.embeddings_frozen = frozen
         plan = plan_epoch(units, self.ctx.world_size, self.tc.batch_size, self.tc.seed, epoch)
-        batches = train_batches(
-            plan, self.ctx.rank, self.cfg, self.tc.shuffle_buffer_rows, self.tc.seed, epoch
+        options = self.req.input_options or input_options_from_env(self.ctx.device.type)
+        batches = ready_batches(
+            plan,
+            self.ctx.rank,
+            self.cfg,
+            self.tc.shuffle_buffer_rows,
+            self.tc.seed,
+            epoch,
+            options,
+            default_cache_root(self.req.manifest.path),
         )
         progress = EpochProgress(
             epoch,
@@ -383,16 +396,19 @@ class _Trainer:
         if cuda:
             torch.cuda.reset_peak_memory_stats(self.ctx.device)
         start = time.perf_counter()
-        if cuda and self.tc.pipeline == "semisync":
-            run_torchrec_epoch(
-                torchrec_pipeline(self.dmp, self.optimizer, self.ctx.device, self.clock, frozen),
-                batches,  # torchrec copies each batch to the device on its memcpy stream
-                on_step,
-            )
-        elif cuda:  # sync: the plain step loop, timed with CUDA events
-            pipeline.run_epoch((b.to(self.ctx.device, non_blocking=True) for b in batches), frozen, on_step)
-        else:
-            pipeline.run_epoch(batches, frozen, on_step)
+        with contextlib.closing(batches):  # stops the input thread and workers on any exit
+            if cuda and self.tc.pipeline == "semisync":
+                run_torchrec_epoch(
+                    torchrec_pipeline(self.dmp, self.optimizer, self.ctx.device, self.clock, frozen),
+                    batches,  # torchrec copies each (pinned) batch to the device on its memcpy stream
+                    on_step,
+                )
+            elif cuda:  # sync: the plain step loop, timed with CUDA events; pinned -> asynchronous copy
+                pipeline.run_epoch(
+                    (b.to(self.ctx.device, non_blocking=True) for b in batches), frozen, on_step
+                )
+            else:
+                pipeline.run_epoch(batches, frozen, on_step)
         flush()
         seconds = time.perf_counter() - start
         if steps_done != plan.steps:
