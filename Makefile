@@ -8,6 +8,10 @@
 SHELL := /bin/bash
 PYTHON ?= python3
 DEVICE ?= cpu# cpu | cuda (GPU machines: fbgemm-gpu instead of fbgemm-gpu-cpu, PyPI's CUDA torch)
+TORCH ?= pypi# DEVICE=cuda: pypi (the lock's torch, CUDA build) | system (the host's torch, kept as it is)
+WHEELS ?=# DEVICE=cuda: a local wheel folder to install from without network (make wheels fills one)
+TORCH_VERSION ?=# make wheels: the air-gapped host's torch (e.g. 2.11)
+PYTHON_VERSION ?=# make wheels: the air-gapped host's Python (e.g. 3.12)
 VENV := .venv
 AFVENV := .venv-airflow
 TRAINER_LOCK := requirements/trainer.lock
@@ -17,7 +21,7 @@ AIRFLOW_STAMP := $(AFVENV)/.installed-$(shell sha256sum < $(AIRFLOW_LOCK) | cut 
 PYTEST_ARGS ?=
 STACK_ARGS ?=# e.g. --ranker-home $(CURDIR)/var/demo (infra/stack/stack.py --help)
 
-.PHONY: setup setup-trainer servers test lint typecheck test-py test-airflow test-stack stack stack-down stack-status demo bench study backtest lock clean-venvs help
+.PHONY: setup setup-trainer wheels servers test lint typecheck test-py test-airflow test-stack stack stack-down stack-status demo bench study backtest lock clean-venvs help
 
 help:
 	@echo "make demo   - set up, build a synthetic workspace, run ranker_retrain through Airflow for two days"
@@ -34,16 +38,12 @@ setup-trainer: $(TRAINER_STAMP)
 $(TRAINER_STAMP):
 	@echo ">> installing $(VENV) from $(TRAINER_LOCK) (DEVICE=$(DEVICE))"
 	rm -f $(VENV)/.installed-*
-	test -x $(VENV)/bin/python || $(PYTHON) -m venv $(VENV)
 ifeq ($(DEVICE),cuda)
-	sed 's/^fbgemm-gpu-cpu==/fbgemm-gpu==/' $(TRAINER_LOCK) | grep -v '^torch==' > $(VENV)/cuda.lock
-	# a .venv set up for the CPU holds torch 2.13.0+cpu, which satisfies torch==2.13.0 (PEP 440
-	# ignores the local label): remove it, and fbgemm-gpu-cpu beside fbgemm-gpu, first
-	$(VENV)/bin/pip uninstall -q -y torch fbgemm-gpu-cpu 2>/dev/null || true
-	$(VENV)/bin/pip install -q --no-deps -r $(VENV)/cuda.lock
-	# PyPI's torch==2.13.0 is the CUDA build; its nvidia-* runtime wheels come through the resolver
-	$(VENV)/bin/pip install -q torch==2.13.0
+	# torch, fbgemm-gpu and torchrec chosen together (infra/trainer_env.py PAIRS); TORCH=system keeps
+	# the host's torch, WHEELS=DIR installs from a local folder (air-gapped; docs/training.md)
+	$(PYTHON) infra/trainer_env.py install --venv $(VENV) --torch $(TORCH) --python $(PYTHON) $(if $(WHEELS),--wheels $(WHEELS))
 else
+	test -x $(VENV)/bin/python || $(PYTHON) -m venv $(VENV)
 	$(VENV)/bin/pip install -q --no-deps -r $(TRAINER_LOCK)
 endif
 	$(VENV)/bin/pip install -q --no-deps --no-build-isolation -e .
@@ -108,6 +108,12 @@ backtest: setup
 
 lock:
 	requirements/compile.sh all
+
+# on a machine with PyPI: the wheels an air-gapped CUDA host needs (then: make setup DEVICE=cuda
+# TORCH=system WHEELS=DIR there)
+wheels:
+	@test -n "$(WHEELS)" -a -n "$(TORCH_VERSION)" -a -n "$(PYTHON_VERSION)" || { echo "make wheels WHEELS=DIR TORCH_VERSION=X.Y PYTHON_VERSION=3.Z" >&2; exit 2; }
+	$(PYTHON) infra/trainer_env.py download --wheels $(WHEELS) --torch-version $(TORCH_VERSION) --python-version $(PYTHON_VERSION)
 
 clean-venvs:
 	rm -rf $(VENV) $(AFVENV)
