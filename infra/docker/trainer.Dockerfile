@@ -1,6 +1,8 @@
 # syntax=docker/dockerfile:1
 # Trainer image: CUDA torch 2.13.0 + fbgemm-gpu 1.8.0 + torchrec 1.8.0 (installed --no-deps: its
-# metadata asks for fbgemm-gpu 1.9.0) — the same recipe as `make setup DEVICE=cuda`.
+# metadata asks for fbgemm-gpu 1.9.0) — `make setup DEVICE=cuda`'s recipe, infra/trainer_env.py.
+# An air-gapped build: COPY a wheel folder in and add `--torch system --wheels /wheels` on a base
+# image that has torch (docs/training.md "GPU machines without network").
 # PyPI's torch wheel brings the CUDA runtime (nvidia-* wheels); the host's NVIDIA driver comes in
 # through the NVIDIA container toolkit (docker-compose.yml reserves the GPU).
 # Run a training: docker compose --profile gpu run --rm trainer ranker train --end 2026-12-01 --json
@@ -18,11 +20,9 @@ RUN apt-get update \
 
 WORKDIR /opt/ranker
 COPY requirements/trainer.lock requirements/trainer.lock
+COPY infra/trainer_env.py infra/trainer_env.py
 
-RUN python -m venv .venv \
- && sed 's/^fbgemm-gpu-cpu==/fbgemm-gpu==/' requirements/trainer.lock | grep -v '^torch==' > /tmp/cuda.lock \
- && .venv/bin/pip install --no-deps -r /tmp/cuda.lock \
- && .venv/bin/pip install "torch==2.13.0"
+RUN python infra/trainer_env.py install --venv .venv --python python
 
 COPY pyproject.toml README.md ./
 COPY ranking/ ranking/

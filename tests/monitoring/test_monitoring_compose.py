@@ -191,10 +191,12 @@ def test_trainer_dockerfile_follows_the_lock_and_the_cuda_recipe() -> None:
     assert re.search(r"^fbgemm-gpu-cpu==1\.8\.0$", lock, re.M) and re.search(
         r"^torchrec==1\.8\.0$", lock, re.M
     )
-    # fbgemm-gpu (CUDA) replaces the CPU package at the lock's version; torch comes from PyPI (CUDA)
-    assert "s/^fbgemm-gpu-cpu==/fbgemm-gpu==/" in dockerfile
-    assert "--no-deps -r /tmp/cuda.lock" in dockerfile  # torchrec without its declared deps
-    assert re.search(r"^torch==2\.13\.0$", lock, re.M) and '"torch==2.13.0"' in dockerfile
+    # the image runs make setup DEVICE=cuda's recipe (tests/smoke/test_trainer_env.py checks that it
+    # installs the lock's CUDA torch with fbgemm-gpu at the CPU lock's version, torchrec --no-deps)
+    assert "COPY infra/trainer_env.py" in dockerfile
+    assert "infra/trainer_env.py install --venv .venv" in dockerfile
+    ignore = (INFRA / "docker/trainer.Dockerfile.dockerignore").read_text()
+    assert "!infra/trainer_env.py" in ignore.splitlines()
     # launchers pass whole commands (/bin/sh -c ...): no ranker entrypoint
     assert 'ENTRYPOINT ["tini", "--"]' in dockerfile
 
