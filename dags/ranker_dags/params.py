@@ -21,7 +21,7 @@ from typing import Any
 
 SCHEDULE_NAMES = ("delayed", "joint", "frozen", "joint_then_frozen")
 SCHEDULE_LIST_PATTERN = r"^[FJ](,[FJ]){0,9}$"
-PIPELINES = ("sync", "semisync")
+PIPELINES = ("auto", "sync", "semisync")  # ranking.trainer.config.PIPELINES (no project import here)
 WARM_STARTS = ("none", "champion", "base")
 WARM_START_SCOPES = ("all", "dense")
 # Param -> pipeline config key: the steps get the Params that are set as `--params JSON`, a layer
@@ -94,7 +94,7 @@ def retrain_param_schemas() -> dict[str, dict[str, Any]]:
             "type": ["null", "string"],
             "enum": [None, *PIPELINES],
             "title": "Training pipeline",
-            "description": "Empty: the pipeline config's recipe.pipeline (default semisync).",
+            "description": "Empty: the pipeline config's recipe.pipeline (default auto: semisync on CPU, sync on CUDA).",
         },
         "warm_start": {
             "default": None,

@@ -14,6 +14,7 @@ from ranking.cli.options import (
     gate_passthrough,
 )
 from ranking.pipeline.run import RunPlan, execute, new_run_id
+from ranking.trainer.config import PIPELINES
 
 log = logging.getLogger(__name__)
 
@@ -88,7 +89,7 @@ def register(sub: argparse._SubParsersAction) -> None:  # type: ignore[type-arg]
     )
     p.add_argument("--epochs", type=positive_int, default=None)
     p.add_argument("--schedule", default=None, help="embedding schedule, e.g. delayed or F,J,J")
-    p.add_argument("--pipeline", choices=("sync", "semisync"), default=None)
+    p.add_argument("--pipeline", choices=PIPELINES, default=None)
     add_promotion_options(p, dry_run_help="train and gate, never move the champion")
     add_gate_options(p)
     add_registry_option(p)

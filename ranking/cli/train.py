@@ -12,6 +12,7 @@ from typing import TYPE_CHECKING, Any
 
 from ranking.cli.common import CommandResult, add_common, parse_date, positive_int, workspace
 from ranking.config.model import DEFAULT_WARM_START
+from ranking.trainer.config import PIPELINES, TrainConfig
 
 if TYPE_CHECKING:
     from ranking.trainer.job import TrainJob
@@ -34,7 +35,7 @@ def register(sub: argparse._SubParsersAction) -> None:  # type: ignore[type-arg]
         default="delayed",
         help="delayed (F,J,J…) | joint | frozen | joint_then_frozen | an explicit list such as F,J,J",
     )
-    p.add_argument("--pipeline", choices=("semisync", "sync"), default="semisync")
+    p.add_argument("--pipeline", choices=PIPELINES, default=TrainConfig.pipeline)
     p.add_argument(
         "--warm-start",
         default=DEFAULT_WARM_START,

@@ -12,6 +12,7 @@ from typing import Any
 
 from ranking.core.errors import RankerError
 from ranking.core.workspace import Workspace, validate_run_id
+from ranking.trainer.config import TrainConfig
 from ranking.trainer.schedule import NAMED_SCHEDULES, resolve_schedule, schedule_letters
 
 INITS = ("scratch", "warm", "warm_dense")  # warm_dense: warm dense layers, fresh tables
@@ -34,7 +35,7 @@ class StudySpec:
     # warm start = a 1-epoch joint model trained on the window that ends this many days before
     # ``end`` (default: the window's own length, i.e. the preceding, disjoint window)
     warm_offset_days: int | None = None
-    pipeline: str = "semisync"
+    pipeline: str = TrainConfig.pipeline
     batch_size: int = 1024
     model_config: str | None = None  # path to a ModelConfig JSON/YAML
 

@@ -18,7 +18,8 @@ from ranking.core.errors import RankerError
 
 TABLE_OPTIMIZERS = ("rowwise_adagrad", "rowwise_adam", "adam")
 DENSE_OPTIMIZERS = ("adam", "adagrad", "sgd")
-PIPELINES = ("sync", "semisync")
+# auto: the pipeline measured faster on the device (resolve_pipeline); docs/training.md "Pipelines"
+PIPELINES = ("auto", "sync", "semisync")
 REMEDIES = ("none", "meda")  # epoch-start remedies (ranking.trainer.remedies)
 
 # default table sizes: IDs are hashed into these, so unseen IDs still get a row
@@ -177,7 +178,7 @@ class TrainConfig:
 
     schedule: tuple[str, ...]  # "frozen" | "joint" per epoch (see ranking.trainer.schedule)
     schedule_spec: str = "delayed"
-    pipeline: str = "semisync"
+    pipeline: str = "auto"
     batch_size: int = 1024  # global: split across ranks
     eval_batch_size: int = 8192
     shuffle_buffer_rows: int = 100_000
@@ -211,3 +212,14 @@ class TrainConfig:
         kw = dict(raw)
         kw["schedule"] = tuple(kw["schedule"])
         return cls(**kw)
+
+
+def resolve_pipeline(pipeline: str, device_type: str) -> str:
+    """The step loop a run uses. ``auto``: semi-sync on CPU (1.00-1.02x sync, docs/training.md),
+    sync on CUDA, where semi-sync measured 0.88-0.95x sync on an H200 (issue 21) and no run has
+    shown it faster since; benchmarks/gpu.sh measures both, so a GPU run can change this with evidence."""
+    if pipeline not in PIPELINES:
+        raise ConfigError(f"pipeline {pipeline!r}: choose from {', '.join(PIPELINES)}")
+    if pipeline != "auto":
+        return pipeline
+    return "sync" if device_type == "cuda" else "semisync"

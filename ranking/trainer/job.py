@@ -21,7 +21,7 @@ from typing import TYPE_CHECKING, Any
 from ranking.core.errors import RankerError, TrainingFailed
 from ranking.core.ids import validate_run_id
 from ranking.core.workspace import Workspace
-from ranking.trainer.config import ModelConfig, OptimizerConfig
+from ranking.trainer.config import ModelConfig, OptimizerConfig, TrainConfig
 
 if TYPE_CHECKING:
     from ranking.trainer.data import WindowManifest
@@ -42,7 +42,7 @@ class TrainJob:
     days: int = 20
     schedule: str = "delayed"  # a name (delayed, joint, ...) or an explicit list such as F,J,J
     epochs: int | None = None  # None: 3, or the explicit list's length
-    pipeline: str = "semisync"
+    pipeline: str = TrainConfig.pipeline
     warm_start: str = "champion"  # a checkpoint path (file or run folder) | champion | base | none
     warm_start_scope: str = "all"  # "all" | "dense"
     warm_start_optimizer: bool = False  # carry the tables' optimizer state (row-wise Adagrad sums)

@@ -26,7 +26,7 @@ from ranking.trainer.checkpoint import (
     latest_complete_checkpoint,
     load_checkpoint,
 )
-from ranking.trainer.config import ModelConfig, TrainConfig
+from ranking.trainer.config import ModelConfig, TrainConfig, resolve_pipeline
 from ranking.trainer.data import WindowManifest, list_units, plan_epoch, validate_window
 from ranking.trainer.input import InputOptions, default_cache_root, input_options_from_env, ready_batches
 from ranking.trainer.schedule import FROZEN, schedule_letters
@@ -395,9 +395,10 @@ class _Trainer:
         cuda = self.ctx.device.type == "cuda"
         if cuda:
             torch.cuda.reset_peak_memory_stats(self.ctx.device)
+        semisync = self.pipeline_name == "semisync"
         start = time.perf_counter()
         with contextlib.closing(batches):  # stops the input thread and workers on any exit
-            if cuda and self.tc.pipeline == "semisync":
+            if cuda and semisync:
                 run_torchrec_epoch(
                     torchrec_pipeline(self.dmp, self.optimizer, self.ctx.device, self.clock, frozen),
                     batches,  # torchrec copies each (pinned) batch to the device on its memcpy stream
@@ -468,7 +469,10 @@ class _Trainer:
             atomic_write_text(req.run_dir / "model_config.json", self.cfg.to_json() + "\n")
         distributed.barrier()
         self.clock = SectionClock(enabled=self.tc.timing, cuda=ctx.device.type == "cuda")
-        pipeline = CpuPipeline(self.dmp, self.optimizer, self.clock, semisync=self.tc.pipeline == "semisync")
+        self.pipeline_name = resolve_pipeline(self.tc.pipeline, ctx.device.type)
+        pipeline = CpuPipeline(
+            self.dmp, self.optimizer, self.clock, semisync=self.pipeline_name == "semisync"
+        )
         units = list_units([p.path for p in req.manifest.train])
         eval_paths = [req.manifest.eval.path]
         scores = None
@@ -533,7 +537,7 @@ class _Trainer:
             "run_dir": str(run_dir),
             "schedule": schedule_letters(tc.schedule),
             "schedule_spec": tc.schedule_spec,
-            "pipeline": tc.pipeline,
+            "pipeline": self.pipeline_name,  # what ran (train_config keeps what was asked: auto)
             "remedy": tc.remedy,
             "seed": tc.seed,
             "epochs": epochs,

@@ -36,3 +36,15 @@ def test_schedules_resolve_to_one_phase_per_epoch(spec: str, epochs: int | None,
 def test_bad_schedules_are_clear_errors(spec: str, epochs: int | None, message: str) -> None:
     with pytest.raises(ConfigError, match=message):
         resolve_schedule(spec, epochs)
+
+
+def test_auto_pipeline_is_semisync_on_cpu_and_sync_on_cuda() -> None:
+    from ranking.trainer.config import PIPELINES, ConfigError, TrainConfig, resolve_pipeline
+
+    assert TrainConfig(schedule=("joint",)).pipeline == "auto" == PIPELINES[0]
+    assert resolve_pipeline("auto", "cpu") == "semisync"
+    assert resolve_pipeline("auto", "cuda") == "sync"
+    for explicit in ("sync", "semisync"):  # an explicit choice is kept on every device
+        assert resolve_pipeline(explicit, "cuda") == resolve_pipeline(explicit, "cpu") == explicit
+    with pytest.raises(ConfigError):
+        resolve_pipeline("async", "cpu")
