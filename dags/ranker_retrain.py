@@ -13,6 +13,7 @@ config; an empty Param leaves the config's value). docs/orchestration.md explain
 
 from __future__ import annotations
 
+import logging
 from datetime import timedelta
 from typing import Any
 
@@ -28,6 +29,7 @@ from ranker_dags.params import PlanError, make_plan, ranker_run_id, retrain_para
 from ranker_dags.ranker_cli import EXIT_NEGATIVE, EXIT_OK, ranker_argv, run_ranker
 from ranker_dags.settings import OrchestrationSettings
 
+log = logging.getLogger(__name__)
 WATCHER = "fail_run_if_a_step_failed"
 DECISION_KEY = "decision"  # XCom key of `ranker decide`'s answer, pushed by the decide task
 
@@ -139,14 +141,19 @@ def build_retrain_dag(settings: OrchestrationSettings) -> DAG:
             args = ["gate", "--candidate", str(candidate), "--end", plan["window_end"]]
             args += ["--params", params_arg(plan)]
             result = ranker(plan, args, allowed=(EXIT_OK, EXIT_NEGATIVE))
-            return {**result.summary, "candidate_version": candidate}
+            report = {**result.summary, "candidate_version": candidate}
+            for line in decisions.gate_check_lines(report):
+                log.info("%s", line)
+            return report
 
         @task.branch(execution_timeout=timedelta(minutes=2), **no_retry)
         def decide(plan: dict[str, Any], report: dict[str, Any]) -> str:
             # the promotion policy is `ranker decide`'s; the branch tasks read its answer from XCom
             decision = ranker(plan, decisions.decide_args(plan, report["candidate_version"])).summary
             get_current_context()["ti"].xcom_push(key=DECISION_KEY, value=decision)
-            return decisions.branch_task(decision)
+            branch_task = decisions.branch_task(decision)
+            log.info("decision: %s %s (%s)", branch_task, decision.get("version"), decision.get("reason"))
+            return branch_task
 
         def decision() -> dict[str, Any]:
             answer: dict[str, Any] = get_current_context()["ti"].xcom_pull(
@@ -154,7 +161,12 @@ def build_retrain_dag(settings: OrchestrationSettings) -> DAG:
             )
             return answer
 
-        @task(execution_timeout=timedelta(minutes=10), outlets=[CHAMPION], **transient)
+        @task(
+            execution_timeout=timedelta(minutes=10),
+            outlets=[CHAMPION],
+            task_display_name=decisions.DISPLAY_NAMES[decisions.PROMOTE],
+            **transient,
+        )
         def promote(plan: dict[str, Any]) -> dict[str, Any]:
             summary: dict[str, Any] = ranker(plan, decisions.promote_args(decision())).summary
             get_current_context()["outlet_events"][CHAMPION].extra = {
@@ -165,13 +177,20 @@ def build_retrain_dag(settings: OrchestrationSettings) -> DAG:
             }
             return summary
 
-        @task(execution_timeout=timedelta(minutes=10), **transient)
+        @task(
+            execution_timeout=timedelta(minutes=10),
+            task_display_name=decisions.DISPLAY_NAMES[decisions.RECORD_REJECTION],
+            **transient,
+        )
         def record_rejection(plan: dict[str, Any]) -> dict[str, Any]:
             result: dict[str, Any] = ranker(plan, decisions.reject_args(decision())).summary
             return result
 
         # a dry run, or a rerun of a date that already promoted its model
-        keep_champion = EmptyOperator(task_id=decisions.KEEP_CHAMPION)
+        keep_champion = EmptyOperator(
+            task_id=decisions.KEEP_CHAMPION,
+            task_display_name=decisions.DISPLAY_NAMES[decisions.KEEP_CHAMPION],
+        )
 
         @task(
             execution_timeout=timedelta(hours=1),

@@ -11,6 +11,12 @@ from typing import Any
 # task ids the gate branch chooses between: the branches `ranker decide` answers with
 PROMOTE, RECORD_REJECTION, KEEP_CHAMPION = "promote", "record_rejection", "keep_champion"
 BRANCH_TASKS = (PROMOTE, RECORD_REJECTION, KEEP_CHAMPION)
+# what the grid shows for them: the one green row of a finished run names its outcome
+DISPLAY_NAMES = {
+    PROMOTE: "outcome: promoted",
+    RECORD_REJECTION: "outcome: REJECTED by the gate",
+    KEEP_CHAMPION: "outcome: champion kept",
+}
 # the retrain's outcome (the publish_metrics task's XCom); `ranker metrics publish --status` knows
 # only success|failed: a rejection or a kept champion is a successful run that did not promote
 OUTCOME_PROMOTED, OUTCOME_REJECTED, OUTCOME_KEPT, OUTCOME_FAILED = "promoted", "rejected", "kept", "failed"
@@ -68,6 +74,34 @@ def window_problems(summary: Mapping[str, Any], plan: Mapping[str, Any]) -> list
     if rate is not None and not 0.0 < float(rate) < 1.0:
         problems.append(f"label rate {rate} is degenerate (no positives or no negatives)")
     return problems
+
+
+def gate_check_lines(report: Mapping[str, Any]) -> list[str]:
+    """One task-log line per gate check (value, threshold, pass/FAIL, the gate's own sentence), then
+    the verdict: what an operator reads in the gate task's log to see why a candidate was rejected."""
+    lines = []
+    for check in report.get("checks") or []:
+        verdict = "pass" if check.get("passed") else "FAIL"
+        lines.append(
+            f"gate check {check.get('name')}: {verdict}  value={_number(check.get('value'))}"
+            f"  threshold={_number(check.get('threshold'))}  ({check.get('detail', '')})"
+        )
+    failed = list(report.get("failed_checks") or [])
+    candidate = (report.get("candidate") or {}).get("version") or report.get("candidate_version")
+    champion = (report.get("champion") or {}).get("version") or "none (first run: absolute checks only)"
+    verdict = f"gate {report.get('decision')}: candidate {candidate} vs champion {champion}"
+    lines.append(verdict + (f"; failed: {', '.join(failed)}" if failed else "; every check passed"))
+    return lines
+
+
+def _number(value: Any) -> str:
+    if value is None:
+        return "-"
+    if isinstance(value, list | tuple):
+        return "[" + ", ".join(_number(v) for v in value) + "]"
+    if isinstance(value, bool) or not isinstance(value, int | float):
+        return str(value)
+    return f"{value:.4g}"
 
 
 def decide_args(plan: Mapping[str, Any], candidate: str) -> list[str]:

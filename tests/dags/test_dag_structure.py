@@ -45,6 +45,13 @@ def test_retrain_task_graph(dagbag: BundleDagBag) -> None:
     for outcome in ("promote", "record_rejection", "keep_champion"):
         assert (outcome, "materialize_online") in edges
     assert ("materialize_online", "publish_metrics") in edges
+    # the grid row of each outcome says what happened (a rejected run's one green outcome row)
+    shown = {o: dag.get_task(o).task_display_name for o in ("promote", "record_rejection", "keep_champion")}
+    assert shown == {
+        "promote": "outcome: promoted",
+        "record_rejection": "outcome: REJECTED by the gate",
+        "keep_champion": "outcome: champion kept",
+    }
     assert type(dag.get_task("decide")).__name__ == "_BranchPythonDecoratedOperator"
     assert dag.get_task("materialize_online").trigger_rule == "none_failed_min_one_success"
     assert dag.get_task("publish_metrics").trigger_rule == "all_done"

@@ -170,3 +170,48 @@ def test_settings_from_env_and_their_validation() -> None:
     ]:
         with pytest.raises(SettingsError, match=message):
             OrchestrationSettings.from_env(env)
+
+
+REJECTED_REPORT: dict[str, Any] = {
+    "decision": "reject",
+    "candidate": {"version": "v0002", "save_hit_at_3": 0.3851},
+    "champion": {"version": "v0001", "save_hit_at_3": 0.3884},
+    "checks": [
+        {"name": "min_save_hit_at_3", "passed": True, "value": 0.3851, "threshold": 0.0, "detail": "floor"},
+        {
+            "name": "save_hit_at_3_change",
+            "passed": False,
+            "value": -0.00861,
+            "threshold": -0.05,
+            "detail": "relative change -0.86%, 90% CI [-6.1%, +4.2%]: lower bound below -5%",
+            "ci": [-0.061, 0.042],
+        },
+        {"name": "fair_comparison", "passed": True, "value": None, "threshold": None, "detail": "fair"},
+        {"name": "calibration", "passed": True, "value": 1.02, "threshold": [0.5, 2.0], "detail": "ok"},
+    ],
+    "failed_checks": ["save_hit_at_3_change"],
+}
+
+
+def test_the_gate_log_has_one_line_per_check_with_value_threshold_and_verdict() -> None:
+    lines = d.gate_check_lines(REJECTED_REPORT)
+    assert len(lines) == len(REJECTED_REPORT["checks"]) + 1
+    change = lines[1]
+    assert change.startswith("gate check save_hit_at_3_change: FAIL")
+    assert "value=-0.00861" in change and "threshold=-0.05" in change and "lower bound" in change
+    assert "gate check min_save_hit_at_3: pass" in lines[0]
+    assert "value=- " in lines[2] + " " and "threshold=-" in lines[2]  # a check without numbers
+    assert "threshold=[0.5, 2]" in lines[3]
+    assert lines[-1] == "gate reject: candidate v0002 vs champion v0001; failed: save_hit_at_3_change"
+
+
+def test_a_first_run_gate_log_names_the_missing_champion() -> None:
+    report = {**REJECTED_REPORT, "decision": "pass", "champion": None, "failed_checks": []}
+    assert d.gate_check_lines(report)[-1] == (
+        "gate pass: candidate v0002 vs champion none (first run: absolute checks only); every check passed"
+    )
+
+
+def test_the_outcome_tasks_have_distinct_display_names() -> None:
+    names = [d.DISPLAY_NAMES[t] for t in d.BRANCH_TASKS]
+    assert len(set(names)) == 3 and "REJECTED" in d.DISPLAY_NAMES[d.RECORD_REJECTION]
