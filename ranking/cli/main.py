@@ -14,6 +14,7 @@ import logging
 import os
 import sys
 import traceback
+from pathlib import Path
 from typing import Any, NoReturn
 
 from ranking.cli.common import emit
@@ -111,6 +112,21 @@ def build_parser() -> argparse.ArgumentParser:
     return parser
 
 
+def configure_logging(level: str) -> None:
+    """Log records to stderr (stdout is the JSON summary's), without native-library load chatter."""
+    logging.basicConfig(
+        level=level.upper(), stream=sys.stderr, format="%(asctime)s %(levelname)s %(name)s %(message)s"
+    )
+    for handler in logging.getLogger().handlers:
+        handler.addFilter(_not_library_chatter)
+
+
+def _not_library_chatter(record: logging.LogRecord) -> bool:
+    # fbgemm_gpu logs each native library it loads at INFO on the root logger ("Successfully
+    # loaded: ..."), about 15 lines per process that bury a step's own log and an Airflow task's
+    return record.levelno >= logging.WARNING or "fbgemm_gpu" not in Path(record.pathname).parts
+
+
 def main(argv: list[str] | None = None) -> int:
     words = list(sys.argv[1:] if argv is None else argv)
     parser = build_parser()
@@ -121,11 +137,7 @@ def main(argv: list[str] | None = None) -> int:
     except RankerError as exc:  # the pipeline config is read while a step's flags are parsed
         return _fail(_command_word(words), exc, "--json" in words)
     try:
-        logging.basicConfig(
-            level=args.log_level.upper(),
-            stream=sys.stderr,
-            format="%(asctime)s %(levelname)s %(name)s %(message)s",
-        )
+        configure_logging(args.log_level)
     except ValueError as exc:
         return _fail(getattr(args, "command", None), UsageError(f"--log-level: {exc}"), "--json" in words)
     handler = getattr(args, "handler", None)
