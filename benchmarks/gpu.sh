@@ -5,7 +5,9 @@
 #      as shipped on nccl, frozen epochs, ranker train on the GPU)
 #   3. ranker train --pipeline sync vs semisync on one GPU (nccl) on the same synthetic window:
 #      samples/s by epoch, lookup and exposed shares by phase, peak GPU memory
-#   4. the plain-PyTorch baseline on the GPU (benchmarks/baseline.py --device cuda)
+#   4. where a step's time goes (benchmarks/gpu_profile.py, batch GPU_PROFILE_BATCH): sync vs semisync,
+#      fed inline vs by the input pipeline; device busy share, input wait share, top host operators
+#   5. the plain-PyTorch baseline on the GPU (benchmarks/baseline.py --device cuda)
 # Everything lands in $OUT (default var/gpu-run): gpu.json (the summary), the raw JSON of each
 # step, pytest's junit XML and the logs. Every step has a time cap (setup 240 s, tests 180 s, each
 # train 90 s, baseline 90 s: at most 11.5 min, typically a few minutes) and a step that fails or
@@ -17,9 +19,10 @@
 set -euo pipefail
 cd "$(dirname "$0")/.."
 OUT="${OUT:-var/gpu-run}"
-ROWS="${GPU_ROWS:-400000}"
+ROWS="${GPU_ROWS:-2000000}"
 REPEATS="${GPU_REPEATS:-3}"
 BATCH="${GPU_BATCH:-4096}"
+PROFILE_BATCH="${GPU_PROFILE_BATCH:-32768}"
 mkdir -p "$OUT"
 OUT="$(cd "$OUT" && pwd)"
 export PYTHONPATH="$PWD" OMP_NUM_THREADS="${OMP_NUM_THREADS:-4}" RANKER_LOG_LEVEL=WARNING
@@ -68,10 +71,11 @@ from benchmarks.train import END
 from ranking.trainer.config import default_model_config
 from tests.trainer.windowgen import write_window
 home, rows = Path(sys.argv[1]), int(sys.argv[2])
-write_window(home, END, 4, rows // 4, seed=3, row_group_size=50_000, eval_rows=5000)
+manifest = write_window(home, END, 4, rows // 4, seed=3, row_group_size=50_000, eval_rows=5000)
 (home / "model_config.json").write_text(default_model_config(embedding_dim=32).to_json())
-print(END.isoformat())
+(home / "manifest.path").write_text(str(manifest))
 EOF
+MANIFEST=$(cat "$HOME_DIR/manifest.path")
 END_DATE=$("$PY" -c 'from benchmarks.train import END; print(END.isoformat())')
 
 for pipeline in sync semisync; do
@@ -81,6 +85,12 @@ for pipeline in sync semisync; do
     --no-eval-each-epoch --model-config "$HOME_DIR/model_config.json" --out "$HOME_DIR/run-$pipeline" \
     --json > "$OUT/train-$pipeline.json" 2> "$OUT/train-$pipeline.log"
 done
+
+step "profile: sync vs semisync, inline input vs the input pipeline (batch $PROFILE_BATCH)"
+run profile 120 "$PY" -m benchmarks.gpu_profile --manifest "$MANIFEST" \
+  --model-config "$HOME_DIR/model_config.json" --batch-size "$PROFILE_BATCH" --json-out "$OUT/profile.json" \
+  > "$OUT/profile.log" 2>&1
+tail -4 "$OUT/profile.log"
 
 step "plain-PyTorch baseline on the GPU"
 run baseline 90 "$PY" -m benchmarks.baseline --device cuda --nproc 1 --rows "$ROWS" --batch-size "$BATCH" \
@@ -122,6 +132,21 @@ if summary["sync"] and summary["semisync"]:
     joint = {p: statistics.median(summary[p]["samples_per_second_by_epoch"][1:]) for p in ("sync", "semisync")}
     summary["semisync_over_sync_joint"] = joint["semisync"] / joint["sync"]
 summary["baseline"] = load("baseline.json")
+summary["profile"] = load("profile.json")
+# issue 21's targets on one GPU, read off this run (None: the step that measures it did not finish)
+prof = summary["profile"] or {}
+runs = prof.get("runs", {})
+best = max((r["samples_per_second"] for r in runs.values()), default=None)
+busy = [r["device_busy_ratio"] for r in runs.values() if r.get("device_busy_ratio") is not None]
+ratio = prof.get("semisync_over_sync", {}).get("pipeline")
+summary["targets"] = {
+    "joint_samples_per_second_at_profile_batch": best,
+    "joint_4M_samples_per_second": None if best is None else best >= 4e6,
+    "semisync_over_sync_with_input_pipeline": ratio,
+    "semisync_at_least_1_05x_sync": None if ratio is None else ratio >= 1.05,
+    "device_busy_ratio_best": max(busy) if busy else None,
+    "device_busy_at_least_half": max(busy) >= 0.5 if busy else None,
+}
 (out / "gpu.json").write_text(json.dumps(summary, indent=2, sort_keys=True) + "\n")
 for p in ("sync", "semisync"):
     e = summary[p]
@@ -130,9 +155,10 @@ for p in ("sync", "semisync"):
               e["lookup_ratio_by_phase"], "exposed", e["exposed_lookup_ratio_by_phase"],
               "peak GPU MiB", e["peak_gpu_memory_bytes"] // 2**20)
 print("semisync/sync joint", summary.get("semisync_over_sync_joint"), "| exit codes", codes)
+print("targets", json.dumps(summary["targets"]))
 EOF
 step "done: $OUT/gpu.json"
 # the run's status: the first step that failed (0 when all passed)
-for k in gpu_tests train_sync train_semisync baseline; do
+for k in gpu_tests train_sync train_semisync profile baseline; do
   [ "${rc[$k]:-0}" = 0 ] || exit "${rc[$k]}"
 done
