@@ -8,6 +8,13 @@ Bernoulli labels on top of extra logit noise (``label_noise``). A second pass ov
 impressions lets the tables fit that noise. Taste (latent user x pin affinity grouped by pin
 category and user country) and position bias are the generalisable part.
 
+Worlds where ID tables have little to learn (a real log where most of a day's users are new):
+``returning_user_share`` (share of a day's requests made by the recurring user population; the
+rest come from users seen that day for the first and only time), ``catalogue_churn`` (share of
+the first day's catalogue that arrives new every day) and ``id_effect_scale`` (how much the ID
+drives the label). Left at ``None`` the first two change nothing: the data is bit-identical to
+the generator's before they existed (a test pins it).
+
 Deterministic by seed: the catalogue comes from ``seed``, each day from ``(seed, day index)``.
 Streams day by day: only one day of impressions is in memory at a time.
 """
@@ -50,6 +57,11 @@ class SynthConfig:
     position_decay: float = 0.35  # logit drop per log2(1 + position)
     label_noise: float = 0.5  # std of per-impression logit noise
     base_logit: float = -4.0  # sets the save rate (a few %)
+    # None: every request from the recurring population; s: a share 1 - s of each day's requests
+    # from first-seen users (a new ID each, never seen again)
+    returning_user_share: float | None = None
+    # None: new_pins_per_day; c: round(c * pins) new pins a day
+    catalogue_churn: float | None = None
 
     def validate(self) -> None:
         positive = (
@@ -72,9 +84,15 @@ class SynthConfig:
                 raise RankerError(f"synth: {name} must be >= 0, got {getattr(self, name)}")
         if self.new_pins_per_day is not None and self.new_pins_per_day < 0:
             raise RankerError(f"synth: new_pins_per_day must be >= 0, got {self.new_pins_per_day}")
+        for name in ("returning_user_share", "catalogue_churn"):
+            value = getattr(self, name)
+            if value is not None and not 0 <= value <= 1:
+                raise RankerError(f"synth: {name} must be in [0, 1], got {value}")
 
     @property
     def daily_new_pins(self) -> int:
+        if self.catalogue_churn is not None:
+            return round(self.catalogue_churn * self.pins)
         return self.pins // 20 if self.new_pins_per_day is None else self.new_pins_per_day
 
 
@@ -100,6 +118,9 @@ class _World:
         ) / np.sqrt(d)
         self.user_bias = rng.normal(0, cfg.id_effect_scale, cfg.users)
         self.user_activity = _power_law(rng, cfg.users, cfg.user_exponent)
+        self._country_centroids = country_centroids
+        self.user_created = np.full(cfg.users, np.datetime64(cfg.start), dtype="datetime64[s]")
+        self.first_seen_today = np.empty(0, dtype=np.int64)
         self.pin_category = np.empty(0, dtype=np.int64)
         self.pin_vec = np.empty((0, d))
         self.pin_bias = np.empty(0)
@@ -127,12 +148,39 @@ class _World:
         if day_index > 0 and self.cfg.daily_new_pins:
             n = self.cfg.daily_new_pins
             self._add_pins(n, np.full(n, np.datetime64(day), dtype="datetime64[s]"))
+        share = self.cfg.returning_user_share
+        first_seen = 0 if share is None else round((1 - share) * self.cfg.requests_per_day)
+        # made before the day's entity snapshot, so that their features exist when they appear
+        self.first_seen_today = self._first_seen_users(day_index, day, first_seen)
+
+    def _first_seen_users(self, day_index: int, day: dt.date, n: int) -> np.ndarray:
+        """``n`` users who appear today for the first time (ids after every earlier user's); their
+        own random stream, so the recurring population's draws are the same with or without them."""
+        cfg = self.cfg
+        if n == 0:
+            return np.empty(0, dtype=np.int64)
+        rng = np.random.default_rng([cfg.seed, day_index + 1, 0x5EE])
+        d = cfg.latent_dim
+        country = rng.choice(cfg.countries, n, p=_power_law(rng, cfg.countries, 1.0))
+        taste = 0.7 * self._country_centroids[country] + rng.normal(0, 1, (n, d)) / np.sqrt(d)
+        first = len(self.user_country)
+        self.user_country = np.concatenate([self.user_country, country])
+        self.user_taste = np.concatenate([self.user_taste, taste])
+        self.user_bias = np.concatenate([self.user_bias, rng.normal(0, cfg.id_effect_scale, n)])
+        self.user_created = np.concatenate(
+            [self.user_created, np.full(n, np.datetime64(day), dtype="datetime64[s]")]
+        )
+        return np.arange(first, first + n)
 
     def users_frame(self) -> pd.DataFrame:
-        created = day_start(self.cfg.start)
+        n = len(self.user_country)
+        if n == self.cfg.users:
+            created = day_start(self.cfg.start)
+        else:
+            created = pd.to_datetime(self.user_created).tz_localize("UTC")
         return pd.DataFrame(
             {
-                "user_id": np.arange(1, self.cfg.users + 1, dtype=np.int64),
+                "user_id": np.arange(1, n + 1, dtype=np.int64),
                 "country": np.array([f"c{c:02d}" for c in range(self.cfg.countries)])[self.user_country],
                 "created_timestamp": created,
             }
@@ -152,6 +200,10 @@ class _World:
         rng = np.random.default_rng([cfg.seed, day_index + 1])
         r, k = cfg.requests_per_day, cfg.slate_size
         users = rng.choice(cfg.users, r, p=self.user_activity)
+        if len(self.first_seen_today):
+            # the last requests of the day's draw go to first-seen users (request times are
+            # drawn independently of the user, so which ones does not matter)
+            users[r - len(self.first_seen_today) :] = self.first_seen_today
         age_days = (np.datetime64(day) - self.pin_created).astype("timedelta64[s]").astype(np.float64) / 86400
         alive = age_days >= 0
         weight = np.where(

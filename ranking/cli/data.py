@@ -9,6 +9,7 @@ from ranking.cli.common import (
     MAX_DATE,
     CommandResult,
     add_common,
+    fraction,
     non_negative,
     parse_date,
     positive_int,
@@ -35,6 +36,7 @@ def _synth(args: argparse.Namespace) -> CommandResult:
         for k in (
             *("users", "pins", "new_pins_per_day", "requests_per_day", "slate_size", "seed"),
             *("id_effect_scale", "label_noise", "user_exponent", "pin_exponent", "affinity_scale"),
+            *("returning_user_share", "catalogue_churn"),
         )
         if getattr(args, k) is not None
     }
@@ -89,6 +91,18 @@ def register(sub: argparse._SubParsersAction) -> None:  # type: ignore[type-arg]
     p.add_argument("--user-exponent", type=non_negative, default=None, help="power law of user activity")
     p.add_argument("--pin-exponent", type=non_negative, default=None, help="power law of pin popularity")
     p.add_argument("--affinity-scale", type=non_negative, default=None, help="weight of user x pin taste")
+    p.add_argument(
+        "--returning-user-share",
+        type=fraction,
+        default=None,
+        help="share of a day's requests from recurring users; the rest from first-seen users (default 1)",
+    )
+    p.add_argument(
+        "--catalogue-churn",
+        type=fraction,
+        default=None,
+        help="share of the first day's catalogue arriving new every day (default: --new-pins-per-day)",
+    )
     p.set_defaults(handler=_synth, step="synth")
 
     p = add_common(data_sub.add_parser("import", help="import a real interaction log (.parquet or .csv)"))
