@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import argparse
+import os
 from pathlib import Path
 
 from ranking.cli.common import CommandResult, add_common, positive_int, workspace
@@ -48,6 +49,14 @@ def register(sub: argparse._SubParsersAction) -> None:  # type: ignore[type-arg]
     show.set_defaults(handler=_show, step="metrics-show")
 
 
+def _workspace_origin(home: str | None) -> str:
+    if home:
+        return f"--home {home}"
+    if os.environ.get("RANKER_HOME"):
+        return f"$RANKER_HOME={os.environ['RANKER_HOME']}"
+    return "the default ./var: neither --home nor $RANKER_HOME is set"
+
+
 def _textfile(value: str | None) -> Path | None:
     if value is None:
         return None
@@ -85,5 +94,5 @@ def _publish(args: argparse.Namespace) -> CommandResult:
 def _show(args: argparse.Namespace) -> CommandResult:
     from ranking.monitoring.publish import ShowRequest, show
 
-    last = show(ShowRequest(workspace=workspace(args)))
+    last = show(ShowRequest(workspace=workspace(args), origin=_workspace_origin(args.home)))
     return CommandResult(summary=last.summary, text=last.exposition.rstrip("\n"))

@@ -30,7 +30,7 @@ from ranking.monitoring.delivery import (
 from ranking.monitoring.exposition import parse_exposition, render
 from ranking.monitoring.runs import load_run
 from ranking.monitoring.samples import Sample, build_samples
-from ranking.monitoring.state import advance_state, load_state, save_state, state_lock
+from ranking.monitoring.state import advance_state, load_state, save_state, state_lock, state_path
 
 log = logging.getLogger(__name__)
 
@@ -154,6 +154,8 @@ class ShowRequest:
     """What ``ranker metrics show`` asks for."""
 
     workspace: Workspace
+    # how the workspace was chosen (--home, $RANKER_HOME or the default): named when it holds nothing
+    origin: str = "--home"
 
 
 @dataclass(frozen=True)
@@ -167,7 +169,12 @@ def show(request: ShowRequest) -> LastPublish:
     ws = request.workspace
     last = load_state(ws).last_publish
     if not last:
-        raise RankerError(f"no metrics published yet in {ws.root} (run `ranker metrics publish --run-id R`)")
+        raise RankerError(
+            f"no metrics published yet in workspace {ws.root} (looked for {state_path(ws)}; the workspace "
+            f"is {request.origin}): set --home or $RANKER_HOME to the workspace the pipeline publishes "
+            "from (the local stack's: `source var/stack/env.sh`), or publish a run with "
+            "`ranker metrics publish --run-id R`"
+        )
     exposition = str(last.get("exposition", ""))
     summary = {k: v for k, v in last.items() if k != "exposition"}
     summary["series"] = parse_exposition(exposition)
