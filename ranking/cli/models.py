@@ -8,6 +8,7 @@ from typing import Any
 from ranking.cli.common import CommandResult, add_common
 from ranking.cli.options import add_registry_option, registry_of, version_arg
 from ranking.registry.operations import ListRequest, ShowRequest, list_models, show_model
+from ranking.registry.records import escape_text
 
 
 def _list_text(summary: dict[str, Any]) -> str:
@@ -36,7 +37,8 @@ def _list_text(summary: dict[str, Any]) -> str:
             )
     if summary.get("base"):
         lines.append("(* = the base model)")
-    return "\n".join(lines)
+    # every line escaped: stored text (a reason, who) cannot print as extra, forged lines
+    return "\n".join(escape_text(line) for line in lines)
 
 
 def handle_models_list(args: argparse.Namespace) -> CommandResult:

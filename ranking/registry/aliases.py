@@ -46,7 +46,19 @@ class Alias:
         return f"{self.folder}/{seq:08d}.json"
 
     def history(self) -> list[AliasEvent]:
-        return [AliasEvent.from_dict(self.storage.read_json(self._event_path(seq))) for seq in self._seqs()]
+        """Every move, oldest first. The events are numbered 1, 2, ... without gaps (each move
+        creates the next seq): a missing one was deleted, and a history that silently starts
+        later would make rollback and `models list` lie, so it is refused with the file named."""
+        seqs = self._seqs()
+        missing = missing_seqs(seqs)
+        if missing:
+            raise RegistryError(
+                f"history of alias {self.name} in registry {self.storage.url} is damaged:"
+                f" {self._event_path(missing[0])} is missing"
+                + (f" (and {len(missing) - 1} more)" if len(missing) > 1 else "")
+                + "; restore it from a backup before moving the alias"
+            )
+        return [AliasEvent.from_dict(self.storage.read_json(self._event_path(seq))) for seq in seqs]
 
     def head(self) -> tuple[int, str | None]:
         """(seq of the latest event, version it points to); (0, None) before the first move."""
@@ -75,6 +87,12 @@ class Alias:
         raise AliasConflict(f"alias {self.name} kept moving under us; gave up after {MAX_CAS_RETRIES} tries")
 
 
+def missing_seqs(seqs: Sequence[int]) -> list[int]:
+    """The seqs absent from 1..max(seqs) (a history's event files must have none)."""
+    present = set(seqs)
+    return [seq for seq in range(1, max(present, default=0) + 1) if seq not in present]
+
+
 def rollback_target(events: Sequence[AliasEvent], alias: str = CHAMPION) -> str:
     """The version before the current one, skipping versions that were rolled back from (so
     repeated rollbacks walk back v3 -> v2 -> v1 instead of bouncing between the last two)."""
@@ -86,4 +104,10 @@ def rollback_target(events: Sequence[AliasEvent], alias: str = CHAMPION) -> str:
         for v in (event.to_version, event.from_version):
             if v and v != current and v not in rolled_back_from:
                 return v
-    raise RegistryError(f"nothing to roll back to: {current} is the only version that has been {alias}")
+    earlier = sorted({e.to_version for e in events} - {current}, key=lambda v: (len(v), v))
+    if not earlier:
+        raise RegistryError(f"nothing to roll back to: {current} is the only version that has been {alias}")
+    raise RegistryError(
+        f"nothing to roll back to: every earlier {alias} ({', '.join(earlier)}) was rolled back from;"
+        f" name one with --to VERSION"
+    )

@@ -5,8 +5,11 @@ from __future__ import annotations
 import datetime as dt
 import getpass
 import os
+import unicodedata
 from dataclasses import asdict, dataclass, field
 from typing import Any
+
+from ranking.core.errors import RegistryError
 
 ACTOR_ENV = "RANKER_ACTOR"
 
@@ -23,11 +26,44 @@ _TRAIN_SUMMARY_KEYS = (
 )
 
 
+# control, format (bidi overrides, zero-width) and line/paragraph separators: in a reason or a
+# user name they would let one history line print as several (a forged event) or reorder text
+_UNPRINTABLE_CATEGORIES = frozenset({"Cc", "Cf", "Zl", "Zp"})
+
+
+def _unprintable(value: str) -> list[str]:
+    return [c for c in value if unicodedata.category(c) in _UNPRINTABLE_CATEGORIES]
+
+
+def check_text(field_name: str, value: str | None, *, required: str | None = None) -> str:
+    """A free-text value stored in the history (a reason, who acted), stripped: one line of
+    printable text. RegistryError(``required``) when it is empty and ``required`` is given."""
+    text = (value or "").strip()
+    if required is not None and not text:
+        raise RegistryError(required)
+    bad = _unprintable(text)
+    if bad:
+        raise RegistryError(
+            f"{field_name} must be one line of printable text: {text!r} holds"
+            f" {', '.join(sorted({repr(c) for c in bad}))}"
+        )
+    return text
+
+
+def escape_text(value: object) -> str:
+    """``value`` as one printable line: what `check_text` refuses is shown escaped (``\\n``), so
+    an event written before that check (or by hand) cannot print as several history lines."""
+    return "".join(
+        c.encode("unicode_escape").decode() if unicodedata.category(c) in _UNPRINTABLE_CATEGORIES else c
+        for c in str(value)
+    )
+
+
 def current_actor() -> str:
     """Who is acting: $RANKER_ACTOR (set by Airflow to the triggering user), else the OS user."""
     actor = os.environ.get(ACTOR_ENV)
     if actor:
-        return actor
+        return check_text(f"${ACTOR_ENV}", actor)
     try:
         return getpass.getuser()
     except (KeyError, OSError):  # containers without a passwd entry

@@ -32,7 +32,14 @@ from ranking.core.ids import VERSION_ID, is_version_id
 from ranking.core.workspace import Workspace
 from ranking.registry.aliases import BASE, CHAMPION, MAX_CAS_RETRIES, Alias, rollback_target
 from ranking.registry.blessing import blessing_digest, blessing_problem, version_status
-from ranking.registry.records import AliasEvent, VersionRecord, current_actor, train_summary, utc_now
+from ranking.registry.records import (
+    AliasEvent,
+    VersionRecord,
+    check_text,
+    current_actor,
+    train_summary,
+    utc_now,
+)
 from ranking.registry.storage import Storage, json_bytes
 
 log = logging.getLogger(__name__)
@@ -139,6 +146,7 @@ class Registry:
             n: {"sha256": sha256_file(run_dir / n), "bytes": (run_dir / n).stat().st_size} for n in names
         }
 
+        who = current_actor()  # a bad $RANKER_ACTOR is refused before anything is written
         version = self._claim_version(run_id)
         for name in names:
             self.store.put_file(run_dir / name, f"versions/{version}/{name}")
@@ -150,7 +158,7 @@ class Registry:
             files=files,
             eval=eval_report if isinstance(eval_report, dict) else {},
             train=train_summary(manifest) if isinstance(manifest, dict) else {},
-            who=current_actor(),
+            who=who,
         )
         self._commit_version(rec)
         log.info("registered %s from %s in %s", version, run_dir, self.url)
@@ -188,14 +196,11 @@ class Registry:
     def record_rejection(
         self, version: str, reason: str, run_id: str | None, who: str | None = None
     ) -> dict[str, Any]:
+        reason = check_text("reason", reason)
+        who = check_text("who", who) if who else current_actor()
         self.record(version)
         verdict = dict(self.verdict(version) or {})
-        verdict["rejected"] = {
-            "when": utc_now(),
-            "reason": reason,
-            "run_id": run_id,
-            "who": who or current_actor(),
-        }
+        verdict["rejected"] = {"when": utc_now(), "reason": reason, "run_id": run_id, "who": who}
         self.store.write_bytes(f"verdicts/{version}.json", json_bytes(verdict))
         return verdict
 
@@ -222,8 +227,7 @@ class Registry:
     ) -> tuple[AliasEvent | None, str | None]:
         """Point the ``base`` alias at ``version`` (no gate: a base is judged by the daily models
         trained from it). Returns (event, previous base); event is None when it already is the base."""
-        if not reason or not reason.strip():
-            raise RegistryError("moving the base needs a reason")
+        reason = check_text("reason", reason, required="moving the base needs a reason")
         self.verify(version)
         return self._move(self.base_alias, version, reason=reason, run_id=run_id, who=who)
 
@@ -240,7 +244,8 @@ class Registry:
         """Move ``alias`` to ``version`` by compare-and-swap. ``approve(current)`` runs on every
         try (the current version may have changed while we lost a race): it raises to refuse, or
         returns the event's extra fields. (None, version) when ``version`` already is the alias's."""
-        who = who or current_actor()
+        reason = check_text("reason", reason)
+        who = check_text("who", who) if who is not None else current_actor()
 
         def make_event(seq: int, current: str | None) -> AliasEvent:
             if current == version:
@@ -254,7 +259,7 @@ class Registry:
                 action="promote",
                 when=utc_now(),
                 run_id=run_id,
-                reason=reason.strip(),
+                reason=reason,
                 who=who,
                 **extra,
             )
@@ -276,8 +281,8 @@ class Registry:
     ) -> tuple[AliasEvent | None, str | None]:
         """Make ``version`` the champion. Returns (event, previous champion); event is None when
         the version already is the champion (a rerun is a no-op, never a second promotion)."""
-        if not reason or not reason.strip():
-            raise RegistryError("a promotion needs a reason (--reason TEXT)")
+        check_text("reason", reason, required="a promotion needs a reason (--reason TEXT)")
+        who = check_text("who", who) if who is not None else current_actor()  # before the verify
         self.verify(version)
 
         def approve(current: str | None) -> dict[str, Any]:
@@ -305,16 +310,30 @@ class Registry:
         who: str | None = None,
         alias: str = CHAMPION,
     ) -> AliasEvent:
-        if not reason or not reason.strip():
-            raise RegistryError("a rollback needs a reason (--reason TEXT)")
+        """Move ``alias`` back to ``to`` (default: :func:`rollback_target` of its history).
+
+        The target is chosen from the history as it was before the (slow: a remote registry
+        downloads every file) verify, so the compare-and-swap also checks that no event landed
+        since: a promotion or rollback in between would make the chosen target wrong (it would
+        undo a move this rollback never saw), and the rollback is refused, nothing changed."""
+        reason = check_text("reason", reason, required="a rollback needs a reason (--reason TEXT)")
+        who = check_text("who", who) if who is not None else current_actor()
         moved = self.alias_named(alias)
-        target = validate_version_id(to) if to else self.rollback_target(alias)
+        seen = moved.history()
+        seen_seq = seen[-1].seq if seen else 0
+        target = validate_version_id(to) if to else rollback_target(seen, alias)
         self.verify(target)
-        who = who or current_actor()
 
         def make_event(seq: int, current: str | None) -> AliasEvent:
             if current is None:
                 raise RegistryError(f"nothing to roll back: there is no {alias}")
+            if seq != seen_seq + 1:
+                raise RegistryError(
+                    f"refusing to roll back {alias} to {target}: it moved while this rollback was"
+                    f" checking {target} (it was {seen[-1].to_version if seen else 'unset'} at"
+                    f" event #{seen_seq}, it is {current} at event #{seq - 1}); nothing changed,"
+                    " look at `ranker models list` and run the rollback again"
+                )
             if current == target:
                 raise RegistryError(f"{target} already is the {alias}")
             return AliasEvent(
@@ -325,7 +344,7 @@ class Registry:
                 action="rollback",
                 when=utc_now(),
                 run_id=run_id,
-                reason=reason.strip(),
+                reason=reason,
                 who=who,
             )
 

@@ -38,6 +38,12 @@ CONDITIONAL_CREATE_BACKENDS: dict[str, str] = {
 _BACKEND_PACKAGES = {"s3": "s3fs", "s3a": "s3fs", "gs": "gcsfs", "gcs": "gcsfs"}
 
 
+def _is_object_store(fs: Any) -> bool:
+    """s3fs / gcsfs: roots start with a bucket."""
+    names = {f"{c.__module__}.{c.__qualname__}" for c in type(fs).__mro__}
+    return bool(names & {"s3fs.core.S3FileSystem", "gcsfs.core.GCSFileSystem"})
+
+
 def json_bytes(obj: Any) -> bytes:
     """How every registry JSON file is encoded (sorted keys: byte-stable for the same content)."""
     return (json.dumps(obj, indent=2, sort_keys=True, default=str) + "\n").encode()
@@ -82,17 +88,60 @@ _CREDENTIAL_ERRORS = {
 }
 
 
+# the object-store clients' "cannot reach the endpoint" errors (botocore's ConnectionError family,
+# aiohttp's client connection/timeout errors, and the builtin ConnectionError family): matched by
+# name in the exception's classes, as the clients are optional imports
+_UNREACHABLE_ERRORS = {
+    "ConnectionError",  # botocore.exceptions and builtins (ConnectionRefusedError, ...)
+    "ConnectTimeoutError",
+    "ReadTimeoutError",
+    "ClientConnectorError",
+    "ServerTimeoutError",
+    "ServerDisconnectedError",
+    "TimeoutError",
+}
+
+
+def _first_line(exc: BaseException) -> str:
+    text = str(exc).strip()
+    return text.splitlines()[0] if text else type(exc).__name__
+
+
+def backend_error(url: str, exc: BaseException) -> RegistryError | None:
+    """The one line a backend failure the user fixes becomes (credentials, an endpoint that
+    cannot be reached); None for anything else."""
+    names = {cls.__name__ for cls in type(exc).__mro__}
+    if names & _CREDENTIAL_ERRORS:
+        return RegistryError(f"registry {url}: no usable credentials ({exc})")
+    if names & _UNREACHABLE_ERRORS:
+        return RegistryError(
+            f"registry {url}: cannot reach the object store ({type(exc).__name__}: {_first_line(exc)})"
+        )
+    return None
+
+
 def _backend_errors(method: Callable[..., Any]) -> Callable[..., Any]:
     @functools.wraps(method)
     def wrapper(self: Storage, *args: Any, **kwargs: Any) -> Any:
         try:
             return method(self, *args, **kwargs)
         except Exception as exc:
-            if type(exc).__name__ in _CREDENTIAL_ERRORS:
-                raise RegistryError(f"registry {self.url}: no usable credentials ({exc})") from None
+            error = backend_error(self.url, exc)
+            if error is not None:
+                raise error from None
             raise
 
     return wrapper
+
+
+def local_exists(path: str) -> bool:
+    """Whether a local path exists; unlike os.path.exists, a folder we may not search (EACCES)
+    is an error naming it, not "absent" (a registry would list unreadable versions as incomplete)."""
+    try:
+        os.stat(path)
+    except (FileNotFoundError, NotADirectoryError):
+        return False
+    return True
 
 
 class Storage:
@@ -105,14 +154,29 @@ class Storage:
         self.fs, root = _open_fs(url)
         self.local = isinstance(self.fs, LocalFileSystem)
         self.root = root.rstrip("/") or "/"
-        if self.local and Path(self.root).exists() and not Path(self.root).is_dir():
+        if self.local and local_exists(self.root) and not Path(self.root).is_dir():
             raise RegistryError(f"registry root {self.root} is not a folder")
+        self._check_bucket()
+
+    @_backend_errors
+    def _check_bucket(self) -> None:
+        """An object store's bucket must exist: listing a missing one reads as an empty registry
+        (`models list` would show no versions), and `ranker run` would only fail after training."""
+        if self.local or not _is_object_store(self.fs):
+            return
+        bucket = self.root.lstrip("/").split("/", 1)[0]
+        if not self.fs.exists(bucket):
+            raise RegistryError(
+                f"registry {self.url}: bucket {bucket!r} does not exist (or these credentials cannot see it)"
+            )
 
     def path(self, rel: str) -> str:
         return f"{self.root}/{rel}" if self.root != "/" else f"/{rel}"
 
     @_backend_errors
     def exists(self, rel: str) -> bool:
+        if self.local:
+            return local_exists(self.path(rel))
         return bool(self.fs.exists(self.path(rel)))
 
     @_backend_errors
