@@ -144,6 +144,11 @@ def build_retrain_dag(settings: OrchestrationSettings) -> DAG:
             report = {**result.summary, "candidate_version": candidate}
             for line in decisions.gate_check_lines(report):
                 log.info("%s", line)
+            try:  # report.md + a labelled curve.png beside the model: for people, never fails the gate
+                written = ranker(plan, ["report", "--run", plan["run_id"]], record=False).summary
+                log.info("run report: %s (curve: %s)", written.get("report"), written.get("curve"))
+            except AirflowException as exc:
+                log.warning("no run report: %s", exc)
             return report
 
         @task.branch(execution_timeout=timedelta(minutes=2), **no_retry)

@@ -36,6 +36,7 @@ _GROUPS = [
     ("ranking.cli.run", "run"),
     ("ranking.cli.pretrain", "pretrain"),
     ("ranking.cli.metrics", "metrics publish|show"),
+    ("ranking.cli.report", "report"),
     ("ranking.cli.study", "study"),
     ("ranking.cli.backtest", "backtest"),
     ("ranking.cli.config", "config show"),

@@ -1,24 +1,101 @@
-"""Training curve: loss and the eval metric per epoch, one PNG beside the run."""
+"""Training curve: loss and the eval metric per epoch, one PNG beside the run.
+
+Two curves are meant to be compared at a glance: every axis has one fixed range per metric
+(widened only when a value falls outside it, and then labelled so), and with labels the title names
+the version, run, window and eval day; with the champion's eval metric a dotted line marks it.
+"""
 
 from __future__ import annotations
 
 from collections.abc import Sequence
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 from ranking.core.atomic import atomic_path
 
+# one y range per metric, whatever the run: HIT@3 of the synthetic and real feeds sits in 0.1-0.45,
+# AUC above 0.5, NE around 1, the BCE loss of a few-percent save rate well under 0.8
+AXIS_RANGES: dict[str, tuple[float, float]] = {
+    "loss": (0.0, 0.8),
+    "save_hit_at_3": (0.0, 0.6),
+    "auc": (0.5, 1.0),
+    "ne": (0.5, 1.5),
+}
 
-def plot_curve(path: Path, epochs: Sequence[dict[str, Any]], metric: str = "save_hit_at_3") -> None:
-    """Left axis: train loss per epoch (markers F/J by phase); right axis: eval ``metric``."""
+
+@dataclass(frozen=True)
+class CurveLabels:
+    """What the plot's title names (each part optional: a standalone train has no version yet)."""
+
+    version: str | None = None
+    run_id: str | None = None
+    window: str | None = None  # e.g. "2026-01-04..2026-01-23 (20 d)"
+    eval_date: str | None = None
+
+    def title(self) -> str:
+        parts = [
+            f"{name} {value}"
+            for name, value in (
+                ("version", self.version),
+                ("run", self.run_id),
+                ("window", self.window),
+                ("eval day", self.eval_date),
+            )
+            if value
+        ]
+        return " | ".join(parts)
+
+
+def axis_range(metric: str, values: Sequence[float]) -> tuple[float, float, bool]:
+    """``(low, high, widened)``: the metric's fixed range, widened to hold every finite value."""
+    low, high = AXIS_RANGES.get(metric, (0.0, 1.0))
+    finite = [v for v in values if v == v and abs(v) != float("inf")]
+    if not finite:
+        return low, high, False
+    lo, hi = min(low, min(finite)), max(high, max(finite))
+    return lo, hi, (lo, hi) != (low, high)
+
+
+def plot_curve(
+    path: Path,
+    epochs: Sequence[dict[str, Any]],
+    metric: str = "save_hit_at_3",
+    *,
+    labels: CurveLabels | None = None,
+    champion_metric: float | None = None,
+    champion_version: str | None = None,
+) -> None:
+    """Write :func:`curve_figure` as a PNG (atomically) at ``path``."""
+    import matplotlib.pyplot as plt
+
+    fig = curve_figure(
+        epochs, metric, labels=labels, champion_metric=champion_metric, champion_version=champion_version
+    )
+    with atomic_path(path) as tmp:
+        fig.savefig(tmp, format="png")
+    plt.close(fig)
+
+
+def curve_figure(
+    epochs: Sequence[dict[str, Any]],
+    metric: str = "save_hit_at_3",
+    *,
+    labels: CurveLabels | None = None,
+    champion_metric: float | None = None,
+    champion_version: str | None = None,
+) -> Any:
+    """Left axis: train loss per epoch (markers F/J by phase); right axis: eval ``metric`` and,
+    when given, the champion's value of it on the same eval day as a dotted reference line."""
     import matplotlib
 
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
 
     xs = [e["epoch"] for e in epochs]
-    fig, ax = plt.subplots(figsize=(6, 3.6), dpi=100)
-    ax.plot(xs, [e["loss"] for e in epochs], "o-", color="tab:blue", label="train loss")
+    losses = [e["loss"] for e in epochs]
+    fig, ax = plt.subplots(figsize=(7, 4.2), dpi=100)
+    ax.plot(xs, losses, "o-", color="tab:blue", label="train loss")
     for e in epochs:
         ax.annotate(
             "F" if e["phase"] == "frozen" else "J",
@@ -29,17 +106,32 @@ def plot_curve(path: Path, epochs: Sequence[dict[str, Any]], metric: str = "save
             fontsize=8,
         )
     ax.set_xlabel("epoch")
-    ax.set_ylabel("train loss (BCE)", color="tab:blue")
+    low, high, widened = axis_range("loss", losses)
+    ax.set_ylim(low, high)
+    ax.set_ylabel("train loss (BCE)" + (" (range widened)" if widened else ""), color="tab:blue")
     ax.set_xticks(xs)
     values = [(e["epoch"], e["eval"][metric]) for e in epochs if e.get("eval") and metric in e["eval"]]
-    if values:
+    if values or champion_metric is not None:
         ax2 = ax.twinx()
-        ax2.plot(
-            [v[0] for v in values], [v[1] for v in values], "s--", color="tab:red", label=f"eval {metric}"
-        )
-        ax2.set_ylabel(f"eval {metric}", color="tab:red")
-    ax.set_title("training curve (F = frozen tables, J = joint)")
+        if values:
+            ax2.plot(
+                [v[0] for v in values], [v[1] for v in values], "s--", color="tab:red", label=f"eval {metric}"
+            )
+        if champion_metric is not None:
+            ax2.axhline(
+                champion_metric,
+                color="tab:green",
+                linestyle=":",
+                label=f"champion {champion_version or ''} {champion_metric:.4f}".replace("  ", " "),
+            )
+            ax2.legend(loc="lower right", fontsize=8)
+        plotted = [v[1] for v in values] + ([champion_metric] if champion_metric is not None else [])
+        low, high, widened = axis_range(metric, plotted)
+        ax2.set_ylim(low, high)
+        ax2.set_ylabel(f"eval {metric}" + (" (range widened)" if widened else ""), color="tab:red")
+    title = "training curve (F = frozen tables, J = joint)"
+    if labels is not None and labels.title():
+        title = labels.title() + "\n" + title
+    ax.set_title(title, fontsize=9)
     fig.tight_layout()
-    with atomic_path(path) as tmp:
-        fig.savefig(tmp, format="png")
-    plt.close(fig)
+    return fig

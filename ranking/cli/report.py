@@ -1,0 +1,89 @@
+"""``ranker report --run R``: a pipeline run's report in its training run folder.
+
+Reads the run's step summaries (``<home>/pipeline/R/train.json``, and ``gate.json`` once the
+candidate was judged) and writes, beside the model, ``curve.png`` again (labelled with version,
+run, window and eval day; the champion's save HIT@3 on the eval day as a reference line; the fixed
+axis ranges of ranking/trainer/plots.py) and ``report.md`` (recipe, candidate vs champion, the
+gate table). The retrain DAG's gate task runs it after the gate; ``make demo`` prints the paths.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+from pathlib import Path
+from typing import Any
+
+from ranking.cli.common import CommandResult, add_common, workspace
+from ranking.core.errors import RankerError
+from ranking.core.ids import validate_run_id
+from ranking.core.workspace import Workspace
+
+
+def register(sub: argparse._SubParsersAction) -> None:  # type: ignore[type-arg]
+    """Add ``report`` to ``ranker``."""
+    p = sub.add_parser(
+        "report",
+        help="write a run's report.md and labelled curve.png (champion line, gate table) in its run folder",
+    )
+    p.add_argument("--run", required=True, metavar="RUN_ID", help="the pipeline run (its step summaries)")
+    add_common(p)
+    p.set_defaults(handler=_report, step="report")
+
+
+def _summary(ws: Workspace, run_id: str, step: str, required: bool) -> dict[str, Any] | None:
+    path = ws.step_summary_path(run_id, step)
+    if not path.is_file():
+        if required:
+            raise RankerError(
+                f"run {run_id} has no {step} summary ({path}): was it trained with --run-id {run_id}?"
+            )
+        return None
+    try:
+        data = json.loads(path.read_text())
+    except (json.JSONDecodeError, UnicodeDecodeError) as exc:
+        raise RankerError(f"{path} is not a JSON step summary ({exc})") from None
+    if not isinstance(data, dict):
+        raise RankerError(f"{path} is not a JSON object")
+    return data
+
+
+def _run_folder(train: dict[str, Any], run_id: str) -> Path:
+    raw = train.get("run_dir")
+    folder = Path(str(raw)) if raw else None
+    if folder is None or not (folder / "train_manifest.json").is_file():
+        raise RankerError(
+            f"run {run_id}'s train summary names no training run folder here (run_dir: {raw!r})"
+        )
+    return folder
+
+
+def _report(args: argparse.Namespace) -> CommandResult:
+    from ranking.core.atomic import atomic_write_text
+    from ranking.trainer.plots import plot_curve
+    from ranking.trainer.run_report import curve_labels, render_report
+
+    ws = workspace(args)
+    run_id = validate_run_id(args.run)
+    train = _summary(ws, run_id, "train", required=True)
+    assert train is not None
+    gate = _summary(ws, run_id, "gate", required=False)
+    if gate is not None and gate.get("decision") not in ("pass", "reject"):
+        gate = None  # a gate that errored judged nothing
+    folder = _run_folder(train, run_id)
+    champion = (gate or {}).get("champion") or {}
+    plot_curve(
+        folder / "curve.png",
+        list(train.get("epochs") or []),
+        labels=curve_labels(train, run_id),
+        champion_metric=champion.get("save_hit_at_3"),
+        champion_version=champion.get("version"),
+    )
+    atomic_write_text(folder / "report.md", render_report(train, gate, run_id))
+    summary = {
+        "run_id": run_id,
+        "report": str(folder / "report.md"),
+        "curve": str(folder / "curve.png"),
+        "decision": (gate or {}).get("decision"),
+    }
+    return CommandResult(summary, text=f"report: {summary['report']}\ncurve:  {summary['curve']}")

@@ -1,0 +1,144 @@
+"""Curve plots an operator compares (fixed axes, labels, the champion line) and the run report."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from ranking.cli.main import main
+from ranking.trainer.plots import AXIS_RANGES, CurveLabels, curve_figure
+from ranking.trainer.run_report import curve_labels, render_report
+
+
+def _epochs(losses: list[float], hits: list[float]) -> list[dict[str, Any]]:
+    return [
+        {
+            "epoch": i + 1,
+            "phase": "frozen" if i == 0 else "joint",
+            "loss": loss,
+            "eval": {"save_hit_at_3": hit},
+        }
+        for i, (loss, hit) in enumerate(zip(losses, hits, strict=True))
+    ]
+
+
+TRAIN: dict[str, Any] = {
+    "run_dir": "",
+    "version": "v0002",
+    "schedule": "F,J",
+    "pipeline": "semisync",
+    "epochs": _epochs([0.31, 0.27], [0.361, 0.3851]),
+    "eval": {"save_hit_at_3": 0.3851, "auc": 0.71, "ne": 0.93},
+    "window": {"end": "2026-01-25", "eval_date": "2026-01-25", "train_dates": ["2026-01-05", "2026-01-24"]},
+    "warm_start": {"source": "base v0001", "scope": "all"},
+}
+GATE: dict[str, Any] = {
+    "decision": "reject",
+    "eval_date": "2026-01-25",
+    "candidate": {"version": "v0002", "save_hit_at_3": 0.3851, "auc": 0.71, "ne": 0.93},
+    "champion": {"version": "v0003", "save_hit_at_3": 0.3884, "auc": 0.72, "ne": 0.92},
+    "relative_change": -0.0086,
+    "ci": [-0.061, 0.042],
+    "checks": [
+        {"name": "min_save_hit_at_3", "passed": True, "value": 0.3851, "threshold": 0.0, "detail": "floor"},
+        {
+            "name": "save_hit_at_3_change",
+            "passed": False,
+            "value": -0.0086,
+            "threshold": -0.05,
+            "detail": "lower bound | below -5%",
+        },
+    ],
+    "failed_checks": ["save_hit_at_3_change"],
+}
+
+
+def test_every_curve_uses_the_metrics_fixed_axis_ranges() -> None:
+    import matplotlib.pyplot as plt
+
+    low = curve_figure(_epochs([0.30, 0.28], [0.20, 0.22]))
+    high = curve_figure(_epochs([0.12, 0.10], [0.41, 0.43]))
+    try:
+        for fig in (low, high):
+            loss_axis, metric_axis = fig.axes
+            assert loss_axis.get_ylim() == pytest.approx(AXIS_RANGES["loss"])
+            assert metric_axis.get_ylim() == pytest.approx(AXIS_RANGES["save_hit_at_3"])
+        # a value outside the range widens it, and the label says so
+        odd = curve_figure(_epochs([1.3, 0.9], [0.3, 0.3]))
+        assert odd.axes[0].get_ylim()[1] == pytest.approx(1.3)
+        assert "range widened" in odd.axes[0].get_ylabel()
+        plt.close(odd)
+    finally:
+        plt.close(low)
+        plt.close(high)
+
+
+def test_the_curve_names_version_run_window_and_day_and_draws_the_champion() -> None:
+    import matplotlib.pyplot as plt
+
+    labels = curve_labels(TRAIN, "manual__2026-01-26")
+    assert labels == CurveLabels("v0002", "manual__2026-01-26", "2026-01-05..2026-01-24 (2 d)", "2026-01-25")
+    fig = curve_figure(TRAIN["epochs"], labels=labels, champion_metric=0.3884, champion_version="v0003")
+    try:
+        title = fig.axes[0].get_title()
+        for part in (
+            "version v0002",
+            "run manual__2026-01-26",
+            "window 2026-01-05..2026-01-24",
+            "eval day 2026-01-25",
+        ):
+            assert part in title, title
+        flat = [line for line in fig.axes[1].get_lines() if list(line.get_ydata()) == [0.3884, 0.3884]]
+        assert len(flat) == 1 and "v0003" in flat[0].get_label()
+    finally:
+        plt.close(fig)
+
+
+def test_the_report_has_the_recipe_the_comparison_and_the_gate_table() -> None:
+    text = render_report(TRAIN, GATE, "manual__2026-01-26")
+    assert text.startswith("# Run manual__2026-01-26: v0002, REJECTED by the gate\n")
+    assert "warm start base v0001 (scope all)" in text and "schedule F,J, 2 epochs" in text
+    assert "| save HIT@3 | 0.3851 | 0.3884 |" in text
+    assert "Relative change of save HIT@3: -0.86% [-6.10%, +4.20%]" in text
+    assert "## Gate: reject (failed: save_hit_at_3_change)" in text
+    assert "| save_hit_at_3_change | **FAIL** | -0.0086 | -0.0500 | lower bound \\| below -5% |" in text
+    assert "| min_save_hit_at_3 | pass | 0.3851 | 0.0000 | floor |" in text
+    assert "![training curve](curve.png)" in text
+
+
+def _workspace(tmp_path: Path, run_id: str, gate: bool) -> Path:
+    home = tmp_path / "home"
+    run_dir = home / "runs" / run_id
+    run_dir.mkdir(parents=True)
+    (run_dir / "train_manifest.json").write_text("{}")
+    steps = home / "pipeline" / run_id
+    steps.mkdir(parents=True)
+    (steps / "train.json").write_text(json.dumps({**TRAIN, "run_dir": str(run_dir)}))
+    if gate:
+        (steps / "gate.json").write_text(json.dumps(GATE))
+    return home
+
+
+def test_ranker_report_writes_both_files_in_the_run_folder(tmp_path: Path) -> None:
+    home = _workspace(tmp_path, "r1", gate=True)
+    assert main(["report", "--run", "r1", "--home", str(home)]) == 0
+    report = (home / "runs" / "r1" / "report.md").read_text()
+    assert "REJECTED by the gate" in report and "| save_hit_at_3_change | **FAIL**" in report
+    assert (home / "runs" / "r1" / "curve.png").read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
+
+
+def test_ranker_report_before_the_gate_and_on_bad_input(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    home = _workspace(tmp_path, "r2", gate=False)
+    assert main(["report", "--run", "r2", "--home", str(home)]) == 0
+    assert "not gated yet" in (home / "runs" / "r2" / "report.md").read_text()
+    capsys.readouterr()
+    assert main(["report", "--run", "nope", "--home", str(home)]) == 2
+    err = capsys.readouterr().err.strip()
+    assert len(err.splitlines()) == 1 and "has no train summary" in err, err
+    assert main(["report", "--run", "../r2", "--home", str(home)]) == 2
+    assert "invalid run id" in capsys.readouterr().err
