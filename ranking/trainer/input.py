@@ -81,21 +81,44 @@ class InputOptions:
 # ---------------------------------------------------------------- records (pure)
 
 
-def record_dtype(cfg: ModelConfig) -> np.dtype[Any]:
-    """One row: the table ids (int32: every table has < 2^31 rows), dense features, label."""
-    if any(t.num_embeddings >= 2**31 for t in cfg.tables):
-        raise ConfigError("input records hold ids as int32: tables must have < 2^31 rows")
-    return np.dtype(
-        [
-            ("ids", np.int32, (len(cfg.tables),)),
-            ("dense", np.float32, (len(cfg.dense_features),)),
-            ("label", np.float32),
-        ]
-    )
+@dataclass(frozen=True)
+class Layout:
+    """A row group's encoded rows as one flat 4-byte array (the cache file's content):
+    ``[ids transposed: tables x n int32 | dense: n x D float32 | labels: n float32]``, read back
+    as three column views without a copy (float32 columns are stored by their bits)."""
+
+    tables: int
+    dense: int
+
+    @staticmethod
+    def of(cfg: ModelConfig) -> Layout:
+        if any(t.num_embeddings >= 2**31 for t in cfg.tables):
+            raise ConfigError("encoded rows hold ids as int32: tables must have < 2^31 rows")
+        return Layout(len(cfg.tables), len(cfg.dense_features))
+
+    def words(self, rows: int) -> int:
+        return rows * (self.tables + self.dense + 1)
+
+    def flatten(self, cols: Columns) -> np.ndarray:
+        return np.concatenate(
+            [
+                cols.ids_t.astype(np.int32, copy=False).reshape(-1),
+                np.ascontiguousarray(cols.dense, dtype=np.float32).view(np.int32).reshape(-1),
+                np.ascontiguousarray(cols.labels, dtype=np.float32).view(np.int32),
+            ]
+        )
+
+    def columns(self, flat: np.ndarray, rows: int) -> Columns:
+        t, d = self.tables * rows, self.dense * rows
+        return Columns(
+            flat[:t].reshape(self.tables, rows),
+            flat[t : t + d].view(np.float32).reshape(rows, self.dense),
+            flat[t + d :].view(np.float32),
+        )
 
 
 def encoding_key(cfg: ModelConfig) -> str:
-    """What a record's bytes depend on: the columns read and each table's hash range."""
+    """What the encoded bytes depend on: the columns read and each table's hash range."""
     spec = {
         "version": ENCODING_VERSION,
         "tables": [[t.feature, t.num_embeddings] for t in cfg.tables],
@@ -105,12 +128,8 @@ def encoding_key(cfg: ModelConfig) -> str:
     return hashlib.sha256(json.dumps(spec, sort_keys=True).encode()).hexdigest()[:16]
 
 
-def records_of(chunk: Chunk, dtype: np.dtype[Any]) -> np.ndarray:
-    out = np.empty(len(chunk), dtype=dtype)
-    out["ids"] = chunk.ids
-    out["dense"] = chunk.dense
-    out["label"] = chunk.labels
-    return out
+def columns_of(chunk: Chunk) -> Columns:
+    return Columns(np.ascontiguousarray(chunk.ids.T, dtype=np.int32), chunk.dense, chunk.labels)
 
 
 class Columns:
@@ -123,14 +142,6 @@ class Columns:
 
     def __init__(self, ids_t: np.ndarray, dense: np.ndarray, labels: np.ndarray) -> None:
         self.ids_t, self.dense, self.labels = ids_t, dense, labels
-
-    @staticmethod
-    def of(records: np.ndarray) -> Columns:
-        return Columns(
-            np.ascontiguousarray(records["ids"].T),
-            np.ascontiguousarray(records["dense"]),
-            np.ascontiguousarray(records["label"]),
-        )
 
     def __len__(self) -> int:
         return int(self.labels.shape[0])
@@ -165,7 +176,7 @@ def batch_of(rows: Columns, cfg: ModelConfig, weight: float, pin_memory: bool = 
     features = len(cfg.tables)
     values = torch.from_numpy(rows.ids_t.astype(np.int64).reshape(-1))
     batch = TrainBatch(
-        dense_features=torch.from_numpy(np.ascontiguousarray(rows.dense)),
+        dense_features=torch.from_numpy(_writable(rows.dense)),
         sparse_features=KeyedJaggedTensor(
             keys=list(cfg.sparse_features),
             values=values,
@@ -174,24 +185,33 @@ def batch_of(rows: Columns, cfg: ModelConfig, weight: float, pin_memory: bool = 
             length_per_key=[n] * features,
             offset_per_key=[i * n for i in range(features + 1)],
         ),
-        labels=torch.from_numpy(np.ascontiguousarray(rows.labels)),
+        labels=torch.from_numpy(_writable(rows.labels)),
         weights=torch.full((n,), weight, dtype=torch.float32),
     )
     return batch.pin_memory() if pin_memory else batch
 
 
-def slices(records: np.ndarray) -> Iterator[Columns]:
-    """A row group's records as columns, in the slices the parquet reader yields them
-    (READ_SLICE_ROWS): the shuffle buffer fills at the same rows as on the inline path. This
-    is where a cached row group is read (one pass over its bytes)."""
+def _writable(a: np.ndarray) -> np.ndarray:
+    """A tensor may be written to: never hand torch a view of a read-only memory map (an
+    unshuffled batch is one)."""
+    return a if a.flags.writeable and a.flags.c_contiguous else np.array(a, order="C")
+
+
+def slices(cols: Columns) -> Iterator[Columns]:
+    """A row group's rows in the slices the parquet reader yields them (READ_SLICE_ROWS): the
+    shuffle buffer fills at the same rows as on the inline path. Views: a cached row group is
+    read (paged in) where the shuffle buffer first copies it."""
     step = _data.READ_SLICE_ROWS
-    for start in range(0, len(records), step):
-        yield Columns.of(records[start : start + step])
+    for start in range(0, len(cols), step):
+        yield cols.take(slice(start, start + step))
 
 
-def encode_unit(unit: Unit, cfg: ModelConfig) -> np.ndarray:
-    parts = [records_of(c, record_dtype(cfg)) for c in read_units([unit], cfg)]
-    return np.concatenate(parts) if parts else np.empty(0, dtype=record_dtype(cfg))
+def encode_unit(unit: Unit, cfg: ModelConfig) -> Columns:
+    parts = [columns_of(c) for c in read_units([unit], cfg)]
+    if not parts:
+        layout = Layout.of(cfg)
+        return layout.columns(np.empty(0, dtype=np.int32), 0)
+    return Columns.concat(parts)
 
 
 # ---------------------------------------------------------------- the cache (files)
@@ -203,12 +223,12 @@ class EncodedUnitCache:
     ``file`` names the partition by its resolved path, ``version`` by its size and modification
     time: a partition that is rebuilt (ranker features window replaces one that no longer matches
     its record) gets a new entry, and storing it removes that row group's entries of other
-    versions or encodings. An entry that does not read back as the expected records is a miss
+    versions or encodings. An entry that does not read back as the expected rows is a miss
     (and is replaced)."""
 
     def __init__(self, root: Path, cfg: ModelConfig) -> None:
         self.root = Path(root)
-        self.dtype = record_dtype(cfg)
+        self.layout = Layout.of(cfg)
         self.encoding = encoding_key(cfg)
 
     @staticmethod
@@ -223,25 +243,28 @@ class EncodedUnitCache:
         file_id, version = self._names(unit)
         return self.root / f"{file_id}.{version}.rg{unit.row_group}.{self.encoding}.npy"
 
-    def load(self, unit: Unit) -> np.ndarray | None:
-        path = self.path_for(unit)
+    def load(self, unit: Unit) -> Columns | None:
+        return self.read(self.path_for(unit), unit.rows)
+
+    def read(self, path: Path, rows: int) -> Columns | None:
+        """The entry's rows as column views of its memory map; None when it is not what it should be."""
         try:
-            rows = np.load(path, mmap_mode="r", allow_pickle=False)
+            flat = np.load(path, mmap_mode="r", allow_pickle=False)
         except FileNotFoundError:
             return None
         except (OSError, ValueError) as exc:  # truncated or foreign bytes: decode again
             log.warning("encoded cache entry %s unreadable (%s): decoding the row group again", path, exc)
             return None
-        if rows.dtype != self.dtype or rows.shape != (unit.rows,):
-            log.warning("encoded cache entry %s does not hold %d records: decoding again", path, unit.rows)
+        if flat.dtype != np.int32 or flat.shape != (self.layout.words(rows),):
+            log.warning("encoded cache entry %s does not hold %d rows: decoding again", path, rows)
             return None
-        return rows
+        return self.layout.columns(flat, rows)
 
-    def store(self, unit: Unit, rows: np.ndarray) -> Path:
+    def store(self, unit: Unit, cols: Columns) -> Path:
         path = self.path_for(unit)
         self.root.mkdir(parents=True, exist_ok=True)
         with atomic_path(path) as tmp, open(tmp, "wb") as f:
-            np.save(f, rows, allow_pickle=False)
+            np.save(f, self.layout.flatten(cols), allow_pickle=False)
         file_id = path.name.split(".", 1)[0]
         for other in self.root.glob(f"{file_id}.*.rg{unit.row_group}.*.npy"):
             if other != path:
@@ -254,13 +277,13 @@ def default_cache_root(window_manifest: Path) -> Path:
     return Path(window_manifest).resolve().parent.parent / CACHE_DIR_NAME
 
 
-def _decode_in_worker(unit: Unit, cfg: ModelConfig, cache_root: str | None) -> np.ndarray | str:
+def _decode_in_worker(unit: Unit, cfg: ModelConfig, cache_root: str | None) -> Columns | str:
     """Worker process: encode one row group; with a cache, store it and return its path (the
-    records then reach the trainer by memory map, not through a pipe)."""
-    rows = encode_unit(unit, cfg)
+    rows then reach the trainer by memory map, not through a pipe)."""
+    cols = encode_unit(unit, cfg)
     if cache_root is None:
-        return rows
-    return str(EncodedUnitCache(Path(cache_root), cfg).store(unit, rows))
+        return cols
+    return str(EncodedUnitCache(Path(cache_root), cfg).store(unit, cols))
 
 
 def unit_records(
@@ -269,8 +292,8 @@ def unit_records(
     cache: EncodedUnitCache | None,
     workers: int,
     min_rows: int = WORKER_MIN_ROWS,
-) -> Iterator[np.ndarray]:
-    """Each unit's records, in order: from the cache, else decoded (in ``workers`` processes,
+) -> Iterator[Columns]:
+    """Each unit's rows, in order: from the cache, else decoded (in ``workers`` processes,
     at most ``2 * workers`` row groups ahead, when at least ``min_rows`` miss; else inline) and stored."""
     cached = [cache.load(u) if cache is not None else None for u in units]
     missing = [i for i, rows in enumerate(cached) if rows is None]
@@ -287,7 +310,7 @@ def unit_records(
     # spawn: the trainer holds torch, threads and process groups that a fork must not copy
     root = str(cache.root) if cache is not None else None
     with ProcessPoolExecutor(workers, mp_context=multiprocessing.get_context("spawn")) as pool:
-        futures: dict[int, Future[np.ndarray | str]] = {}
+        futures: dict[int, Future[Columns | str]] = {}
         ahead = iter(missing)
 
         def submit_next() -> None:
@@ -301,7 +324,11 @@ def unit_records(
             if rows is None:
                 done = futures.pop(i).result()
                 submit_next()
-                rows = np.load(done, mmap_mode="r") if isinstance(done, str) else done
+                if isinstance(done, str):
+                    assert cache is not None
+                    stored = cache.read(Path(done), units[i].rows)
+                    done = stored if stored is not None else encode_unit(units[i], cfg)
+                rows = done
             yield rows
 
 

@@ -75,7 +75,11 @@ def test_slices_and_an_unbuffered_shuffle_match_too(
     for buffer in (0, 250):
         warm = InputOptions(workers=0, prefetch_batches=1)
         for _ in range(2):  # cold, then warm
-            ours = ready_batches(plan, 0, model_config, buffer, 1, 1, warm, tmp_path / "cache")
+            ours = list(ready_batches(plan, 0, model_config, buffer, 1, 1, warm, tmp_path / "cache"))
+            # unshuffled warm batches are slices of the cache's read-only map: never handed to torch as such
+            assert all(
+                b.dense_features.numpy().flags.writeable and b.labels.numpy().flags.writeable for b in ours
+            )
             _assert_same(ours, train_batches(plan, 0, model_config, buffer, 1, 1))
 
 
