@@ -347,7 +347,7 @@ def main(argv: list[str]) -> int:
     if args.worker:
         return worker(args)
     from benchmarks.train import END
-    from tests.trainer.windowgen import write_window
+    from features.windowgen import write_window
 
     with tempfile.TemporaryDirectory(prefix="bench-baseline-") as tmp:
         manifest = write_window(

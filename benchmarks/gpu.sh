@@ -69,7 +69,7 @@ import sys
 from pathlib import Path
 from benchmarks.train import END
 from ranking.trainer.config import default_model_config
-from tests.trainer.windowgen import write_window
+from features.windowgen import write_window
 home, rows = Path(sys.argv[1]), int(sys.argv[2])
 manifest = write_window(home, END, 4, rows // 4, seed=3, row_group_size=50_000, eval_rows=5000)
 (home / "model_config.json").write_text(default_model_config(embedding_dim=32).to_json())

@@ -34,8 +34,8 @@ END = dt.date(2026, 11, 10)
 
 
 def _window(home: Path, rows: int, days: int, seed: int = 3) -> Any:
+    from features.windowgen import write_window
     from ranking.trainer.data import read_window_manifest
-    from tests.trainer.windowgen import write_window
 
     path = write_window(home, END, days, rows // days, seed=seed, row_group_size=50_000, eval_rows=1000)
     return read_window_manifest(path)

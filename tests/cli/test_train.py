@@ -226,8 +226,8 @@ def test_cli_errors_are_one_line_exit_2(
 def test_cli_refuses_a_window_built_with_other_feature_definitions(
     tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
+    from features.windowgen import write_window
     from ranking.cli.main import main
-    from tests.trainer.windowgen import write_window
 
     write_window(tmp_path, END, 2, 300, feature_version="0123456789abcdef")
     rc = main(

@@ -14,11 +14,11 @@ import pytest
 import torch
 from faults import Tmpfs
 
+from features.windowgen import write_window
 from ranking.cli.main import main
 from ranking.core.hashing import sha256_file
 from ranking.trainer.checkpoint import CheckpointError, checksum_path, load_checkpoint, save_checkpoint
 from ranking.trainer.config import ConfigError, default_model_config, load_model_config
-from tests.trainer.windowgen import write_window
 
 END = dt.date(2026, 11, 10)
 DAYS = 2

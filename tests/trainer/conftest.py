@@ -10,7 +10,7 @@ from typing import Any
 
 import pytest
 
-from tests.trainer.windowgen import write_window
+from features.windowgen import write_window
 
 END = dt.date(2026, 11, 10)
 DAYS = 3

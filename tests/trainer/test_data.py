@@ -11,6 +11,7 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 import pytest
 
+from features.windowgen import write_window
 from ranking.core.errors import DataValidationError
 from ranking.trainer.data import (
     Chunk,
@@ -28,7 +29,6 @@ from ranking.trainer.data import (
     validate_window,
 )
 from tests.trainer.conftest import END
-from tests.trainer.windowgen import write_window
 
 
 def test_hash_ids_is_stable_in_range_and_handles_unseen_and_null() -> None:

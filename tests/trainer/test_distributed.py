@@ -9,8 +9,8 @@ from pathlib import Path
 import pytest
 import torch
 
+from features.windowgen import write_window
 from tests.trainer.conftest import END, epoch_state, ranker_cmd, ranker_env
-from tests.trainer.windowgen import write_window
 
 DAYS = 4
 

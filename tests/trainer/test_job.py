@@ -11,6 +11,7 @@ from pathlib import Path
 
 import pytest
 
+from features.windowgen import write_window
 from ranking.core.errors import RankerError
 from ranking.core.workspace import Workspace
 from ranking.trainer.config import default_model_config, load_model_config
@@ -24,7 +25,6 @@ from ranking.trainer.job import (
     worker_job,
 )
 from tests.trainer.conftest import END
-from tests.trainer.windowgen import write_window
 
 
 @pytest.fixture

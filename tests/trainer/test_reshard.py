@@ -28,11 +28,11 @@ from typing import Any
 import pytest
 import torch
 
+from features.windowgen import write_window
 from ranking.trainer.checkpoint import checksum_path, epoch_checkpoint_path, load_checkpoint
 from ranking.trainer.distributed import SHARDING_TYPES_ENV
 from ranking.trainer.state import MODEL, TABLE_OPT, _reader, read_meta
 from tests.trainer.conftest import END, ranker_cmd, ranker_env
-from tests.trainer.windowgen import write_window
 
 DAYS = 3
 REPO = Path(__file__).resolve().parents[2]
