@@ -173,8 +173,11 @@ def config_digest(effective: EffectiveConfig) -> str:
     # the Feast store is left out: it does not change a window (its content id, which the day's
     # fingerprint carries, is the same on every store), and days recorded before the section
     # existed keep their fingerprints
+    # the review section is left out too: it says how recipes are compared, not how one trains
     dumped = effective.config.model_dump(mode="json")
-    body = json.dumps({k: v for k, v in dumped.items() if k not in WORKSPACE_SECTIONS}, sort_keys=True)
+    body = json.dumps(
+        {k: v for k, v in dumped.items() if k not in (*WORKSPACE_SECTIONS, "review")}, sort_keys=True
+    )
     return hashlib.sha256(body.encode()).hexdigest()
 
 
@@ -211,11 +214,14 @@ class CliReplayer:
     """Each day is ``python -m ranking.cli run`` in a fresh process (the production entry point);
     served models are scored in-process with the functions ``ranker evaluate`` uses."""
 
-    def __init__(self, python: str = sys.executable) -> None:
+    def __init__(self, python: str = sys.executable, run_args: tuple[str, ...] = ()) -> None:
         self.python = python
+        # extra `ranker run` arguments: ("--dry-run",) replays candidates only (ranker review
+        # --candidate-only): no champion is ever promoted, so no gate comparison and no served model
+        self.run_args = run_args
 
     def run_day(self, home: Path, day: dt.date, run_id: str, log_path: Path) -> tuple[int, dict[str, Any]]:
-        return self._ranker("run", home, day, run_id, log_path)
+        return self._ranker("run", home, day, run_id, log_path, self.run_args)
 
     def run_pretrain(
         self, home: Path, day: dt.date, run_id: str, log_path: Path
@@ -223,7 +229,13 @@ class CliReplayer:
         return self._ranker("pretrain", home, day, run_id, log_path)
 
     def _ranker(
-        self, command: str, home: Path, day: dt.date, run_id: str, log_path: Path
+        self,
+        command: str,
+        home: Path,
+        day: dt.date,
+        run_id: str,
+        log_path: Path,
+        extra: tuple[str, ...] = (),
     ) -> tuple[int, dict[str, Any]]:
         cmd = [
             self.python,
@@ -237,6 +249,7 @@ class CliReplayer:
             "--run-id",
             run_id,
             "--json",
+            *extra,
         ]
         env = {k: v for k, v in os.environ.items() if k not in _ISOLATE_ENV}
         env.setdefault("OMP_NUM_THREADS", "1")

@@ -33,12 +33,14 @@ _GROUPS = [
     ("ranking.cli.reject", "reject"),
     ("ranking.cli.rollback", "rollback"),
     ("ranking.cli.models", "models list|show"),
+    ("ranking.cli.gc", "gc"),
     ("ranking.cli.run", "run"),
     ("ranking.cli.pretrain", "pretrain"),
     ("ranking.cli.metrics", "metrics publish|show"),
     ("ranking.cli.report", "report"),
     ("ranking.cli.study", "study"),
     ("ranking.cli.backtest", "backtest"),
+    ("ranking.cli.review", "review"),
     ("ranking.cli.config", "config show"),
 ]
 

@@ -232,11 +232,53 @@ def load(
     if path is not None:
         layers.append(Layer(f"file:{path}", file_values(path)))
         files = (str(path),)
+    wanted = [layer.values["review.recipe"] for layer in layers if "review.recipe" in layer.values]
+    for later in (overrides, params):
+        if later and "review.recipe" in later:
+            wanted.append(later["review.recipe"])
+    if wanted and wanted[-1] == "auto":
+        # above the file, below flags and Params: an operator's explicit choice still wins
+        reviewed = auto_recipe_layer(home)
+        if reviewed is not None:
+            layers.append(reviewed)
     if overrides:
         layers.append(Layer(override_source, dict(overrides)))
     if params:
         layers.append(Layer(PARAM, dict(params)))
     return resolve(layers, files)
+
+
+# ------------------------------------------------------------------ review = "auto"
+
+AUTO_RECIPE_FILE = Path("reviews") / "recipe.json"
+# what a reviewed recipe may set: how the daily model is trained, and its base model
+AUTO_RECIPE_SECTIONS = ("recipe", "pretrain")
+
+
+def auto_recipe_layer(home: Path) -> Layer | None:
+    """``review.recipe = "auto"``: the recipe the last review switched to (written by ``ranker
+    review``; ranking/review/switch.py), as a layer whose source names that review and recipe;
+    None before any review switched."""
+    path = Path(home) / AUTO_RECIPE_FILE
+    try:
+        state = json.loads(path.read_text())
+    except FileNotFoundError:
+        return None
+    except (OSError, ValueError) as exc:
+        raise ConfigFileError(f"{path}: cannot read the reviewed recipe: {exc}") from None
+    values = state.get("values") if isinstance(state, dict) else None
+    review, recipe = (
+        (state.get("review_id"), state.get("recipe")) if isinstance(state, dict) else (None, None)
+    )
+    if not isinstance(values, dict) or not isinstance(review, str) or not isinstance(recipe, str):
+        raise ConfigFileError(f"{path}: not a reviewed recipe (recipe, review_id, values)")
+    known = set(leaf_keys())
+    for key in values:
+        if key not in known or key.split(".")[0] not in AUTO_RECIPE_SECTIONS:
+            raise ConfigFileError(
+                f"{path}: {key}: a reviewed recipe sets only {', '.join(AUTO_RECIPE_SECTIONS)}"
+            )
+    return Layer(f"review:{review}:{recipe}", values)
 
 
 # ------------------------------------------------------------------ error messages

@@ -1,5 +1,5 @@
-"""The pipeline config: one typed model with six sections (``features``, ``window``, ``recipe``,
-``pretrain``, ``gate``, ``metrics``), validated by pydantic.
+"""The pipeline config: one typed model with seven sections (``features``, ``window``, ``recipe``,
+``pretrain``, ``gate``, ``metrics``, ``review``), validated by pydantic.
 
 Defaults are not written twice: they are read from the dataclasses the steps already use
 (``features.feast_repo.StoreSettings``, ``features.validation.WindowChecks``,
@@ -254,6 +254,14 @@ class GateSection(_Section):
     seed: int = Field(default=_G.seed, ge=0)
     anchor_champions: int = Field(default=_G.anchor_champions, ge=0, le=100)
     anchor_tolerance: float = Field(default=_G.anchor_tolerance, ge=0, lt=1)
+    reference_champions: int = Field(default=_G.reference_champions, ge=0, le=100)
+    reference_tolerance: float = Field(default=_G.reference_tolerance, ge=0, lt=1)
+    trend_days: int = Field(default=_G.trend_days, ge=0, le=365)
+    trend_tolerance: float = Field(default=_G.trend_tolerance, ge=0, lt=1)
+    pool_days: int = Field(default=_G.pool_days, ge=1, le=100)
+    pool_ci_width: float = Field(default=_G.pool_ci_width, ge=0)
+    max_lift: float = Field(default=_G.max_lift, ge=0)
+    max_window_lag_days: int = Field(default=_G.max_window_lag_days, ge=0, le=365)
     allow_unfair: bool = _G.allow_unfair
 
     def gate_config(self) -> GateConfig:
@@ -278,6 +286,54 @@ class MetricsSection(_Section):
         return value
 
 
+# a recipe name reaches paths (recipes/<name>.toml, the review's folders): the run-id alphabet
+_RECIPE_NAME = re.compile(r"\A[A-Za-z0-9][A-Za-z0-9_.+-]{0,63}\Z", re.ASCII)
+REVIEW_CHOICES = ("fixed", "auto")
+
+
+class ReviewSection(_Section):
+    """The weekly recipe review (``ranker review``, the ``ranker_recipe_review`` DAG;
+    docs/backtest.md "Recipe review") and whether the daily run follows it."""
+
+    # eval days replayed (the last ones with data); fewer with a served pair keep the recipe
+    days: int = Field(default=14, ge=1, le=365)
+    min_days: int = Field(default=7, ge=1, le=365)
+    # recipe names: files <recipes_dir>/<name>.toml (default: the shipped recipes/)
+    recipes: list[str] = Field(default_factory=lambda: ["naive", "default", "base-j"], min_length=1)
+    baseline: str = "naive"
+    recipes_dir: str | None = None
+    # lift (a fraction) the best recipe gives up per extra multiple of the cheapest's training time
+    cost_weight: float = Field(default=0.0, ge=0)
+    # fixed: the daily run trains the [recipe] section as written; auto: the recipe the last
+    # review recommended, layered over it (<home>/reviews/recipe.json)
+    recipe: Literal[REVIEW_CHOICES] = "fixed"  # type: ignore[valid-type]
+    # compare the recipes' fresh candidates only: no gate replay, no served models
+    candidate_only: bool = False
+    # recipes replayed at a time (None: as many as the machine's cores, at most the recipes)
+    parallel: int | None = Field(default=None, ge=1, le=64)
+    bootstrap_samples: int = Field(default=1000, ge=10, le=100_000)
+
+    @field_validator("recipes")
+    @classmethod
+    def _recipe_names(cls, value: list[str]) -> list[str]:
+        for name in value:
+            if not _RECIPE_NAME.match(name):
+                raise ValueError(f"{name!r} is not a recipe name (letters, digits, _.+-)")
+        if len(set(value)) != len(value):
+            raise ValueError("names must be unique")
+        return value
+
+    @model_validator(mode="after")
+    def _baseline_and_days(self) -> ReviewSection:
+        if self.baseline not in self.recipes:
+            raise ValueError(
+                f"baseline {self.baseline!r} must be one of the recipes ({', '.join(self.recipes)})"
+            )
+        if self.min_days > self.days:
+            raise ValueError(f"min_days ({self.min_days}) must be <= days ({self.days})")
+        return self
+
+
 class PipelineConfig(_Section):
     features: FeaturesSection = Field(default_factory=FeaturesSection)
     window: WindowSection = Field(default_factory=WindowSection)
@@ -285,6 +341,7 @@ class PipelineConfig(_Section):
     pretrain: PretrainSection = Field(default_factory=PretrainSection)
     gate: GateSection = Field(default_factory=GateSection)
     metrics: MetricsSection = Field(default_factory=MetricsSection)
+    review: ReviewSection = Field(default_factory=ReviewSection)
 
 
 SECTIONS: dict[str, type[_Section]] = {
@@ -294,9 +351,16 @@ SECTIONS: dict[str, type[_Section]] = {
     "pretrain": PretrainSection,
     "gate": GateSection,
     "metrics": MetricsSection,
+    "review": ReviewSection,
 }
 # keys whose values are filesystem paths: relative ones are relative to the file that sets them
-PATH_KEYS = ("recipe.model_file", "recipe.warm_start", "recipe.full_retrain_warm_start", "metrics.textfile")
+PATH_KEYS = (
+    "recipe.model_file",
+    "recipe.warm_start",
+    "recipe.full_retrain_warm_start",
+    "metrics.textfile",
+    "review.recipes_dir",
+)
 
 
 def leaf_keys() -> list[str]:

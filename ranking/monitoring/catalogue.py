@@ -28,6 +28,9 @@ KNOWN_STEPS = (
     "run",  # `ranker run` failed between steps
     "other",
 )
+# the weekly recipe review (ranker review): its outcome, and which lift a recipe's series is
+REVIEW_STATUSES = ("ok", "too_few_days", "failed")
+REVIEW_MODELS = ("served", "candidate")
 DURATION_HISTORY = 7  # previous runs the duration baseline (median) is taken over
 
 
@@ -113,6 +116,41 @@ CATALOGUE: dict[str, MetricSpec] = {
             "End of the newest complete day of source data (its next midnight, UTC).",
         ),
         _g("materialize_end_timestamp_seconds", "End of the last online-store materialization."),
+        # the weekly recipe review (ranker review; job ranker_recipe_review). The recipe label takes
+        # the configured recipes' names ([review] recipes: a handful, bounded by the config)
+        _g("review_timestamp_seconds", "When the last recipe review finished."),
+        _g("review_status", "1 for the outcome of the last recipe review, 0 for the others.", "status"),
+        _g("review_days", "Paired eval days the last review's lifts are measured over."),
+        _g(
+            "review_relative_change",
+            "A recipe's save HIT@3 relative to the baseline recipe's over the review's days (the"
+            " baseline's own is 0): served = the models its replay served, candidate = its fresh candidates.",
+            "recipe",
+            "model",
+        ),
+        _g(
+            "review_relative_change_ci_lower",
+            "Lower bound of the bootstrap CI of the review's relative change.",
+            "recipe",
+            "model",
+        ),
+        _g(
+            "review_relative_change_ci_upper",
+            "Upper bound of the bootstrap CI of the review's relative change.",
+            "recipe",
+            "model",
+        ),
+        _g(
+            "review_train_seconds_per_day",
+            "A recipe's training (and base pretraining) seconds per replayed day.",
+            "recipe",
+        ),
+        _g("review_recommended", "1 for the recipe the last review recommends, 0 for the others.", "recipe"),
+        _g(
+            "review_running",
+            "1 for the recipe the daily run trains (as configured, or as the review chose), 0 for the others.",
+            "recipe",
+        ),
         # delivery
         _c("metrics_push_failures_total", "Publishes whose Pushgateway push failed after all retries."),
     )

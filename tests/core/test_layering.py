@@ -120,6 +120,7 @@ LAYERS: tuple[frozenset[str], ...] = (
     frozenset({"ranking.config"}),
     frozenset({"ranking.pipeline", "ranking.monitoring", "ranking.study"}),
     frozenset({"ranking.backtest"}),  # replays the pipeline (ranker run, ranker pretrain)
+    frozenset({"ranking.review"}),  # the weekly recipe review, on the backtest engine
     frozenset({"ranking.cli"}),
 )
 

@@ -1,0 +1,62 @@
+"""The review's figures as Prometheus series (pure), delivered like the retrain's metrics: to the
+Pushgateway under its own job (``ranker_recipe_review``: a review never replaces the retrain's
+group), else to ``<home>/metrics/review.prom`` for the textfile collector."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from ranking.monitoring.catalogue import CATALOGUE, PREFIX, REVIEW_MODELS, REVIEW_STATUSES
+from ranking.monitoring.delivery import PushConfig, push_with_retries, write_textfile
+from ranking.monitoring.exposition import render
+from ranking.monitoring.samples import Sample
+
+REVIEW_JOB = "ranker_recipe_review"
+TEXTFILE = "review.prom"
+
+
+def _sample(short: str, value: float | None, **labels: str) -> list[Sample]:
+    name = PREFIX + short
+    if tuple(labels) != CATALOGUE[name].labels:
+        raise AssertionError(f"{name}: labels {tuple(labels)} != {CATALOGUE[name].labels}")
+    return [] if value is None else [Sample(name, float(value), tuple(labels.items()))]
+
+
+def review_samples(review: Mapping[str, Any], now: float) -> list[Sample]:
+    """Series of a review summary (``ranking.review.run``'s ``review.json``)."""
+    out = _sample("review_timestamp_seconds", now)
+    for status in REVIEW_STATUSES:
+        out += _sample("review_status", 1.0 if review["status"] == status else 0.0, status=status)
+    out += _sample("review_days", review.get("days_compared"))
+    for name, recipe in (review.get("recipes") or {}).items():
+        for model in REVIEW_MODELS:
+            lift = (recipe.get(model) or {}) if isinstance(recipe.get(model), dict) else {}
+            ci = lift.get("ci") or [None, None]
+            out += _sample("review_relative_change", lift.get("lift"), recipe=name, model=model)
+            out += _sample("review_relative_change_ci_lower", ci[0], recipe=name, model=model)
+            out += _sample("review_relative_change_ci_upper", ci[1], recipe=name, model=model)
+        out += _sample("review_train_seconds_per_day", recipe.get("seconds_per_day"), recipe=name)
+        out += _sample("review_recommended", float(review.get("recommended") == name), recipe=name)
+        out += _sample("review_running", float(review.get("running") == name), recipe=name)
+    return out
+
+
+@dataclass(frozen=True)
+class Delivered:
+    delivery: str  # pushgateway | textfile
+    target: str
+    samples: int
+
+
+def deliver(samples: list[Sample], pushgateway: str | None, metrics_dir: Path) -> Delivered:
+    """Push when a Pushgateway is configured (falling back to the textfile when the push fails)."""
+    if pushgateway:
+        config = PushConfig(url=pushgateway, job=REVIEW_JOB)
+        if push_with_retries(samples, config).ok:
+            return Delivered("pushgateway", f"{config.url} job={REVIEW_JOB}", len(samples))
+    path = metrics_dir / TEXTFILE
+    write_textfile(path, render(samples))
+    return Delivered("textfile", str(path), len(samples))

@@ -1,0 +1,246 @@
+"""One review: plan (from the config's ``[review]``), replay with the backtest engine, weigh the
+evidence (``rule``), decide the daily recipe (``switch``), report and export.
+
+Layout: ``<home>/backtests/review-<end>/`` (the replay: a re-run of the same review reuses its
+finished days), ``<home>/reviews/<end>/review.{json,md,png}`` (the dated report),
+``<home>/reviews/latest.json`` (the last review's summary), ``<home>/reviews/recipe.json`` and
+``history.jsonl`` (``review.recipe = "auto"``: ``switch``).
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+import os
+import time
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from ranking.backtest.engine import Backtest, BacktestSpec, Recipe, Replayer, read_recipe
+from ranking.config.loader import EffectiveConfig
+from ranking.config.model import ReviewSection
+from ranking.core.atomic import atomic_write_json
+from ranking.core.errors import RankerError
+from ranking.core.workspace import Workspace
+from ranking.review.rule import RULE, Evidence, ReviewError, recommend
+from ranking.review.switch import (
+    FAILED,
+    OK,
+    TOO_FEW_DAYS,
+    apply_switch,
+    auto_values,
+    decide_switch,
+    read_state,
+)
+
+SHIPPED_RECIPES = Path(__file__).resolve().parents[2] / "recipes"
+# what the daily recipe is told apart by: how the model trains and its base model
+RECIPE_IDENTITY = ("recipe", "pretrain")
+
+
+class ReviewFailed(RankerError):
+    """The replay failed; ``review`` is the failed review's summary (recorded and exported)."""
+
+    def __init__(self, message: str, review: dict[str, Any]) -> None:
+        super().__init__(message)
+        self.review = review
+
+
+@dataclass(frozen=True)
+class ReviewPlan:
+    end: dt.date  # the last eval day
+    settings: ReviewSection
+    recipes: tuple[Recipe, ...]
+
+    @property
+    def start(self) -> dt.date:
+        return self.end - dt.timedelta(days=self.settings.days - 1)
+
+    @property
+    def review_id(self) -> str:
+        return self.end.isoformat()
+
+    def spec(self) -> BacktestSpec:
+        return BacktestSpec(
+            start=self.start,
+            days=self.settings.days,
+            recipes=self.recipes,
+            baseline=self.settings.baseline,
+            name=f"review-{self.review_id}",
+            bootstrap_samples=self.settings.bootstrap_samples,
+        )
+
+
+def plan_review(settings: ReviewSection, end: dt.date) -> ReviewPlan:
+    folder = Path(settings.recipes_dir) if settings.recipes_dir else SHIPPED_RECIPES
+    recipes = tuple(read_recipe(name, folder / f"{name}.toml") for name in settings.recipes)
+    if settings.recipe == "auto":
+        for recipe in recipes:
+            auto_values(recipe.name, recipe.values)
+    if settings.candidate_only:
+        for recipe in recipes:
+            if recipe.values.get("recipe.warm_start") == "champion":
+                raise ReviewError(
+                    f"recipe {recipe.name}: warm-starts from the champion, which a candidate-only review"
+                    " never promotes: review it with candidate_only = false"
+                )
+    return ReviewPlan(end, settings, recipes)
+
+
+def _lift(comparison: Mapping[str, Any] | None) -> dict[str, Any] | None:
+    if not comparison:
+        return None
+    lift = (comparison.get("relative_change") or {}).get("save_hit_at_3")
+    ci = (comparison.get("ci") or {}).get("save_hit_at_3")
+    if lift is None or not ci or None in ci:
+        return None
+    return {"lift": float(lift), "ci": [float(ci[0]), float(ci[1])], "days": int(comparison["days"])}
+
+
+def weigh(report: Mapping[str, Any], baseline: str, candidate_only: bool) -> dict[str, dict[str, Any]]:
+    """Per recipe: served and candidate lift over the baseline (the baseline's: 0, [0, 0]),
+    training seconds per day and failed days, from a backtest report (pure)."""
+    out: dict[str, dict[str, Any]] = {}
+    for name, summary in report["recipes"].items():
+        days = summary["days"] or 1
+        entry: dict[str, Any] = {
+            "seconds_per_day": summary["total_train_seconds"] / days,
+            "failed_days": summary["failed_days"],
+        }
+        for model, key in (("served", "vs_baseline"), ("candidate", "candidates_vs_baseline")):
+            if model == "served" and candidate_only:
+                entry[model] = None
+            elif name == baseline:
+                other = [_lift(c) for c in report[key].values()]
+                days_seen = max((x["days"] for x in other if x), default=0)
+                entry[model] = {"lift": 0.0, "ci": [0.0, 0.0], "days": days_seen}
+            else:
+                entry[model] = _lift(report[key].get(name))
+        out[name] = entry
+    return out
+
+
+def evidence_of(weighed: Mapping[str, Mapping[str, Any]], model: str) -> list[Evidence]:
+    """Recipes with a measured lift and no failed day (a recipe that failed a day is not one to run)."""
+    out = []
+    for name, w in weighed.items():
+        part = w.get(model)
+        if part is None or w["failed_days"]:
+            continue
+        out.append(
+            Evidence(name, part["lift"], (part["ci"][0], part["ci"][1]), w["seconds_per_day"], part["days"])
+        )
+    return out
+
+
+def running_recipe(daily: EffectiveConfig, candidates: Mapping[str, EffectiveConfig]) -> str | None:
+    """The reviewed recipe the daily run trains: the one whose [recipe] and [pretrain] equal the
+    daily effective config's (None: the daily recipe is none of them)."""
+    want = {s: getattr(daily.config, s) for s in RECIPE_IDENTITY}
+    for name, effective in candidates.items():
+        if {s: getattr(effective.config, s) for s in RECIPE_IDENTITY} == want:
+            return name
+    return None
+
+
+def run_review(
+    ws: Workspace,
+    plan: ReviewPlan,
+    daily: EffectiveConfig,
+    base_config: Mapping[str, Any],
+    base_source: str | None,
+    replayer: Replayer,
+    *,
+    parallel: int | None = None,
+    code_version: str = "",
+    window_builder: Callable[..., Any] | None = None,
+    on_progress: Callable[[str, int, int, float], None] | None = None,
+    now: Callable[[], dt.datetime] = lambda: dt.datetime.now(dt.UTC),
+) -> dict[str, Any]:
+    """Replay, weigh, decide; write the dated report and ``latest.json``; the review summary.
+    A replay that raises is recorded as a failed review (the daily recipe stays) and re-raised."""
+    from ranking.backtest.engine import compare_to_baseline, finite_json
+    from ranking.backtest.report import build_report
+    from ranking.review.report import write_report
+
+    started = time.perf_counter()
+    settings = plan.settings
+    spec = plan.spec()
+    base = {k: v for k, v in base_config.items() if not k.startswith("review.")}
+    extra = {"window_builder": window_builder} if window_builder is not None else {}
+    bt = Backtest(
+        ws,
+        spec,
+        replayer,
+        base_config=base,
+        base_source=base_source,
+        parallel=parallel or settings.parallel or min(len(plan.recipes), os.cpu_count() or 1),
+        on_progress=on_progress,
+        code_version=code_version,
+        **extra,
+    )
+    auto = settings.recipe == "auto"
+    current = read_state(ws.root)
+    running = running_recipe(daily, {r.recipe.name: r.effective for r in bt.runs})
+    review: dict[str, Any] = {
+        "review_id": plan.review_id,
+        "start": plan.start.isoformat(),
+        "end": plan.end.isoformat(),
+        "days": settings.days,
+        "min_days": settings.min_days,
+        "baseline": settings.baseline,
+        "candidate_only": settings.candidate_only,
+        "cost_weight": settings.cost_weight,
+        "mode": settings.recipe,
+        "rule": RULE,
+        "backtest_dir": str(bt.folder),
+        "running": running,
+        "recipes": {},
+        "recommended": None,
+        "reason": None,
+        "error": None,
+    }
+    error: RankerError | None = None
+    try:
+        records = bt.run()
+        served = {} if settings.candidate_only else compare_to_baseline(bt, records)
+        candidates = compare_to_baseline(bt, records, who="candidate")
+        report = finite_json(
+            build_report(spec.to_dict(), records, served, time.perf_counter() - started, candidates)
+        )
+        weighed = weigh(report, settings.baseline, settings.candidate_only)
+        model = "candidate" if settings.candidate_only else "served"
+        evidence = evidence_of(weighed, model)
+        compared = min((e.days for e in evidence if e.recipe != settings.baseline), default=0)
+        review["recipes"] = weighed
+        review["days_compared"] = compared
+        if settings.baseline not in {e.recipe for e in evidence}:
+            review["status"] = FAILED
+            review["error"] = (
+                f"the baseline {settings.baseline} has no evidence (failed days: {weighed[settings.baseline]['failed_days']})"
+            )
+        elif compared < settings.min_days:
+            review["status"] = TOO_FEW_DAYS
+            review["error"] = f"{compared} paired days < min_days {settings.min_days}"
+        else:
+            chosen = recommend(evidence, settings.cost_weight)
+            review.update(status=OK, recommended=chosen.recipe, best=chosen.best, reason=chosen.reason)
+    except RankerError as exc:
+        error = exc
+        review.update(status=FAILED, error=str(exc))
+    decision = decide_switch(current, plan.review_id, review["status"], review["recommended"], auto)
+    values = next((dict(r.values) for r in plan.recipes if r.name == decision.recipe), {})
+    switched = apply_switch(ws.root, decision, plan.review_id, values, now()) if decision.switch else None
+    if switched:
+        review["running"] = decision.recipe
+    review["switch"] = {"switched": bool(switched), "recipe": decision.recipe, "reason": decision.reason}
+    review["wall_seconds"] = round(time.perf_counter() - started, 1)
+    review = finite_json(review)
+    review["report"] = write_report(review, ws.root / "reviews" / plan.review_id)
+    atomic_write_json(ws.root / "reviews" / "latest.json", review)
+    if error is not None:
+        raise ReviewFailed(
+            f"review {plan.review_id} failed (the daily recipe stays): {error}", review
+        ) from error
+    return review

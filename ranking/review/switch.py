@@ -1,0 +1,110 @@
+"""``review.recipe = "auto"``: whether a review switches the daily recipe (pure), and the state
+file the config loader layers over the workspace config (``ranking.config.loader.auto_recipe_layer``).
+
+State: ``<home>/reviews/recipe.json`` = ``{recipe, values, review_id, previous, switched_at}`` (the
+recipe the daily run trains, its dotted config values and the review that switched to it), written
+atomically; every switch is also appended to ``<home>/reviews/history.jsonl``. Every run trained
+under it records the values' source as ``review:<review id>:<recipe>`` in its effective config
+(``effective_config.json``, which the registry keeps with the version): the lineage of a model
+names the review that chose its recipe.
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+import json
+import os
+from collections.abc import Mapping
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from ranking.config.loader import AUTO_RECIPE_FILE, AUTO_RECIPE_SECTIONS
+from ranking.core.atomic import atomic_write_json
+from ranking.review.rule import ReviewError
+
+OK = "ok"
+TOO_FEW_DAYS = "too_few_days"
+FAILED = "failed"
+HISTORY_FILE = Path("reviews") / "history.jsonl"
+
+
+@dataclass(frozen=True)
+class AutoState:
+    recipe: str
+    review_id: str
+
+
+@dataclass(frozen=True)
+class SwitchDecision:
+    switch: bool
+    recipe: str | None  # the recipe the daily run trains after this review (None: as configured)
+    reason: str
+
+
+def decide_switch(
+    current: AutoState | None, review_id: str, status: str, recommended: str | None, auto: bool
+) -> SwitchDecision:
+    """At most one switch per review: only an ``ok`` review with ``auto`` on switches, to a
+    recipe other than the current one, and never twice for the same review id."""
+    running = current.recipe if current else None
+    if not auto:
+        return SwitchDecision(
+            False, running, 'review.recipe = "fixed": the daily run trains [recipe] as configured'
+        )
+    if status != OK or recommended is None:
+        return SwitchDecision(False, running, f"review {review_id} is {status}: the current recipe stays")
+    if current is not None and current.review_id == review_id:
+        return SwitchDecision(False, running, f"review {review_id} already switched to {running}")
+    if recommended == running:
+        return SwitchDecision(False, running, f"{running} is already the daily recipe")
+    was = running or "the configured [recipe]"
+    return SwitchDecision(True, recommended, f"review {review_id} recommends {recommended} (was {was})")
+
+
+def read_state(home: Path) -> AutoState | None:
+    path = home / AUTO_RECIPE_FILE
+    try:
+        found = json.loads(path.read_text())
+    except FileNotFoundError:
+        return None
+    except (OSError, ValueError) as exc:
+        raise ReviewError(f"{path}: cannot read the reviewed recipe: {exc}") from None
+    if not isinstance(found, dict) or not all(isinstance(found.get(k), str) for k in ("recipe", "review_id")):
+        raise ReviewError(f"{path}: not a reviewed recipe (recipe, review_id, values)")
+    return AutoState(found["recipe"], found["review_id"])
+
+
+def auto_values(recipe: str, values: Mapping[str, Any]) -> dict[str, Any]:
+    """The recipe's values the daily run may take (what the config loader accepts)."""
+    other = sorted(k for k in values if k.split(".")[0] not in AUTO_RECIPE_SECTIONS)
+    if other:
+        raise ReviewError(
+            f'recipe {recipe}: {other[0]}: with review.recipe = "auto" a reviewed recipe may set only'
+            f" {', '.join(AUTO_RECIPE_SECTIONS)}"
+        )
+    return dict(values)
+
+
+def apply_switch(
+    home: Path, decision: SwitchDecision, review_id: str, values: Mapping[str, Any], now: dt.datetime
+) -> dict[str, Any] | None:
+    """Write the state and append the switch to the history; None when the decision keeps."""
+    if not decision.switch or decision.recipe is None:
+        return None
+    previous = read_state(home)
+    record = {
+        "recipe": decision.recipe,
+        "values": dict(values),
+        "review_id": review_id,
+        "previous": previous.recipe if previous else None,
+        "switched_at": now.isoformat(),
+        "reason": decision.reason,
+    }
+    atomic_write_json(home / AUTO_RECIPE_FILE, record)
+    history = home / HISTORY_FILE
+    with open(history, "a") as out:
+        out.write(json.dumps(record, sort_keys=True) + "\n")
+        out.flush()
+        os.fsync(out.fileno())
+    return record

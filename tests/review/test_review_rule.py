@@ -1,0 +1,166 @@
+"""The recommendation rule and the switch decision (pure), and the config layer that makes the
+daily run follow a review (review.recipe = "auto")."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+
+from ranking.config.loader import ConfigFileError, load
+from ranking.review.rule import Evidence, ReviewError, recommend
+from ranking.review.switch import FAILED, OK, TOO_FEW_DAYS, AutoState, decide_switch
+
+
+def ev(name: str, lift: float, lo: float, hi: float, seconds: float) -> Evidence:
+    return Evidence(name, lift, (lo, hi), seconds, days=14)
+
+
+NAIVE = ev("naive", 0.0, 0.0, 0.0, 40)
+
+
+def test_a_significant_gain_recommends_the_best_when_nothing_cheaper_reaches_it() -> None:
+    got = recommend([NAIVE, ev("default", 0.144, 0.108, 0.182, 96), ev("base-j", 0.05, 0.02, 0.09, 91)])
+    assert (got.recipe, got.best) == ("default", "default")
+
+
+def test_the_cheapest_recipe_not_below_the_best_lower_bound_wins() -> None:
+    # base-j's CI reaches default's lower bound and it trains faster: same evidence, less cost
+    got = recommend([NAIVE, ev("default", 0.144, 0.108, 0.182, 96), ev("base-j", 0.12, 0.08, 0.15, 91)])
+    assert (got.recipe, got.best) == ("base-j", "default")
+    assert got.eligible == ("base-j", "default")
+
+
+def test_no_significant_gain_recommends_the_cheapest() -> None:
+    # the issue's real log: default -0.30% [-1.53%, +0.91%], base-j -0.14% [-1.17%, +0.87%]
+    got = recommend(
+        [NAIVE, ev("default", -0.0030, -0.0153, 0.0091, 96), ev("base-j", -0.0014, -0.0117, 0.0087, 91)]
+    )
+    assert got.recipe == "naive"
+    assert "no significant gain" in got.reason
+    # a positive but unresolved gain is not a significant one either
+    assert recommend([NAIVE, ev("default", 0.02, -0.001, 0.04, 96)]).recipe == "naive"
+
+
+def test_a_recipe_significantly_below_the_best_is_never_recommended_even_if_cheapest() -> None:
+    got = recommend(
+        [
+            ev("naive", 0.0, 0.0, 0.0, 40),
+            ev("cheap", -0.2, -0.3, -0.1, 10),
+            ev("default", 0.1, 0.05, 0.15, 96),
+        ]
+    )
+    assert got.recipe == "default" and "cheap" not in got.eligible
+
+
+def test_cost_weight_lets_a_cheaper_recipe_be_the_best() -> None:
+    evidence = [NAIVE, ev("default", 0.10, 0.06, 0.14, 120), ev("base-j", 0.04, 0.03, 0.05, 60)]
+    assert recommend(evidence).recipe == "default"
+    # per extra multiple of naive's training time: at 1% default pays 2%, base-j 0.5% (0.08 vs 0.035)
+    assert recommend(evidence, cost_weight=0.01).best == "default"
+    assert recommend(evidence, cost_weight=0.05).recipe == "base-j"  # at 5%: 0.0 vs 0.015
+
+
+def test_no_evidence_is_an_error() -> None:
+    with pytest.raises(ReviewError):
+        recommend([])
+
+
+CURRENT = AutoState("default", "2026-11-16")
+
+
+@pytest.mark.parametrize(
+    ("current", "review_id", "status", "recommended", "auto", "switch", "recipe"),
+    [
+        (CURRENT, "2026-11-23", OK, "naive", True, True, "naive"),
+        (None, "2026-11-23", OK, "naive", True, True, "naive"),
+        (CURRENT, "2026-11-23", OK, "naive", False, False, "default"),  # fixed: never
+        (CURRENT, "2026-11-23", FAILED, None, True, False, "default"),  # a failed review keeps
+        (CURRENT, "2026-11-23", TOO_FEW_DAYS, None, True, False, "default"),  # too few days keeps
+        (CURRENT, "2026-11-23", OK, "default", True, False, "default"),  # already running
+        (
+            AutoState("naive", "2026-11-23"),
+            "2026-11-23",
+            OK,
+            "default",
+            True,
+            False,
+            "naive",
+        ),  # once per review
+    ],
+)
+def test_switch_decision(current, review_id, status, recommended, auto, switch, recipe) -> None:  # type: ignore[no-untyped-def]
+    got = decide_switch(current, review_id, status, recommended, auto)
+    assert (got.switch, got.recipe) == (switch, recipe), got.reason
+
+
+def _state(home: Path, values: dict, review: str = "2026-11-23", recipe: str = "naive") -> None:
+    (home / "reviews").mkdir(parents=True, exist_ok=True)
+    (home / "reviews" / "recipe.json").write_text(
+        json.dumps({"recipe": recipe, "review_id": review, "values": values})
+    )
+
+
+NAIVE_VALUES = {"recipe.schedule": "joint", "recipe.epochs": 1, "recipe.warm_start": "none"}
+
+
+def test_auto_layers_the_reviewed_recipe_over_the_file_and_names_the_review(tmp_path: Path) -> None:
+    (tmp_path / "ranker.toml").write_text('[recipe]\nbatch_size = 128\n[review]\nrecipe = "auto"\n')
+    _state(tmp_path, NAIVE_VALUES)
+    got = load(tmp_path)
+    assert (got.config.recipe.schedule, got.config.recipe.epochs, got.config.recipe.warm_start) == (
+        "joint",
+        1,
+        "none",
+    )
+    assert got.sources["recipe.schedule"] == "review:2026-11-23:naive"
+    assert got.config.recipe.batch_size == 128  # what the recipe does not set stays the workspace's
+    # an operator's flag or Param still wins over the review
+    assert load(tmp_path, params={"recipe.epochs": 3}).config.recipe.epochs == 3
+
+
+def test_fixed_ignores_the_review_state(tmp_path: Path) -> None:
+    _state(tmp_path, NAIVE_VALUES)
+    got = load(tmp_path)  # review.recipe defaults to fixed
+    assert got.config.recipe.warm_start == "base" and got.sources["recipe.schedule"] == "default"
+    # and auto without any review yet trains [recipe] as configured
+    (tmp_path / "reviews" / "recipe.json").unlink()
+    (tmp_path / "ranker.toml").write_text('[review]\nrecipe = "auto"\n')
+    assert load(tmp_path).config.recipe.warm_start == "base"
+
+
+@pytest.mark.parametrize(
+    ("text", "match"),
+    [
+        ("not json", "cannot read the reviewed recipe"),
+        (json.dumps({"recipe": "x"}), "not a reviewed recipe"),
+        (json.dumps({"recipe": "x", "review_id": "r", "values": {"gate.tolerance": 0.5}}), "gate.tolerance"),
+    ],
+)
+def test_a_bad_review_state_is_one_config_error(tmp_path: Path, text: str, match: str) -> None:
+    (tmp_path / "ranker.toml").write_text('[review]\nrecipe = "auto"\n')
+    (tmp_path / "reviews").mkdir()
+    (tmp_path / "reviews" / "recipe.json").write_text(text)
+    with pytest.raises(ConfigFileError, match=match):
+        load(tmp_path)
+
+
+@pytest.mark.parametrize(
+    ("toml", "match"),
+    [
+        ('[review]\nbaseline = "meda"\n', "baseline 'meda' must be one of the recipes"),
+        ('[review]\nrecipes = ["../x", "naive"]\n', "not a recipe name"),
+        ("[review]\ndays = 3\n", "min_days"),
+        ('[review]\nrecipe = "yes"\n', "review.recipe"),
+    ],
+)
+def test_bad_review_config_exits_2_in_one_line(
+    tmp_path: Path, toml: str, match: str, capsys: pytest.CaptureFixture[str]
+) -> None:
+    from ranking.cli.main import main
+
+    (tmp_path / "ranker.toml").write_text(toml)
+    assert main(["review", "--home", str(tmp_path)]) == 2
+    err = capsys.readouterr().err.strip().splitlines()
+    assert len(err) == 1 and match in err[0], err
