@@ -94,8 +94,10 @@ def main(argv: list[str]) -> int:
 
         configs: dict[str, Callable[[], Iterator[Any]]] = {
             "inline": inline,
+            # the defaults: below WORKER_MIN_ROWS misses are decoded in the loader thread
             "pipeline_cold_inline_decode": cold(0),
-            "pipeline_cold_1_worker": cold(1),
+            # one decode process forced at any size: its spawn and imports (~1-2 s) against the rows
+            "pipeline_cold_1_worker_forced": cold(1),
             "pipeline_warm": lambda: ready_batches(plan, 0, cfg, buffer, 0, 1, warm, cache),
         }
         _drain(inline())  # warm-up: imports (torchrec), page cache
