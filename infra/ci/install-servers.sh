@@ -4,8 +4,10 @@
 #   redis-server (the Feast Redis online-store test), openjdk-17-jre-headless (`java` for the Feast
 #   Spark offline-store test: pyspark 4 needs Java 17+), postgresql (the metadata DB of the local
 #   Airflow stack, tests/stack), chromium (the headless-browser screenshots of tests/stack).
-# Idempotent: installs only what is missing; never starts or enables a service (the tests run
-# their own servers on free ports with temporary data folders).
+# Idempotent: installs only what is missing; starts no service (policy-rc.d) and disables again
+# the systemd units the packages' maintainer scripts enable (prometheus, prometheus-pushgateway,
+# redis-server, postgresql), so none starts at the next boot either: the tests run their own
+# servers on free ports with temporary data folders.
 # `make test` runs it first. Without root (or sudo -n) or apt-get it installs nothing: it names
 # what is missing and how to install it, and exits 1, so no test runs (and skips) without them.
 set -euo pipefail
@@ -58,6 +60,29 @@ export DEBIAN_FRONTEND=noninteractive
 if [[ " ${need[*]} " == *" openjdk-17-jre-headless "* ]]; then "${sudo[@]}" mkdir -p /usr/share/man/man1; fi
 "${sudo[@]}" apt-get update -qq
 "${sudo[@]}" apt-get install -y -qq --no-install-recommends "${need[@]}"
+
+# policy-rc.d only stops the maintainer scripts from starting a service; they still enable its
+# systemd unit (a symlink in multi-user.target.wants): disable the units of what was installed now
+units=()
+for pkg in "${need[@]}"; do
+  case "$pkg" in
+    prometheus | prometheus-pushgateway | postgresql) units+=("$pkg.service") ;;
+    redis-server) units+=(redis-server.service redis.service) ;;
+  esac
+done
+for unit in "${units[@]}"; do
+  # `systemctl disable` edits the symlinks without a running systemd (containers, CI); without
+  # systemctl, removing them is what it would do
+  if command -v systemctl >/dev/null 2>&1; then
+    "${sudo[@]}" systemctl disable --quiet "$unit" 2>/dev/null || true # a unit that is not there: nothing to do
+  else
+    "${sudo[@]}" rm -f "/etc/systemd/system/multi-user.target.wants/$unit"
+  fi
+  if [ -e "/etc/systemd/system/multi-user.target.wants/$unit" ]; then
+    echo "install-servers: could not disable $unit (still in multi-user.target.wants)" >&2
+    exit 1
+  fi
+done
 
 for bin in prometheus promtool prometheus-pushgateway docker-compose redis-server java chromium; do
   command -v "$bin" >/dev/null 2>&1 || { echo "install-servers: $bin still missing after install" >&2; exit 1; }

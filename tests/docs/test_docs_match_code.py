@@ -1,0 +1,164 @@
+"""The docs' quoted defaults against the code (issue 26): the retrain Params table of
+docs/orchestration.md against dags/ranker_dags/params.py and `ranker config show`, the defaults
+the Params' descriptions quote, and docs/backtest.md's annotated config (every key with its default).
+
+Runs in .venv (`make test-py`): params.py is plain data without Airflow (imported by path, as
+tests/config/test_config.py does).
+"""
+
+from __future__ import annotations
+
+import importlib.util
+import json
+import os
+import re
+import subprocess
+import sys
+import tomllib
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+REPO = Path(__file__).resolve().parents[2]
+ORCHESTRATION = REPO / "docs" / "orchestration.md"
+BACKTEST = REPO / "docs" / "backtest.md"
+NOT_CONFIG = "–"
+
+
+def _params_module() -> Any:
+    spec = importlib.util.spec_from_file_location(
+        "docs_dag_params", REPO / "dags" / "ranker_dags" / "params.py"
+    )
+    assert spec and spec.loader
+    module = importlib.util.module_from_spec(spec)
+    sys.modules["docs_dag_params"] = module  # dataclasses resolve annotations through it
+    spec.loader.exec_module(module)
+    return module
+
+
+@pytest.fixture(scope="module")
+def shipped_config(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Any]:
+    """`ranker config show --json` with nothing but the built-in defaults (no file, no RANKER_* env)."""
+    empty = tmp_path_factory.mktemp("empty-home")
+    env = {k: v for k, v in os.environ.items() if not k.startswith("RANKER_")}
+    proc = subprocess.run(
+        [sys.executable, "-m", "ranking.cli", "config", "show", "--json", "--home", str(empty)],
+        capture_output=True, text=True, env=env, cwd=empty, timeout=120,
+    )  # fmt: skip
+    assert proc.returncode == 0, proc.stderr[-2000:]
+    return dict(json.loads(proc.stdout.strip().splitlines()[-1])["config"])
+
+
+def config_value(config: dict[str, Any], key: str) -> Any:
+    section, name = key.split(".", 1)
+    return config[section][name]
+
+
+def same(quoted: str, value: Any) -> bool:
+    """A value as the docs quote it (`semisync`, 0.05, 20, false) equals the config's."""
+    text = quoted.strip().strip("`").strip('"')
+    if isinstance(value, bool):
+        return text == str(value).lower()
+    if isinstance(value, int | float):
+        try:
+            return float(text) == float(value) and (isinstance(value, float) or "." not in text)
+        except ValueError:
+            return False
+    return text == str(value)
+
+
+def params_table() -> dict[str, list[str]]:
+    """`name -> [default, config key, rule]` from the table under "### Params"."""
+    text = ORCHESTRATION.read_text()
+    section = text.split("### Params", 1)[1]
+    rows: dict[str, list[str]] = {}
+    for line in section.splitlines():
+        if not line.startswith("| `"):
+            if rows:
+                break  # the table ended
+            continue
+        cells = [c.strip() for c in re.split(r"(?<!\\)\|", line.strip())[1:-1]]
+        rows[cells[0].strip("`")] = cells[1:]
+    return rows
+
+
+def test_the_params_table_lists_every_param_with_its_config_key() -> None:
+    params = _params_module()
+    table = params_table()
+    assert set(table) == set(params.retrain_param_schemas()), (
+        "docs/orchestration.md Params table vs params.py"
+    )
+    for name, (_, key, _) in table.items():
+        assert key.strip("`") == params.PARAM_KEYS.get(name, NOT_CONFIG), name
+
+
+def test_the_params_tables_defaults_are_the_shipped_config_and_params_defaults(
+    shipped_config: dict[str, Any],
+) -> None:
+    params = _params_module()
+    schemas = params.retrain_param_schemas()
+    for name, (default, _key, _) in params_table().items():
+        if name in params.PARAM_KEYS:
+            match = re.fullmatch(r"empty \(config: (.+)\)", default)
+            assert match, f"{name}: default cell {default!r} should read 'empty (config: X)'"
+            value = config_value(shipped_config, params.PARAM_KEYS[name])
+            assert same(match.group(1), value), (
+                f"{name}: the docs say config {match.group(1)}, config show says {value!r}"
+            )
+        else:
+            expected = schemas[name]["default"]
+            shown = {None: "none", False: "false", True: "true", "": '""'}.get(expected, str(expected))
+            assert default == shown, f"{name}: docs default {default!r}, params.py {expected!r}"
+
+
+def test_the_params_tables_rules_name_every_allowed_value() -> None:
+    schemas = _params_module().retrain_param_schemas()
+    for name, (_, _, rule) in params_table().items():
+        allowed = [v for v in schemas[name].get("enum", []) if v is not None]
+        for value in allowed:
+            assert f"`{value}`" in rule, f"{name}: the rule cell does not name `{value}`: {rule}"
+
+
+def test_the_params_descriptions_quote_the_shipped_defaults(shipped_config: dict[str, Any]) -> None:
+    quoted = [
+        (name, key, value)
+        for name, spec in _params_module().retrain_param_schemas().items()
+        for key, value in re.findall(
+            r"([a-z_]+\.[a-z_0-9]+) \(default ([^,):\s]+)", spec.get("description", "")
+        )
+    ]
+    assert quoted, "no default quoted in the Params' descriptions: the check would check nothing"
+    for name, key, value in quoted:
+        actual = config_value(shipped_config, key)
+        assert same(value, actual), (
+            f"Param {name}'s description says {key} defaults to {value}, it is {actual!r}"
+        )
+
+
+def test_the_annotated_config_in_the_docs_is_the_shipped_default(shipped_config: dict[str, Any]) -> None:
+    """docs/backtest.md's TOML block "printed with every default by ranker config show": each key set
+    there holds the default, each `# key =` there is unset, and no key is missing."""
+    block = BACKTEST.read_text().split("```toml\n", 1)[1].split("```", 1)[0]
+    documented = tomllib.loads(block)
+    unset = {
+        (section, key)
+        for section, body in re.findall(r"^\[([a-z_]+)\][^\n]*\n(.*?)(?=^\[|\Z)", block, re.M | re.S)
+        for key in re.findall(r"^# ([a-z_]+) =", body, re.M)
+    }
+    for section, values in shipped_config.items():
+        for key, value in values.items():
+            if isinstance(value, dict) or (value is None and key.endswith("_optimizer")):
+                continue  # tables (optimizer settings) are documented by example
+            where = f"[{section}] {key}"
+            if value is None:
+                assert (section, key) in unset, (
+                    f"{where}: unset by default; docs/backtest.md shows it set or not at all"
+                )
+            else:
+                assert key in documented.get(section, {}), (
+                    f"{where} = {value!r} is missing from docs/backtest.md"
+                )
+                assert documented[section][key] == value, (
+                    f"{where}: docs/backtest.md says {documented[section][key]!r}, config show {value!r}"
+                )
