@@ -116,7 +116,10 @@ def main(argv: list[str]) -> int:
             for k, v in samples.items()
             if k != "inline"
         }
-        report["cache_bytes_per_row"] = sum(p.stat().st_size for p in cache.glob("*.npy")) / plan.rows
+        import numpy as np
+
+        data_bytes = sum(np.load(p, mmap_mode="r").nbytes for p in cache.glob("*.npy"))
+        report["cache_bytes_per_row"] = data_bytes / plan.rows  # the arrays, without .npy headers
         report["training"] = _training(home, args, cfg)
     print(json.dumps(report, indent=2))
     if args.json_out:
