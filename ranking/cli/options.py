@@ -92,7 +92,7 @@ _GATE_OPTIONS: tuple[tuple[str, str, Any, str], ...] = (
         "--ci-level",
         "ci_level",
         fraction_below_one,
-        "two-sided level of the bootstrap CIs (0.9: one-sided 95%)",
+        "two-sided level of the bootstrap CIs (0.9: one-sided 95%%)",
     ),
     (
         "--anchor-champions",
