@@ -182,7 +182,12 @@ def prepare_rerun(home: str, run_id: str, registry: str | None) -> Rerun | None:
 
 def execute(plan: RunPlan, home: str, run_id: str, runner: StepRunner) -> RunResult:
     """Run the pipeline; the returned summary is the `run` step's."""
+    from ranking.registry.janitor import collect_for_workspace
+
     with registry_env(plan.registry):
+        # first: an unreachable registry (a missing bucket) fails before any training, and what
+        # killed attempts left (export scratch, temp folders, incomplete versions) goes (`ranker gc`)
+        collect_for_workspace(home, plan.registry)
         rerun = prepare_rerun(home, run_id, plan.registry)
         return _execute(plan, home, run_id, runner, rerun)
 

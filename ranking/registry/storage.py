@@ -3,6 +3,7 @@ filesystem. Writes never leave a half-written file under its final name."""
 
 from __future__ import annotations
 
+import contextlib
 import functools
 import json
 import logging
@@ -42,6 +43,25 @@ def _is_object_store(fs: Any) -> bool:
     """s3fs / gcsfs: roots start with a bucket."""
     names = {f"{c.__module__}.{c.__qualname__}" for c in type(fs).__mro__}
     return bool(names & {"s3fs.core.S3FileSystem", "gcsfs.core.GCSFileSystem"})
+
+
+def _modified(info: dict[str, Any]) -> float | None:
+    """A listing entry's modification time: local ``mtime``, S3 ``LastModified``, GCS ``updated``,
+    memory ``created`` (numbers or datetimes/ISO strings, as each backend gives them)."""
+    import datetime as dt
+
+    for key in ("mtime", "LastModified", "updated", "created"):
+        value = info.get(key)
+        if isinstance(value, int | float):
+            return float(value)
+        if isinstance(value, dt.datetime):
+            return value.timestamp()
+        if isinstance(value, str):
+            try:
+                return dt.datetime.fromisoformat(value.replace("Z", "+00:00")).timestamp()
+            except ValueError:
+                continue
+    return None
 
 
 def json_bytes(obj: Any) -> bytes:
@@ -165,10 +185,10 @@ class Storage:
         if self.local or not _is_object_store(self.fs):
             return
         bucket = self.root.lstrip("/").split("/", 1)[0]
-        if not self.fs.exists(bucket):
-            raise RegistryError(
-                f"registry {self.url}: bucket {bucket!r} does not exist (or these credentials cannot see it)"
-            )
+        try:  # not fs.exists: s3fs answers False for a bucket it could not reach at all
+            self.fs.ls(bucket, detail=False)
+        except FileNotFoundError:
+            raise RegistryError(f"registry {self.url}: bucket {bucket!r} does not exist") from None
 
     def path(self, rel: str) -> str:
         return f"{self.root}/{rel}" if self.root != "/" else f"/{rel}"
@@ -188,6 +208,29 @@ class Storage:
         except FileNotFoundError:
             return []
         return sorted(str(e).rstrip("/").rsplit("/", 1)[-1] for e in entries)
+
+    @_backend_errors
+    def entries(self, rel: str) -> list[tuple[str, int, float | None]]:
+        """(name, bytes, modified epoch seconds or None when the backend does not say) of the
+        files in folder ``rel`` ([] when it does not exist)."""
+        self.fs.invalidate_cache(self.path(rel))
+        try:
+            infos = self.fs.ls(self.path(rel), detail=True)
+        except FileNotFoundError:
+            return []
+        out = []
+        for info in infos:
+            if info.get("type") == "directory":
+                continue
+            name = str(info["name"]).rstrip("/").rsplit("/", 1)[-1]
+            out.append((name, int(info.get("size") or 0), _modified(info)))
+        return sorted(out)
+
+    @_backend_errors
+    def remove(self, rel: str) -> None:
+        """Delete the file ``rel`` (gone already is fine)."""
+        with contextlib.suppress(FileNotFoundError):
+            self.fs.rm_file(self.path(rel))
 
     @_backend_errors
     def read_bytes(self, rel: str) -> bytes:

@@ -24,7 +24,9 @@ every reader already loads with ``weights_only=True``: ``{"format": 2, "model": 
 "table_optimizer": {key: tensor}, "dense_optimizer": {"state", "param_groups"}, "model_config",
 "train_config", "epoch", "epochs", "window_id", "feature_version", "world_size", ...}``. It is
 written by one process reading the epoch checkpoint into file-backed (mmap) tensors, so the
-process's memory never holds the model: pages stream from the shard files to the export.
+process's memory never holds the model: pages stream from the shard files to the export. Those
+files are allocated before they are mapped and the free space (scratch + export) is checked
+first, so a full disk is an ENOSPC naming the export, never a SIGBUS.
 """
 
 from __future__ import annotations
@@ -32,19 +34,24 @@ from __future__ import annotations
 import errno
 import io
 import json
+import logging
 import os
 import pickle
 import shutil
 import tempfile
+import traceback
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from ranking.core.atomic import atomic_write_json, atomic_write_text
 from ranking.core.hashing import sha256_file
+from ranking.registry.janitor import EXPORT_LOCK_FILE, EXPORT_SCRATCH_PREFIX
 from ranking.trainer.checkpoint import CheckpointError, checksum_path, save_checkpoint
 
 if TYPE_CHECKING:
     import torch
+
+log = logging.getLogger(__name__)
 
 MODEL = "model."
 TABLE_OPT = "table_optimizer."
@@ -260,54 +267,150 @@ def restore_epoch(path: Path, dmp: Any, optimizer: Any) -> dict[str, Any]:
 # ---------------------------------------------------------------- the consolidated export
 
 
-def _mapped(folder: Path, index: int, shape: tuple[int, ...], dtype: Any) -> torch.Tensor:
-    """A zeroed tensor backed by a file under ``folder`` (pages live in the page cache)."""
-    import torch
-
+def _numel(shape: tuple[int, ...]) -> int:
     numel = 1
     for n in shape:
         numel *= n
-    if numel == 0:
+    return numel
+
+
+def _nbytes(shape: tuple[int, ...], dtype: Any) -> int:
+    import torch
+
+    return _numel(shape) * torch.empty((), dtype=dtype).element_size()
+
+
+def _mapped(folder: Path, index: int, shape: tuple[int, ...], dtype: Any) -> torch.Tensor:
+    """A zeroed tensor backed by a file under ``folder`` (pages live in the page cache).
+
+    The file's blocks are allocated before it is mapped (posix_fallocate): a sparse file's pages
+    are allocated when first written through the mapping, and on a full filesystem that write
+    is a SIGBUS, which kills the process with no message and no cleanup. Allocated first, a full
+    disk is an ENOSPC here, naming the export."""
+    import torch
+
+    nbytes = _nbytes(shape, dtype)
+    if nbytes == 0:
         return torch.zeros(shape, dtype=dtype)
     path = folder / f"{index}.bin"
-    with open(path, "wb") as f:
-        f.truncate(numel * torch.empty((), dtype=dtype).element_size())
-    return torch.from_file(str(path), shared=True, size=numel, dtype=dtype).view(shape)
+    fd = os.open(path, os.O_RDWR | os.O_CREAT | os.O_EXCL, 0o600)
+    try:
+        os.posix_fallocate(fd, 0, nbytes)
+    finally:
+        os.close(fd)
+    return torch.from_file(str(path), shared=True, size=_numel(shape), dtype=dtype).view(shape)
+
+
+def _check_free_space(folder: Path, need: int, target: Path) -> None:
+    """ENOSPC naming ``target`` when ``folder``'s filesystem has less than ``need`` bytes free
+    (before anything is written: the export needs its scratch copy and the file itself)."""
+    st = os.statvfs(folder)
+    free = st.f_bavail * st.f_frsize
+    if free < need:
+        log.error(
+            "exporting %s needs about %.1f MiB on its filesystem (scratch + export), %.1f MiB are free",
+            target,
+            need / 2**20,
+            free / 2**20,
+        )
+        raise OSError(errno.ENOSPC, os.strerror(errno.ENOSPC), str(target))
+
+
+def _scratch_folder(parent: Path, target: Path) -> Path:
+    try:
+        return Path(tempfile.mkdtemp(prefix=EXPORT_SCRATCH_PREFIX, dir=parent))
+    except OSError as exc:
+        exc.filename = str(target)
+        raise
+
+
+def _os_error_behind(exc: RuntimeError, target: Path) -> BaseException:
+    """torch.save's zip writer, closing after a failed write (ENOSPC), raises its own
+    RuntimeError ("unexpected pos") over the OSError: the OSError, naming ``target``, is the
+    error (the CLI's one line); a RuntimeError with no OSError behind it stays what it is."""
+    cause: BaseException | None = exc
+    while cause is not None:
+        if isinstance(cause, OSError):
+            cause.filename = str(target)
+            return cause
+        cause = cause.__cause__ or cause.__context__
+    return exc
+
+
+def _release_frames(exc: BaseException) -> None:
+    """Clear the locals of the frames an exception (and what it chains) keeps: a failed export's
+    file-backed tensors would otherwise keep their disk space allocated, the scratch folder
+    removed but its files still mapped, for as long as the exception is held."""
+    seen: set[int] = set()
+    pending: list[BaseException | None] = [exc]
+    while pending:
+        error = pending.pop()
+        if error is None or id(error) in seen:
+            continue
+        seen.add(id(error))
+        traceback.clear_frames(error.__traceback__)
+        pending += [error.__cause__, error.__context__]
+
+
+def _export_through(scratch: Path, src: Path, out: Path, extra: dict[str, Any] | None) -> str:
+    """The export itself, its tensors mapped onto files in ``scratch`` (they live in this
+    frame only, so nothing maps the scratch once it returns or its exception's frames are cleared)."""
+    import torch.distributed.checkpoint as dcp
+
+    meta = read_meta(src)
+    try:
+        flat = {
+            key: _mapped(scratch, i, shape, dtype)
+            for i, (key, (shape, dtype)) in enumerate(tensor_specs(src).items())
+        }
+    except OSError as exc:  # ENOSPC, EDQUOT: the export is what could not be written
+        exc.filename = str(out)
+        raise
+    try:
+        dcp.load(flat, storage_reader=_reader(src), no_dist=True)
+    except dcp.api.CheckpointException as exc:
+        raise CheckpointError(f"cannot export checkpoint {src}: {_first_failure(exc)}") from None
+    payload = {
+        "model": {k[len(MODEL) :]: v for k, v in sorted(flat.items()) if k.startswith(MODEL)},
+        "table_optimizer": {
+            k[len(TABLE_OPT) :]: v for k, v in sorted(flat.items()) if k.startswith(TABLE_OPT)
+        },
+        "dense_optimizer": _dense_optimizer(
+            {k: v for k, v in flat.items() if k.startswith(DENSE_OPT)}, meta.get("dense_param_groups", [])
+        ),
+        **{k: v for k, v in meta.items() if k != "dense_param_groups"},
+        **(extra or {}),
+    }
+    try:
+        return save_checkpoint(out, payload)
+    except RuntimeError as exc:
+        raise _os_error_behind(exc, out) from None
 
 
 def export_checkpoint(src: Path, out: Path, extra: dict[str, Any] | None = None) -> str:
     """Write the consolidated ``model.pt`` of the folder checkpoint ``src`` (format above) in one
-    process, without holding the model in memory. Returns its sha256."""
-    import torch.distributed.checkpoint as dcp
+    process, without holding the model in memory. Returns its sha256.
 
-    meta = read_meta(src)
+    The free space (scratch + export) is checked before anything is written. The scratch folder
+    (``.export-*`` beside ``out``) is removed however the export ends, and is locked while it is
+    in use so that ``ranker gc`` never removes a live export's."""
+    from filelock import FileLock
+
     specs = tensor_specs(src)
     out.parent.mkdir(parents=True, exist_ok=True)
-    scratch = Path(tempfile.mkdtemp(prefix=".export-", dir=out.parent))
+    tensor_bytes = sum(_nbytes(shape, dtype) for shape, dtype in specs.values())
+    _check_free_space(out.parent, 2 * tensor_bytes, out)
+    scratch = _scratch_folder(out.parent, out)
+    lock = FileLock(scratch / EXPORT_LOCK_FILE)
     try:
-        flat = {
-            key: _mapped(scratch, i, shape, dtype) for i, (key, (shape, dtype)) in enumerate(specs.items())
-        }
-        try:
-            dcp.load(flat, storage_reader=_reader(src), no_dist=True)
-        except dcp.api.CheckpointException as exc:
-            raise CheckpointError(f"cannot export checkpoint {src}: {_first_failure(exc)}") from None
-        payload = {
-            "model": {k[len(MODEL) :]: v for k, v in sorted(flat.items()) if k.startswith(MODEL)},
-            "table_optimizer": {
-                k[len(TABLE_OPT) :]: v for k, v in sorted(flat.items()) if k.startswith(TABLE_OPT)
-            },
-            "dense_optimizer": _dense_optimizer(
-                {k: v for k, v in flat.items() if k.startswith(DENSE_OPT)}, meta.get("dense_param_groups", [])
-            ),
-            **{k: v for k, v in meta.items() if k != "dense_param_groups"},
-            **(extra or {}),
-        }
-        digest = save_checkpoint(out, payload)
-        del flat, payload
+        lock.acquire()
+        return _export_through(scratch, src, out, extra)
+    except BaseException as exc:
+        _release_frames(exc)
+        raise
     finally:
         shutil.rmtree(scratch, ignore_errors=True)
-    return digest
+        lock.release()
 
 
 def local_unsharded(state: dict[str, Any]) -> dict[str, Any]:

@@ -159,3 +159,73 @@ def test_concurrent_promotions_on_s3_never_interleave(
         assert event.from_version == previous and event.to_version != previous
         previous = event.to_version
     assert reg.champion() == history[-1].to_version
+
+
+# ---------------------------------------------------------------- issue 25: object-store faults
+
+
+def test_rollback_on_s3_refuses_when_a_promotion_lands_during_its_verify(
+    s3_registry: str, make_run: RunFactory, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from test_registry_faults_a import assert_rollback_refused_when_a_promotion_lands
+
+    assert_rollback_refused_when_a_promotion_lands(s3_registry, make_run, monkeypatch)
+
+
+def _one_line(err: str) -> str:
+    lines = [line for line in err.splitlines() if line.strip() and " INFO " not in line]
+    assert len(lines) == 1 and "Traceback" not in err, err
+    return lines[0]
+
+
+@pytest.mark.parametrize(
+    "argv",
+    [["models", "list"], ["promote", "v0001", "--reason", "x", "--force"], ["gc"]],
+)
+def test_an_unreachable_endpoint_is_one_line(
+    argv: list[str], tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    import s3fs
+
+    from ranking.cli.main import main
+
+    s3fs.S3FileSystem.clear_instance_cache()  # an instance of another test knows another endpoint
+    for key, value in {**S3_ENV, "AWS_ENDPOINT_URL": f"http://127.0.0.1:{_free_port()}"}.items():
+        monkeypatch.setenv(key, value)
+    monkeypatch.setenv("AWS_MAX_ATTEMPTS", "1")  # botocore's retries: seconds each, same answer
+    try:
+        code = main([*argv, "--home", str(tmp_path), "--registry", "s3://ranker/registry", "--json"])
+    finally:
+        s3fs.S3FileSystem.clear_instance_cache()  # later tests must not reach this dead endpoint
+    captured = capsys.readouterr()
+    assert code == 2, captured
+    line = _one_line(captured.err)
+    assert "registry s3://ranker/registry: cannot reach the object store (EndpointConnectionError" in line
+
+
+def test_a_missing_bucket_is_one_line_not_an_empty_registry(
+    s3_registry: str, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    from ranking.cli.main import main
+
+    missing = "s3://no-such-bucket-" + uuid.uuid4().hex[:8] + "/registry"
+    assert main(["models", "list", "--home", str(tmp_path), "--registry", missing]) == 2
+    captured = capsys.readouterr()
+    assert f"bucket '{missing[5:].split('/')[0]}' does not exist" in _one_line(captured.err)
+    assert "versions:" not in captured.out
+    # the bucket that exists is an empty registry, as before
+    assert main(["models", "list", "--home", str(tmp_path), "--registry", s3_registry]) == 0
+
+
+def test_ranker_run_checks_the_bucket_before_anything_else(
+    s3_registry: str, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """Before: the window was built and the model trained, then registering failed (exit 70)."""
+    from ranking.cli.main import main
+
+    home = tmp_path / "home"
+    missing = "s3://no-such-bucket-" + uuid.uuid4().hex[:8] + "/registry"
+    argv = ["run", "--home", str(home), "--registry", missing, "--end", "2026-01-21", "--run-id", "r1"]
+    assert main(argv) == 2
+    assert "does not exist" in _one_line(capsys.readouterr().err)
+    assert not (home / "windows").exists() and not (home / "runs").exists()

@@ -1,0 +1,253 @@
+"""What `ranker gc` removes: what killed writers left behind, once nobody can still be writing it.
+
+Leftovers:
+- ``temp``: the temp files and folders of atomic writes (``.<name>.<random>.tmp``,
+  ranking/core/atomic.py) anywhere under the workspace;
+- ``export-scratch``: the export's file-backed tensors (``.export-*`` beside a run's ``model.pt``,
+  ranking/trainer/state.py), tens of MB each;
+- ``incomplete-version``: a registry version whose registration never wrote ``version.json``
+  (the files were copied, then the writer died): it can never be used, and it holds a full copy
+  of the model. Its ``claim.json`` stays, so the id is never handed out again (a run summary that
+  named it must not come to mean another model).
+
+A leftover is removed only when nothing may still be writing it: a live export holds the lock
+file in its scratch folder (``filelock``; a lock held by a live process cannot be taken), a
+live registration is named by its claim (host and pid, checked on this host), and anything
+touched within the grace period is kept (writers on other hosts, and writers that hold no lock).
+:func:`keep_reason` is that rule; the rest of this module finds leftovers and removes them.
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+import logging
+import os
+import re
+import shutil
+import socket
+import time
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+from ranking.core.errors import RegistryError
+
+if TYPE_CHECKING:
+    from ranking.registry.registry import Registry
+
+log = logging.getLogger(__name__)
+
+EXPORT_SCRATCH_PREFIX = ".export-"
+EXPORT_LOCK_FILE = ".lock"  # held (flock) by the export while its scratch folder is in use
+DEFAULT_GRACE_SECONDS = 6 * 3600.0
+CLAIM_FILE = "claim.json"
+_TEMP_NAME = re.compile(r"\A\..+\.tmp\Z", re.DOTALL)
+
+TEMP, EXPORT_SCRATCH, INCOMPLETE_VERSION = "temp", "export-scratch", "incomplete-version"
+
+
+@dataclass(frozen=True)
+class Leftover:
+    kind: str  # temp | export-scratch | incomplete-version
+    where: str  # a local path, or a registry-relative folder for incomplete versions
+    modified: float  # the newest modification time of anything it holds (epoch seconds)
+    bytes: int
+    held: bool = False  # a live process holds it (its lock, or its claim's pid on this host)
+
+
+@dataclass
+class GcReport:
+    removed: list[dict[str, Any]] = field(default_factory=list)
+    kept: list[dict[str, Any]] = field(default_factory=list)
+    failed: list[dict[str, Any]] = field(default_factory=list)  # could not be removed (and why)
+    dry_run: bool = False
+    grace_seconds: float = DEFAULT_GRACE_SECONDS
+
+    def to_dict(self) -> dict[str, Any]:
+        out = asdict(self)
+        out["bytes_freed"] = sum(int(r["bytes"]) for r in self.removed) if not self.dry_run else 0
+        return out
+
+
+def keep_reason(leftover: Leftover, now: float, grace_seconds: float) -> str | None:
+    """Why ``leftover`` must stay (None: it may be removed)."""
+    if leftover.held:
+        return "held by a live process"
+    age = now - leftover.modified
+    if age < grace_seconds:
+        return f"modified {age:.0f} s ago, within the {grace_seconds:.0f} s grace period"
+    return None
+
+
+# ---------------------------------------------------------------- the workspace
+
+
+def _tree_stats(path: Path) -> tuple[float, int]:
+    """(newest mtime, total bytes) of a file or a folder tree, without following links."""
+    st = path.lstat()
+    newest, total = st.st_mtime, st.st_size if path.is_file() else 0
+    if path.is_dir() and not path.is_symlink():
+        for folder, _, files in os.walk(path):
+            newest = max(newest, Path(folder).lstat().st_mtime)
+            for name in files:
+                fst = (Path(folder) / name).lstat()
+                newest, total = max(newest, fst.st_mtime), total + fst.st_size
+    return newest, total
+
+
+def _lock_held(lock_path: Path) -> bool:
+    """Whether a live process holds the flock on ``lock_path`` (False when there is none)."""
+    from filelock import FileLock, Timeout
+
+    if not lock_path.exists():
+        return False
+    lock = FileLock(lock_path, timeout=0)
+    try:
+        lock.acquire()
+    except Timeout:
+        return True
+    lock.release()
+    return False
+
+
+def workspace_leftovers(root: Path) -> list[Leftover]:
+    """Temp files/folders and export scratch folders under ``root`` (links are not followed)."""
+    found: list[Leftover] = []
+    if not root.is_dir():
+        return found
+    for folder, dirs, files in os.walk(root):
+        here = Path(folder)
+        for name in list(dirs):
+            path = here / name
+            if name.startswith(EXPORT_SCRATCH_PREFIX):
+                kind = EXPORT_SCRATCH
+            elif _TEMP_NAME.match(name):
+                kind = TEMP
+            else:
+                continue
+            dirs.remove(name)  # never descend into what may be removed
+            try:
+                modified, size = _tree_stats(path)
+                held = kind == EXPORT_SCRATCH and _lock_held(path / EXPORT_LOCK_FILE)
+            except FileNotFoundError:  # its writer finished (or another gc removed it)
+                continue
+            found.append(Leftover(kind, str(path), modified, size, held))
+        for name in files:
+            if _TEMP_NAME.match(name):
+                try:
+                    st = (here / name).lstat()
+                except FileNotFoundError:
+                    continue
+                found.append(Leftover(TEMP, str(here / name), st.st_mtime, st.st_size))
+    return sorted(found, key=lambda leftover: leftover.where)
+
+
+def _remove_local(where: str) -> None:
+    path = Path(where)
+    if path.is_dir() and not path.is_symlink():
+        shutil.rmtree(path)
+    else:
+        path.unlink(missing_ok=True)
+
+
+# ---------------------------------------------------------------- the registry
+
+
+def _pid_alive(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:  # alive, another user's
+        return True
+    return True
+
+
+def _claim_time(claim: dict[str, Any]) -> float:
+    try:
+        return dt.datetime.fromisoformat(str(claim.get("claimed_at"))).timestamp()
+    except ValueError:
+        return 0.0
+
+
+def registry_leftovers(reg: Registry) -> list[Leftover]:
+    """Incomplete versions that still hold more than their claim."""
+    found: list[Leftover] = []
+    host = socket.gethostname()
+    for version in reg.version_ids():
+        if reg.is_complete(version):
+            continue
+        folder = f"versions/{version}"
+        entries = reg.store.entries(folder)
+        if all(name == CLAIM_FILE for name, _, _ in entries):
+            continue  # already emptied: the claim alone keeps the id taken
+        try:
+            claim = reg.store.read_json(f"{folder}/{CLAIM_FILE}")
+        except RegistryError:  # no claim (or an unreadable one): known by its files alone
+            claim = {}
+        if not isinstance(claim, dict):
+            claim = {}
+        pid = claim.get("pid")
+        held = claim.get("host") == host and isinstance(pid, int) and pid > 0 and _pid_alive(pid)
+        modified = max([_claim_time(claim), *(m for _, _, m in entries if m is not None)])
+        found.append(Leftover(INCOMPLETE_VERSION, folder, modified, sum(s for _, s, _ in entries), held))
+    return found
+
+
+# ---------------------------------------------------------------- the janitor
+
+
+def collect_garbage(
+    workspace_root: Path,
+    reg: Registry | None,
+    *,
+    grace_seconds: float = DEFAULT_GRACE_SECONDS,
+    dry_run: bool = False,
+    now: float | None = None,
+) -> GcReport:
+    """Remove the leftovers under ``workspace_root`` and in ``reg`` that :func:`keep_reason`
+    lets go. A leftover that cannot be removed is reported, not raised (a janitor that runs
+    at the start of every `ranker run` must not stop a retrain over a folder it cannot delete)."""
+    now = time.time() if now is None else now
+    report = GcReport(dry_run=dry_run, grace_seconds=grace_seconds)
+    candidates = [(leftover, False) for leftover in workspace_leftovers(workspace_root)]
+    if reg is not None:
+        candidates += [(leftover, True) for leftover in registry_leftovers(reg)]
+    for leftover, in_registry in candidates:
+        row = asdict(leftover)
+        reason = keep_reason(leftover, now, grace_seconds)
+        if reason is not None:
+            report.kept.append({**row, "why": reason})
+            continue
+        if not dry_run:
+            try:
+                if in_registry and reg is not None:
+                    for name, _, _ in reg.store.entries(leftover.where):
+                        if name != CLAIM_FILE:
+                            reg.store.remove(f"{leftover.where}/{name}")
+                else:
+                    _remove_local(leftover.where)
+            except OSError as exc:
+                log.warning("gc: cannot remove %s: %s", leftover.where, exc)
+                report.failed.append({**row, "why": f"{type(exc).__name__}: {exc}"})
+                continue
+        report.removed.append(row)
+    if report.removed:
+        log.info(
+            "gc: %s %d leftover(s), %.1f MiB",
+            "would remove" if dry_run else "removed",
+            len(report.removed),
+            sum(int(r["bytes"]) for r in report.removed) / 2**20,
+        )
+    return report
+
+
+def collect_for_workspace(home: str | None, registry: str | None = None) -> GcReport:
+    """`ranker gc` with its defaults for a workspace and its registry (``--registry``, else
+    $RANKER_REGISTRY, else the workspace's). Opening the registry checks that it can be reached
+    (an object store's bucket exists): `ranker run` calls this first, before any training."""
+    from ranking.core.workspace import Workspace
+    from ranking.registry.registry import Registry, registry_url
+
+    ws = Workspace.resolve(home)
+    return collect_garbage(ws.root, Registry(registry_url(ws, registry)))
