@@ -49,6 +49,7 @@ class OrchestrationSettings:
     home: str = str(REPO_ROOT / "var")
     cron: str = "0 3 * * *"
     pretrain_cron: str = "0 1 * * 0"  # weekly, before that day's retrain (pretrain.every_days = 7)
+    review_cron: str = "0 5 * * 6"  # weekly recipe review, Saturdays after that day's retrain
     launcher: str = "local"
     train_nproc: int = 1
     train_gpus: int = 1
@@ -92,6 +93,7 @@ class OrchestrationSettings:
             home=text("RANKER_HOME", defaults.home),
             cron=text("RANKER_RETRAIN_CRON", defaults.cron),
             pretrain_cron=text("RANKER_PRETRAIN_CRON", defaults.pretrain_cron),
+            review_cron=text("RANKER_REVIEW_CRON", defaults.review_cron),
             launcher=text("RANKER_LAUNCHER", defaults.launcher),
             train_nproc=integer("RANKER_TRAIN_NPROC", defaults.train_nproc),
             train_gpus=integer("RANKER_TRAIN_GPUS", defaults.train_gpus),
@@ -135,7 +137,11 @@ def _problems(s: OrchestrationSettings) -> list[str]:
                 "launcher needs "
                 + ("RANKER_K8S_REGISTRY_PVC" if s.launcher == "kubernetes" else "RANKER_DOCKER_REGISTRY")
             )
-    for name, value in (("RANKER_RETRAIN_CRON", s.cron), ("RANKER_PRETRAIN_CRON", s.pretrain_cron)):
+    for name, value in (
+        ("RANKER_RETRAIN_CRON", s.cron),
+        ("RANKER_PRETRAIN_CRON", s.pretrain_cron),
+        ("RANKER_REVIEW_CRON", s.review_cron),
+    ):
         fields = value.split()
         if len(fields) != 5 or not all(_CRON_FIELD.fullmatch(f) for f in fields):
             problems.append(f"{name} must be a 5-field cron expression, got {value!r}")

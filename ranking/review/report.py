@@ -79,7 +79,8 @@ def render_png(review: Mapping[str, Any], path: Path) -> None:
     ax.set_xlabel("training seconds per day")
     ax.set_ylabel(f"save HIT@3 vs {review['baseline']} (%)")
     ax.set_title(f"Recipe review {review['review_id']}: recommended {review.get('recommended') or '—'}")
-    ax.legend(fontsize=8)
+    if ax.get_legend_handles_labels()[0]:  # a failed review has no lift to draw
+        ax.legend(fontsize=8)
     fig.tight_layout()
     with atomic_path(path) as tmp:
         fig.savefig(tmp, format="png", dpi=110)

@@ -33,7 +33,12 @@ def dagbag() -> BundleDagBag:
 
 def test_dagbag_has_both_dags_and_no_import_errors(dagbag: BundleDagBag) -> None:
     assert dagbag.import_errors == {}
-    assert set(dagbag.dag_ids) == {"ranker_retrain", "ranker_rollback", "ranker_pretrain"}
+    assert set(dagbag.dag_ids) == {
+        "ranker_retrain",
+        "ranker_rollback",
+        "ranker_pretrain",
+        "ranker_recipe_review",
+    }
 
 
 def test_retrain_task_graph(dagbag: BundleDagBag) -> None:
@@ -178,7 +183,9 @@ print(json.dumps({"seconds": seconds, "new_top_level_modules": new}))
 
 
 @pytest.mark.slow
-@pytest.mark.parametrize("dag_file", ["ranker_retrain.py", "ranker_rollback.py", "ranker_pretrain.py"])
+@pytest.mark.parametrize(
+    "dag_file", ["ranker_retrain.py", "ranker_rollback.py", "ranker_pretrain.py", "ranker_recipe_review.py"]
+)
 def test_dag_file_parses_fast_without_heavy_imports(dag_file: str) -> None:
     """Each file is parsed in a fresh interpreter (as the DAG processor does), 5 times; the median
     must stay under 0.5 s and nothing heavy may be imported at parse time."""
@@ -197,3 +204,30 @@ def test_dag_file_parses_fast_without_heavy_imports(dag_file: str) -> None:
     median = statistics.median(r["seconds"] for r in runs)
     print(f"{dag_file}: median parse {median:.3f} s over {len(runs)} runs")
     assert median < 0.5, f"{dag_file} takes {median:.3f} s to parse"
+
+
+def test_recipe_review_dag_is_weekly_and_runs_ranker_review(dagbag: BundleDagBag) -> None:
+    from airflow.sdk.exceptions import ParamValidationError
+    from airflow.serialization.serialized_objects import DagSerialization
+    from ranker_recipe_review import review_args
+
+    dag = dagbag.dags["ranker_recipe_review"]
+    assert type(dag.timetable).__name__ == "CronDataIntervalTimetable"
+    assert dag.timetable.expression == "0 5 * * 6"
+    assert dag.max_active_runs == 1 and dag.catchup is False
+    [task] = dag.tasks
+    assert task.pool == "training" and task.retries == 0  # a review that failed keeps the recipe
+    params = DagSerialization.deserialize_dag(DagSerialization.serialize_dag(dag)).params
+    assert params.deep_merge({"end": "2026-03-01", "days": 7}).validate()["days"] == 7
+    for bad in ({"end": "yesterday"}, {"days": 0}):
+        with pytest.raises(ParamValidationError):
+            params.deep_merge(bad).validate()
+    assert review_args("2026-03-01", None, False) == ["review", "--end", "2026-03-01"]
+    assert review_args("2026-03-01", 14, True) == [
+        "review",
+        "--end",
+        "2026-03-01",
+        "--days",
+        "14",
+        "--candidate-only",
+    ]
