@@ -277,6 +277,43 @@ def run_training(req: TrainRequest) -> dict[str, Any]:
         distributed.shutdown(ctx)
 
 
+class _LossAccount:
+    """An epoch's losses, checked and summed LOSS_CHECK_STEPS steps at a time: one host sync (and,
+    with several ranks, one all-reduce) per that many steps instead of per step."""
+
+    def __init__(self, plan: Any, epoch: int, progress: Any, multi: bool) -> None:
+        self.plan, self.epoch, self.progress, self.multi = plan, epoch, progress, multi
+        self.pending: list[Any] = []
+        self.steps = 0
+        self.total = 0.0
+
+    def on_step(self, local_loss: Any, rows: int) -> None:
+        self.pending.append(local_loss)
+        if len(self.pending) >= LOSS_CHECK_STEPS:
+            self.flush()
+
+    def flush(self) -> None:
+        import torch
+        import torch.distributed as dist
+
+        if not self.pending:
+            return
+        losses = torch.stack([x.detach().float().reshape(()) for x in self.pending]).cpu()
+        self.pending.clear()
+        if self.multi:
+            dist.all_reduce(losses)  # each rank's share -> the global-batch mean per step
+        for value in losses.tolist():
+            if not math.isfinite(value):
+                raise TrainingFailed(
+                    f"non-finite loss ({value}) at epoch {self.epoch} step {self.steps + 1}: training "
+                    "stopped, no final checkpoint written"
+                )
+            global_rows = self.plan.global_rows(self.steps)
+            self.total += value * global_rows
+            self.progress.update(global_rows, value * global_rows)
+            self.steps += 1
+
+
 class _Trainer:
     def __init__(self, req: TrainRequest, ctx: Any) -> None:
         self.req = req
@@ -330,19 +367,9 @@ class _Trainer:
         return score_model(self.task.model, eval_paths, self.tc.eval_batch_size)
 
     # -------------------------------------------------------------- one epoch
-    def _epoch(self, epoch: int, units: list[Any], pipeline: Any) -> dict[str, Any]:
-        import torch
-        import torch.distributed as dist
-
-        from ranking.trainer.pipelines import run_torchrec_epoch, torchrec_pipeline
-        from ranking.trainer.progress import EpochProgress
-
-        phase = self.tc.schedule[epoch - 1]
-        frozen = phase == FROZEN
-        self.task.model.embeddings_frozen = frozen
-        plan = plan_epoch(units, self.ctx.world_size, self.tc.batch_size, self.tc.seed, epoch)
+    def _batches(self, plan: Any, epoch: int) -> Any:
         options = self.req.input_options or input_options_from_env(self.ctx.device.type)
-        batches = ready_batches(
+        return ready_batches(
             plan,
             self.ctx.rank,
             self.cfg,
@@ -352,6 +379,47 @@ class _Trainer:
             options,
             default_cache_root(self.req.manifest.path),
         )
+
+    def _drive(self, batches: Any, pipeline: Any, frozen: bool, on_step: Any) -> None:
+        """One epoch's steps through the run's pipeline on its device."""
+        from ranking.trainer.pipelines import run_torchrec_epoch, torchrec_pipeline
+
+        device = self.ctx.device
+        with contextlib.closing(batches):  # stops the input thread and workers on any exit
+            if device.type == "cuda" and self.pipeline_name == "semisync":
+                run_torchrec_epoch(
+                    torchrec_pipeline(self.dmp, self.optimizer, device, self.clock, frozen),
+                    batches,  # torchrec copies each (pinned) batch to the device on its memcpy stream
+                    on_step,
+                )
+            elif device.type == "cuda":  # sync: the plain loop, CUDA-event timers; pinned -> async copy
+                pipeline.run_epoch((b.to(device, non_blocking=True) for b in batches), frozen, on_step)
+            else:
+                pipeline.run_epoch(batches, frozen, on_step)
+
+    def _across_ranks(self, seconds: float) -> tuple[float, float, float]:
+        """(lookup ratio, exposed lookup ratio) averaged over ranks, and the slowest rank's seconds."""
+        import torch
+        import torch.distributed as dist
+
+        share = self.clock.share(seconds)
+        ratios = torch.tensor([share.lookup_ratio, share.exposed_lookup_ratio], dtype=torch.float64)
+        slowest = torch.tensor([seconds], dtype=torch.float64)
+        if self.ctx.world_size > 1:
+            dist.all_reduce(ratios)
+            ratios /= self.ctx.world_size
+            dist.all_reduce(slowest, op=dist.ReduceOp.MAX)
+        return float(ratios[0]), float(ratios[1]), float(slowest[0])
+
+    def _epoch(self, epoch: int, units: list[Any], pipeline: Any) -> dict[str, Any]:
+        import torch
+
+        from ranking.trainer.progress import EpochProgress
+
+        phase = self.tc.schedule[epoch - 1]
+        frozen = phase == FROZEN
+        self.task.model.embeddings_frozen = frozen
+        plan = plan_epoch(units, self.ctx.world_size, self.tc.batch_size, self.tc.seed, epoch)
         progress = EpochProgress(
             epoch,
             self.tc.epochs,
@@ -360,78 +428,27 @@ class _Trainer:
             plan.rows,
             enabled=self.req.progress and self.ctx.is_main,
         )
+        losses = _LossAccount(plan, epoch, progress, multi=self.ctx.world_size > 1)
         self.clock.reset()
-        steps_done = 0
-        loss_sum = 0.0
-        multi = self.ctx.world_size > 1
-        pending: list[torch.Tensor] = []
-
-        def flush() -> None:
-            """Check and account the pending steps' losses: one host sync (and, with several
-            ranks, one all-reduce) per LOSS_CHECK_STEPS steps instead of per step."""
-            nonlocal steps_done, loss_sum
-            if not pending:
-                return
-            losses = torch.stack([x.detach().float().reshape(()) for x in pending]).cpu()
-            pending.clear()
-            if multi:
-                dist.all_reduce(losses)  # each rank's share -> the global-batch mean per step
-            for value in losses.tolist():
-                if not math.isfinite(value):
-                    raise TrainingFailed(
-                        f"non-finite loss ({value}) at epoch {epoch} step {steps_done + 1}: training stopped, "
-                        "no final checkpoint written"
-                    )
-                global_rows = plan.global_rows(steps_done)
-                loss_sum += value * global_rows
-                progress.update(global_rows, value * global_rows)
-                steps_done += 1
-
-        def on_step(local_loss: torch.Tensor, rows: int) -> None:
-            pending.append(local_loss)
-            if len(pending) >= LOSS_CHECK_STEPS:
-                flush()
-
         cuda = self.ctx.device.type == "cuda"
         if cuda:
             torch.cuda.reset_peak_memory_stats(self.ctx.device)
-        semisync = self.pipeline_name == "semisync"
         start = time.perf_counter()
-        with contextlib.closing(batches):  # stops the input thread and workers on any exit
-            if cuda and semisync:
-                run_torchrec_epoch(
-                    torchrec_pipeline(self.dmp, self.optimizer, self.ctx.device, self.clock, frozen),
-                    batches,  # torchrec copies each (pinned) batch to the device on its memcpy stream
-                    on_step,
-                )
-            elif cuda:  # sync: the plain step loop, timed with CUDA events; pinned -> asynchronous copy
-                pipeline.run_epoch(
-                    (b.to(self.ctx.device, non_blocking=True) for b in batches), frozen, on_step
-                )
-            else:
-                pipeline.run_epoch(batches, frozen, on_step)
-        flush()
-        seconds = time.perf_counter() - start
-        if steps_done != plan.steps:
-            raise TrainingFailed(f"epoch {epoch} ran {steps_done} steps, the plan has {plan.steps}")
-        share = self.clock.share(seconds)
-        ratios = torch.tensor([share.lookup_ratio, share.exposed_lookup_ratio], dtype=torch.float64)
-        slowest = torch.tensor([seconds], dtype=torch.float64)
-        if multi:  # ratios: mean over ranks; time: the slowest rank
-            dist.all_reduce(ratios)
-            ratios /= self.ctx.world_size
-            dist.all_reduce(slowest, op=dist.ReduceOp.MAX)
-        seconds = float(slowest[0])
+        self._drive(self._batches(plan, epoch), pipeline, frozen, losses.on_step)
+        losses.flush()
+        if losses.steps != plan.steps:
+            raise TrainingFailed(f"epoch {epoch} ran {losses.steps} steps, the plan has {plan.steps}")
+        lookup, exposed, seconds = self._across_ranks(time.perf_counter() - start)
         stats = {
             "epoch": epoch,
             "phase": phase,
-            "loss": loss_sum / plan.rows,
+            "loss": losses.total / plan.rows,
             "samples": plan.rows,
             "steps": plan.steps,
             "samples_per_second": plan.rows / seconds if seconds > 0 else float("nan"),
             # with the section clock off nothing was measured: no figure rather than a 0
-            "lookup_ratio": float(ratios[0]) if self.clock.enabled else None,
-            "exposed_lookup_ratio": float(ratios[1]) if self.clock.enabled else None,
+            "lookup_ratio": lookup if self.clock.enabled else None,
+            "exposed_lookup_ratio": exposed if self.clock.enabled else None,
             "duration_seconds": seconds,
         }
         if cuda:  # this rank's peak (rank 0's in the summary)
