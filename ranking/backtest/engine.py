@@ -140,6 +140,39 @@ class BacktestSpec:
         }
 
 
+def source_days(ws: Workspace) -> tuple[dt.date, dt.date] | None:
+    """The first and last day of the workspace's impressions (``source/impressions/date=D``)."""
+    found = []
+    for path in (ws.root / "source" / "impressions").glob("date=*"):
+        try:
+            found.append(dt.date.fromisoformat(path.name.removeprefix("date=")))
+        except ValueError:
+            continue
+    return (min(found), max(found)) if found else None
+
+
+def check_days_against_data(ws: Workspace, start: dt.date, days: int, window_days: int) -> None:
+    """Refuse, before anything runs, eval days the workspace's data cannot serve: each needs its
+    own impressions and ``window_days`` days before it."""
+    span = source_days(ws)
+    if span is None:
+        raise BacktestError(
+            f"no impressions under {ws.root / 'source'}: run `ranker data synth|import` first"
+        )
+    first, last = span
+    earliest = first + dt.timedelta(days=window_days)
+    if days > (last - first).days + 1:
+        raise BacktestError(
+            f"--days {days} is more than the {(last - first).days + 1} days of data in {ws.root} ({first} .. {last})"
+        )
+    end = start + dt.timedelta(days=days - 1)
+    if start < earliest or end > last:
+        raise BacktestError(
+            f"eval days {start} .. {end} need data from {start - dt.timedelta(days=window_days)} to {end}; "
+            f"the workspace has {first} .. {last} (eval days {earliest} .. {last} fit)"
+        )
+
+
 def read_recipe(name: str, path: Path) -> Recipe:
     """A recipe file: a pipeline config holding only the sections it changes."""
     validate_run_id(name)

@@ -4,8 +4,10 @@ what each recipe would have served (ranking/backtest; docs/backtest.md)."""
 from __future__ import annotations
 
 import argparse
+import datetime as dt
 import os
 import shutil
+import sys
 import time
 from pathlib import Path
 
@@ -63,7 +65,108 @@ def register(sub: argparse._SubParsersAction) -> None:  # type: ignore[type-arg]
     p.add_argument("--bootstrap-samples", type=positive_int, default=1000)
     p.add_argument("--ci-level", type=float_in(0.5, 1.0, high_inclusive=False), default=0.95)
     p.add_argument("--seed", type=int, default=0, help="bootstrap seed")
+    p.add_argument(
+        "--inject",
+        default=None,
+        metavar="KIND@DAY,...",
+        help="the gate suite: train each day's candidate once, replace it on these days by a bad one"
+        " (kinds: shuffled_labels, zeroed_feature, reset_tables, lr_x100, stale_window, nan_scores,"
+        " calibration_x3, leakage; 'all' = every kind on 3 days) and replay each --gate on the stored scores",
+    )
+    p.add_argument(
+        "--gate",
+        action="append",
+        default=None,
+        metavar="NAME[=FILE]",
+        help="a gate the suite replays (repeat): 'new' (the default gate), 'old' (the first gate: best of"
+        " 5 champions), or NAME=FILE, a config file whose [gate] section sets it (default: old and new)",
+    )
     p.set_defaults(handler=_backtest, step="backtest")
+
+
+def _gates(values: list[str] | None) -> dict[str, object]:
+    from ranking.config.loader import file_values, parse_file
+    from ranking.config.model import GateSection
+    from ranking.core.errors import RankerError
+    from ranking.gate.checks import OLD_GATE, GateConfig
+
+    out: dict[str, object] = {}
+    for value in values or ["old", "new"]:
+        name, sep, file = value.partition("=")
+        if not sep:
+            if name not in ("old", "new"):
+                raise RankerError(f"--gate {value!r}: expected old, new or NAME=FILE")
+            out[name] = OLD_GATE if name == "old" else GateConfig()
+            continue
+        path = Path(file).expanduser().resolve()
+        if not path.is_file():
+            raise RankerError(f"--gate {value!r}: no file at {path}")
+        values_ = file_values(path, parse_file(path))
+        gate = {k.split(".", 1)[1]: v for k, v in values_.items() if k.startswith("gate.")}
+        try:
+            out[name] = GateSection(**gate).gate_config()
+        except ValueError as exc:
+            raise RankerError(f"--gate {value!r}: {str(exc).splitlines()[0]}") from None
+    return out
+
+
+def _suite(args: argparse.Namespace, ws, spec, bt, started: float) -> CommandResult:  # type: ignore[no-untyped-def]
+    from ranking.backtest.engine import source_days
+    from ranking.backtest.inject import parse_injections
+    from ranking.backtest.suite import GateSuite, checkpoint_scorer, write_suite_report
+    from ranking.cli.main import build_parser
+    from ranking.cli.steps import InProcessSteps
+
+    span = source_days(ws)
+    window_days = max(run.effective.config.window.days for run in bt.runs)
+    earliest = span[0] + dt.timedelta(days=window_days) if span else None
+    injections = parse_injections(args.inject, spec.eval_days, earliest)
+    gates = _gates(args.gate)
+    parser = build_parser()
+
+    def steps(home: Path, run_id: str, argv: list[str]) -> tuple[int, dict]:  # type: ignore[type-arg]
+        outcome = InProcessSteps(parser, str(home), run_id).run(argv)
+        return outcome.exit_code, {**outcome.summary, "error": outcome.error}
+
+    summary: dict[str, object] = {"backtest_dir": str(bt.folder), "recipes": {}}
+    lines = []
+    bt.build_windows()  # every day's window and base range, in the backtested workspace, up front
+    for run in bt.runs:
+        suite = GateSuite(
+            ws,
+            run,
+            spec.eval_days,
+            injections,
+            gates,  # type: ignore[arg-type]
+            steps,
+            checkpoint_scorer,
+            bt.window_builder,
+            on_progress=lambda text: print(f"backtest: {text}", file=sys.stderr, flush=True),
+        )
+        suite.build()
+        result = suite.replay_gates()
+        paths = write_suite_report(
+            suite.folder / "report", spec.to_dict(), run.recipe.name, result, time.perf_counter() - started
+        )
+        if args.report_dir:
+            args.report_dir.mkdir(parents=True, exist_ok=True)
+            for path in paths.values():
+                shutil.copy2(path, args.report_dir / Path(path).name)
+        summary["recipes"][run.recipe.name] = {  # type: ignore[index]
+            "report": paths,
+            **{
+                name: {"regret": r["regret"], "stopped": r["stopped"], "bad_promoted": r["bad_promoted"]}
+                for name, r in result.items()
+            },
+        }
+        lines.append(f"gate suite {run.recipe.name}: {paths['markdown']}")
+        for name, r in result.items():
+            g = r["regret"]
+            lines.append(
+                f"  {name}: regret vs oracle {g['regret_vs_oracle']}, staleness median {g['staleness_median_days']} d,"
+                f" bad candidates promoted {r['bad_promoted']}/{len(r['injected'])}"
+            )
+    return CommandResult(summary=summary, text="\n".join(lines))
 
 
 def _backtest(args: argparse.Namespace) -> CommandResult:
@@ -73,6 +176,7 @@ def _backtest(args: argparse.Namespace) -> CommandResult:
         Backtest,
         BacktestSpec,
         CliReplayer,
+        check_days_against_data,
         compare_to_baseline,
         finite_json,
         read_recipe,
@@ -109,6 +213,9 @@ def _backtest(args: argparse.Namespace) -> CommandResult:
         # the windows are built on the backtested workspace's Feast store (its config's [features])
         window_builder=window_builder_for(effective_config(args).config.features.store_settings()),
     )
+    check_days_against_data(ws, spec.start, spec.days, max(r.effective.config.window.days for r in bt.runs))
+    if args.inject:
+        return _suite(args, ws, spec, bt, started)
     records = bt.run()
     comparisons = compare_to_baseline(bt, records)
     candidates = compare_to_baseline(bt, records, who="candidate")

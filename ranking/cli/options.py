@@ -106,6 +106,34 @@ _GATE_OPTIONS: tuple[tuple[str, str, Any, str], ...] = (
         fraction_below_one,
         "max relative save HIT@3 drop vs the anchor",
     ),
+    (
+        "--reference-champions",
+        "reference_champions",
+        non_negative_int,
+        "reference: mean of the champion and the N-1 before it (0: off)",
+    ),
+    (
+        "--reference-tolerance",
+        "reference_tolerance",
+        fraction_below_one,
+        "max relative save HIT@3 drop vs the reference",
+    ),
+    ("--trend-days", "trend_days", non_negative_int, "trend: vs the champion served N days ago (0: off)"),
+    ("--trend-tolerance", "trend_tolerance", fraction_below_one, "max relative save HIT@3 drop vs it"),
+    (
+        "--pool-days",
+        "pool_days",
+        positive_int,
+        "pool the change over N eval days when a CI is wide (1: never)",
+    ),
+    ("--pool-ci-width", "pool_ci_width", non_negative, "a day's CI wider than this is pooled"),
+    ("--max-lift", "max_lift", non_negative, "leakage: max lift over the best recent model (0: off)"),
+    (
+        "--max-window-lag-days",
+        "max_window_lag_days",
+        non_negative_int,
+        "the candidate's window ends at most N days before the eval day (0: off)",
+    ),
 )
 
 _GATE_FLAGS: tuple[tuple[str, str, str], ...] = (

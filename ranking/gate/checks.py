@@ -12,8 +12,9 @@ from __future__ import annotations
 
 import datetime as dt
 import math
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from dataclasses import asdict, dataclass, field
+from statistics import NormalDist
 from typing import TYPE_CHECKING, Any
 
 import numpy as np
@@ -21,7 +22,7 @@ import numpy as np
 from ranking.core.errors import RankerError
 from ranking.evaluation.metrics import OfflineMetrics, compute_metrics
 from ranking.evaluation.scores import SCORE_COLUMNS
-from ranking.gate.bootstrap import PairedIntervals, paired_bootstrap
+from ranking.gate.bootstrap import PairedIntervals, hit_change_vs_mean, paired_bootstrap
 
 if TYPE_CHECKING:
     import pandas as pd
@@ -58,10 +59,29 @@ class GateConfig:
     bootstrap_samples: int = 1000
     ci_level: float = 0.90  # two-sided 90% = a one-sided 95% non-inferiority test
     seed: int = 0
-    # anchor: the best of the last N champions on the eval day; the candidate may not be worse
-    # than it by more than anchor_tolerance (same rule), so daily small losses cannot add up
-    anchor_champions: int = 5  # 0: no anchor check
+    # anchor (the first gate's): the best of the last N champions on the eval day. The maximum of
+    # N noisy estimates is biased upwards (winner's curse): an equal candidate fails it often, so
+    # the default gate uses the reference below instead (docs/registry.md "Old gate and new")
+    anchor_champions: int = 0  # 0: no anchor check
     anchor_tolerance: float = 0.05
+    # reference: the MEAN save HIT@3 of the champion and the N-1 champions before it, on the eval
+    # day; the candidate may not be worse than it by more than reference_tolerance
+    reference_champions: int = 3  # 0: no reference check
+    reference_tolerance: float = 0.05
+    # trend guard: vs the champion served trend_days before the eval day (the newest former champion
+    # trained for a day at least that old), scored today: losses that each pass a moving reference
+    # cannot add up past trend_tolerance
+    trend_days: int = 7  # 0: no trend check
+    trend_tolerance: float = 0.05
+    # pooled: when the day's HIT@3-change CI is wider than pool_ci_width, the change vs the champion
+    # is judged on the inverse-variance mean of this day's and the last pool_days - 1 recorded days'
+    pool_days: int = 5  # 1: never pooled
+    pool_ci_width: float = 0.15
+    # leakage: a candidate above the best recent model on the same day by more than max_lift (CI
+    # lower bound) is too good to be true (trained on the eval day)
+    max_lift: float = 0.10  # 0: no leakage check
+    # window age: the candidate's window must end at most this many days before the eval day
+    max_window_lag_days: int = 3  # 0: no window-age check
     # a champion trained on the eval day would be judged on its training data: fail closed
     allow_unfair: bool = False
 
@@ -71,8 +91,14 @@ class GateConfig:
             problems.append(f"tolerance must be in [0, 1): {self.tolerance}")
         if not 0 <= self.anchor_tolerance < 1:
             problems.append(f"anchor_tolerance must be in [0, 1): {self.anchor_tolerance}")
-        if self.anchor_champions < 0:
-            problems.append(f"anchor_champions must be >= 0: {self.anchor_champions}")
+        for name in ("anchor_champions", "reference_champions", "trend_days", "max_window_lag_days"):
+            if getattr(self, name) < 0:
+                problems.append(f"{name} must be >= 0: {getattr(self, name)}")
+        if self.pool_days < 1:
+            problems.append(f"pool_days must be >= 1: {self.pool_days}")
+        for name in ("reference_tolerance", "trend_tolerance"):
+            if not 0 <= getattr(self, name) < 1:
+                problems.append(f"{name} must be in [0, 1): {getattr(self, name)}")
         if self.rule not in RULES:
             problems.append(f"rule must be one of {', '.join(RULES)}: {self.rule!r}")
         if not 0 < self.ci_level < 1:
@@ -89,6 +115,8 @@ class GateConfig:
             "max_auc_drop",
             "max_ne_rise",
             "min_score_std",
+            "pool_ci_width",
+            "max_lift",
         ):
             value = getattr(self, name)
             if not (math.isfinite(value) and value >= 0):
@@ -98,6 +126,28 @@ class GateConfig:
 
     def to_dict(self) -> dict[str, Any]:
         return asdict(self)
+
+
+# the first gate (before issue 23): the best of the last 5 champions as the anchor, none of the
+# reference, trend, pooled, leakage and window-age checks; kept for side-by-side backtests
+OLD_GATE = GateConfig(
+    anchor_champions=5,
+    reference_champions=0,
+    trend_days=0,
+    pool_days=1,
+    max_lift=0.0,
+    max_window_lag_days=0,
+)
+
+
+@dataclass(frozen=True)
+class PastComparison:
+    """An earlier eval day's comparison of that day's candidate with that day's champion (from its
+    gate verdict): the pooled check averages them when one day's CI is too wide."""
+
+    eval_date: dt.date
+    relative_change: float
+    ci: tuple[float, float]
 
 
 @dataclass(frozen=True)
@@ -138,6 +188,7 @@ class GateReport:
     eval_date: str | None
     config: dict[str, Any] = field(default_factory=dict)
     anchor: dict[str, Any] | None = None  # the anchor version, its metrics, change and CI
+    reference: dict[str, Any] | None = None  # the reference models' HIT@3, their mean, change, CI
 
     @property
     def passed(self) -> bool:
@@ -159,6 +210,7 @@ class GateReport:
             "eval_date": self.eval_date,
             "config": self.config,
             "anchor": self.anchor,
+            "reference": self.reference,
         }
 
 
@@ -399,6 +451,35 @@ def _best_anchor(
     return best
 
 
+def _aligned_scores(frame: pd.DataFrame, other: pd.DataFrame) -> np.ndarray:
+    """``other``'s scores in ``frame``'s row order (same impressions and labels, else an error)."""
+    aligned = align_scores(frame[["request_id", "pin_id", "saved"]].assign(score=frame["cand"]), other)
+    return aligned["champ"].to_numpy(dtype=np.float64)
+
+
+def _pooled(
+    today: float | None, today_ci: list[float] | None, past: Sequence[PastComparison], config: GateConfig
+) -> tuple[float, list[float], int] | None:
+    """Inverse-variance mean of today's change and the last ``pool_days - 1`` recorded ones (each
+    day's standard error from its CI's width), with its interval at the same level; None when the
+    day's CI is narrow enough or there is nothing to pool."""
+    if config.pool_days <= 1 or today is None or not today_ci:
+        return None
+    if today_ci[1] - today_ci[0] <= config.pool_ci_width:
+        return None
+    usable = [p for p in past if math.isfinite(p.relative_change) and p.ci[1] > p.ci[0]]
+    days = [(today, today_ci[1] - today_ci[0])] + [
+        (p.relative_change, p.ci[1] - p.ci[0]) for p in usable[-(config.pool_days - 1) :]
+    ]
+    if len(days) < 2:
+        return None
+    z = float(NormalDist().inv_cdf(0.5 + config.ci_level / 2))
+    weights = np.array([(2 * z / width) ** 2 for _, width in days])
+    mean = float(np.dot(weights, [c for c, _ in days]) / weights.sum())
+    half = z / math.sqrt(float(weights.sum()))
+    return mean, [mean - half, mean + half], len(days)
+
+
 def run_gate(
     candidate: pd.DataFrame,
     champion: pd.DataFrame | None,
@@ -408,9 +489,15 @@ def run_gate(
     candidate_window: TrainingWindow | None = None,
     champion_window: TrainingWindow | None = None,
     anchors: Mapping[str, pd.DataFrame] | None = None,
+    references: Mapping[str, pd.DataFrame] | None = None,
+    trend_reference: tuple[str, pd.DataFrame] | None = None,
+    history: Sequence[PastComparison] = (),
 ) -> GateReport:
-    """Judge a candidate against the champion (or, on the first run, on absolute checks only) and
-    against the best of ``anchors`` (version -> scores of recent champions on the same day)."""
+    """Judge a candidate against the champion (or, on the first run, on absolute checks only),
+    against the best of ``anchors`` (version -> scores of recent champions on the same day), the
+    mean of the champion and ``references`` (the champions before it), the champion served
+    ``trend_days`` ago (``trend_reference``), with ``history`` (earlier days' comparisons, oldest
+    first) for the pooled decision."""
     config = config or GateConfig()
     _require_columns(candidate, "candidate")
     if champion is not None:
@@ -443,30 +530,79 @@ def run_gate(
             f"{_fmt(random_hit)} × {1 + config.min_lift_over_random:g})",
         )
     )
+    if config.max_window_lag_days > 0 and eval_date is not None and candidate_window is not None:
+        lag = (eval_date - candidate_window.end).days
+        checks.append(
+            Check(
+                "window_age",
+                lag <= config.max_window_lag_days,
+                float(lag),
+                float(config.max_window_lag_days),
+                f"the candidate's window {candidate_window} ends {lag} day(s) before the eval day {eval_date}"
+                f" (max {config.max_window_lag_days}): an old window is a stale model",
+            )
+        )
 
     champion_summary: dict[str, Any] | None = None
     relative_change: float | None = None
     ci: list[float] | None = None
     anchor_summary: dict[str, Any] | None = None
+    reference_summary: dict[str, Any] | None = None
     if champion is not None:
         champ_scores = frame["champ"].to_numpy(dtype=np.float64)
         champ_metrics = compute_metrics(request_ids, labels, champ_scores)
         champion_summary = champ_metrics.to_dict()
         checks.append(_fairness_check(eval_date, candidate_window, champion_window, config))
         anchor = _best_anchor(frame, anchors or {}, request_ids, labels)
-        references = [champ_scores] + ([anchor[2]] if anchor else [])
+        # the reference models: the champion and the champions before it (newest first)
+        ref_scores = {"champion": champ_scores}
+        for version in list(references or {})[: max(0, config.reference_champions - 1)]:
+            ref_scores[version] = _aligned_scores(frame, (references or {})[version])
+        ref_hits = {v: compute_metrics(request_ids, labels, sc).save_hit_at_3 for v, sc in ref_scores.items()}
+        trend = None
+        if config.trend_days > 0 and trend_reference is not None:
+            trend = (trend_reference[0], _aligned_scores(frame, trend_reference[1]))
+        # the best recent model on this day: what a leakage-free candidate is rarely far above
+        pool = {**ref_scores, **({trend[0]: trend[1]} if trend else {})}
+        pool_hits = {
+            v: ref_hits[v] if v in ref_hits else compute_metrics(request_ids, labels, sc).save_hit_at_3
+            for v, sc in pool.items()
+        }
+        best_version = max(pool, key=lambda v: pool_hits[v])
+        compared = [champ_scores]
+        if anchor:
+            compared.append(anchor[2])
+        trend_index = len(compared) if trend else None
+        if trend:
+            compared.append(trend[1])
+        best_index = len(compared)
+        compared.append(pool[best_version])
         intervals = paired_bootstrap(
             request_ids,
             labels,
             cand_scores,
-            references,
+            compared,
             samples=config.bootstrap_samples,
             level=config.ci_level,
             seed=config.seed,
         )
         relative_change = _ratio_change(hit, champ_metrics.save_hit_at_3)
         ci = intervals[0].hit_change
-        checks += _comparison_checks(cand_metrics, champ_metrics, intervals[0], config)
+        comparison = _comparison_checks(cand_metrics, champ_metrics, intervals[0], config)
+        pooled = _pooled(relative_change, ci, history, config) if config.rule == "ci" else None
+        if pooled is not None:
+            mean, pooled_ci, n_days = pooled
+            comparison[0] = _non_inferior(
+                "save_hit_at_3_change",
+                f"save HIT@3 {_fmt(hit)} vs champion {_fmt(champ_metrics.save_hit_at_3)}: the day's CI "
+                f"{_interval_text(ci, config)} is wider than {config.pool_ci_width:g}, so pooled over "
+                f"{n_days} eval days (inverse-variance mean of each day's candidate vs champion)",
+                mean,
+                pooled_ci,
+                -config.tolerance,
+                config,
+            )
+        checks += comparison
         if anchor is not None:
             version, anchor_metrics, _ = anchor
             anchor_change = _ratio_change(hit, anchor_metrics.save_hit_at_3)
@@ -488,6 +624,66 @@ def run_gate(
                 "ci": intervals[1].hit_change,
                 "considered": sorted(anchors or {}),
             }
+        if config.reference_champions > 1 and len(ref_scores) > 1:  # the champion alone: its own check
+            mean_hit = float(np.mean(list(ref_hits.values())))
+            ref_change = _ratio_change(hit, mean_hit)
+            ref_ci = hit_change_vs_mean(
+                request_ids,
+                labels,
+                cand_scores,
+                list(ref_scores.values()),
+                samples=config.bootstrap_samples,
+                level=config.ci_level,
+                seed=config.seed,
+            )
+            checks.append(
+                _non_inferior(
+                    "reference",
+                    f"save HIT@3 {_fmt(hit)} vs the mean of {len(ref_scores)} recent champion(s) on this day "
+                    f"{_fmt(mean_hit)}: relative change",
+                    ref_change,
+                    ref_ci,
+                    -config.reference_tolerance,
+                    config,
+                )
+            )
+            reference_summary = {
+                "models": {v: h for v, h in ref_hits.items()},
+                "mean_save_hit_at_3": mean_hit,
+                "relative_change": ref_change,
+                "ci": ref_ci,
+            }
+        if trend is not None and trend_index is not None:
+            trend_hit = pool_hits[trend[0]]
+            checks.append(
+                _non_inferior(
+                    "trend",
+                    f"save HIT@3 {_fmt(hit)} vs {trend[0]}, the champion served {config.trend_days}+ days ago, "
+                    f"on this day {_fmt(trend_hit)}: relative change",
+                    _ratio_change(hit, trend_hit),
+                    intervals[trend_index].hit_change,
+                    -config.trend_tolerance,
+                    config,
+                )
+            )
+        if config.max_lift > 0:
+            best_hit = pool_hits[best_version]
+            lift = _ratio_change(hit, best_hit)
+            lift_ci = intervals[best_index].hit_change
+            judged = lift_ci[0] if (config.rule == "ci" and lift_ci) else lift
+            checks.append(
+                Check(
+                    "leakage",
+                    judged is None or not math.isfinite(judged) or judged <= config.max_lift,
+                    judged,
+                    config.max_lift,
+                    f"save HIT@3 {_fmt(hit)} vs the best recent model on this day "
+                    f"({best_version}: {_fmt(best_hit)}): lift {_fmt(lift)}, {_interval_text(lift_ci, config)}; "
+                    f"{'the CI lower bound' if config.rule == 'ci' else 'the lift'} above {config.max_lift:g} "
+                    "is too good to be true (trained on the eval day?)",
+                    lift_ci,
+                )
+            )
 
     decision = "pass" if all(c.passed for c in checks) else "reject"
     return GateReport(
@@ -500,4 +696,5 @@ def run_gate(
         eval_date=eval_date.isoformat() if eval_date else None,
         config=config.to_dict(),
         anchor=anchor_summary,
+        reference=reference_summary,
     )

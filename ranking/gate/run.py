@@ -1,5 +1,6 @@
 """The gate's I/O edge (`ranker gate`): find the eval day, score the candidate, the champion and
-the anchors (the last N champions of the registry's history) there, run the pure checks
+the recent champions (anchors, references, the champion served trend_days ago) there, with
+the earlier days' comparisons from their verdicts, run the pure checks
 (ranking/gate/checks.py) and record the verdict in the registry."""
 
 from __future__ import annotations
@@ -16,7 +17,7 @@ from typing import TYPE_CHECKING, Any
 
 from ranking.core.errors import RankerError, RegistryError
 from ranking.core.workspace import Workspace
-from ranking.gate.checks import GateConfig, TrainingWindow, run_gate
+from ranking.gate.checks import GateConfig, PastComparison, TrainingWindow, run_gate
 from ranking.registry import Registry, cache_dir, current_actor
 from ranking.registry.records import utc_now
 
@@ -68,6 +69,46 @@ def recent_champions(history: Sequence[AliasEvent], n: int) -> list[str]:
         if len(out) == n:
             break
     return out
+
+
+def trend_champion(reg: Registry, eval_day: dt.date, trend_days: int) -> str | None:
+    """The champion served ``trend_days`` before ``eval_day``: of the versions the champion alias
+    pointed at (a rolled-back one left out), the newest trained for a day before that."""
+    cutoff = eval_day - dt.timedelta(days=trend_days)
+    history = reg.history()
+    rolled_back = {e.from_version for e in history if e.action == "rollback" and e.from_version}
+    found: str | None = None
+    for event in history:
+        version = event.to_version
+        if version in rolled_back:
+            continue
+        try:
+            trained_for = reg.trained_for(version)
+        except RankerError:
+            continue
+        if trained_for and dt.date.fromisoformat(trained_for) < cutoff:
+            found = version
+    return found
+
+
+def past_comparisons(reg: Registry, eval_day: dt.date, n: int) -> list[PastComparison]:
+    """The last ``n`` eval days before ``eval_day`` with a gate comparison (a verdict with a change
+    and a CI against a champion), one per day (its latest version's), oldest first."""
+    by_day: dict[str, PastComparison] = {}
+    for version in sorted(reg.version_ids(), reverse=True):
+        try:
+            verdict = reg.verdict(version) or {}
+        except RankerError:
+            continue
+        day, change, ci = verdict.get("eval_date"), verdict.get("relative_change"), verdict.get("ci")
+        if not isinstance(day, str) or day >= eval_day.isoformat() or day in by_day:
+            continue
+        if not isinstance(change, int | float) or not (isinstance(ci, list) and len(ci) == 2):
+            continue
+        by_day[day] = PastComparison(dt.date.fromisoformat(day), float(change), (float(ci[0]), float(ci[1])))
+        if len(by_day) == n:
+            break
+    return [by_day[d] for d in sorted(by_day)]
 
 
 def find_eval_parquet(ws: Workspace, day: dt.date, feature_version: str | None = None) -> Path:
@@ -133,23 +174,47 @@ def gate_candidate(req: GateRequest) -> GateResult:
 
     anchors: dict[str, pd.DataFrame] = {}
     skipped: dict[str, str] = {}
-    if champ_scores is not None and req.config.anchor_champions > 0:
-        for past in recent_champions(reg.history(), req.config.anchor_champions):
-            if past == champion_version:
-                anchors[past] = champ_scores
-                continue
-            if past == version:
-                continue
+    references: dict[str, pd.DataFrame] = {}
+    trend: tuple[str, pd.DataFrame] | None = None
+    history: list[PastComparison] = []
+    if champ_scores is not None:
+        config = req.config
+        past_scores: dict[str, pd.DataFrame] = {champion_version: champ_scores}  # type: ignore[dict-item]
+
+        def scores_of(past: str) -> pd.DataFrame | None:
+            """``past`` scored on the eval day; None (and why, in ``skipped``) when it cannot be."""
+            if past in past_scores:
+                return past_scores[past]
             try:
                 window = _window(reg.verify(past).train)
                 if window is not None and window.covers(eval_day):
                     skipped[past] = f"trained on the eval day {eval_day} (window {window})"
-                    continue
-                anchors[past] = _score(reg.local_dir(past, cache_dir(ws)) / "model.pt", parquet)
+                    return None
+                past_scores[past] = _score(reg.local_dir(past, cache_dir(ws)) / "model.pt", parquet)
+                return past_scores[past]
             except RankerError as exc:
                 # an old version that can no longer be read must not stop today's gate
-                log.warning("gate: anchor candidate %s left out: %s", past, exc)
+                log.warning("gate: %s left out of the comparison: %s", past, exc)
                 skipped[past] = str(exc)
+                return None
+
+        wanted = max(config.anchor_champions, config.reference_champions)
+        recent = [v for v in recent_champions(reg.history(), wanted) if v != version] if wanted else []
+        for past in recent[: config.anchor_champions]:
+            found = scores_of(past)
+            if found is not None:
+                anchors[past] = found
+        for past in [v for v in recent if v != champion_version][: max(0, config.reference_champions - 1)]:
+            found = scores_of(past)
+            if found is not None:
+                references[past] = found
+        served = trend_champion(reg, eval_day, config.trend_days) if config.trend_days > 0 else None
+        if served is not None and served not in (champion_version, version):
+            found = scores_of(served)
+            if found is not None:
+                trend = (served, found)
+        if config.pool_days > 1:
+            history = past_comparisons(reg, eval_day, config.pool_days - 1)
 
     report = run_gate(
         cand_scores,
@@ -159,6 +224,9 @@ def gate_candidate(req: GateRequest) -> GateResult:
         candidate_window=cand_window,
         champion_window=champ_window,
         anchors=anchors,
+        references=references,
+        trend_reference=trend,
+        history=history,
     )
     body = report.to_dict()
     body["candidate"] = {"version": version, **body["candidate"]}

@@ -42,6 +42,7 @@ def test_first_run_gate_promote_list(
         "scores_not_constant",
         "calibration",
         "save_hit_at_3_floor",
+        "window_age",  # a first candidate is still checked for a stale window
     }
     assert gate["step"] == "gate" and gate["duration_seconds"] >= 0
     recorded = json.loads(ws.step_summary_path("day-1", "gate").read_text())

@@ -46,10 +46,12 @@ def test_better_candidate_passes_with_every_check_reported(day) -> None:  # type
         "scores_not_constant",
         "calibration",
         "save_hit_at_3_floor",
+        "window_age",
         "fair_comparison",
         "save_hit_at_3_change",
         "auc_drop",
         "ne_rise",
+        "leakage",
     ]
     assert report.relative_change is not None and report.relative_change > 0
     assert report.ci is not None and report.ci[0] < report.relative_change < report.ci[1]

@@ -26,5 +26,8 @@ def test_second_run_is_a_no_op() -> None:
 def test_it_never_starts_services() -> None:
     text = SCRIPT.read_text()
     code = "\n".join(line for line in text.splitlines() if not line.lstrip().startswith("#"))
-    assert "systemctl" not in code and "service prometheus" not in code and "invoke-rc.d" not in code
+    # `systemctl disable` only edits symlinks (the units the packages enable); nothing is started
+    for verb in ("start", "restart", "reload", "enable --now"):
+        assert f"systemctl {verb}" not in code
+    assert "service prometheus" not in code and "invoke-rc.d" not in code
     assert "policy-rc.d" in text  # maintainer scripts are told not to start the daemons

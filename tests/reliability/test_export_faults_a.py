@@ -137,7 +137,7 @@ def test_the_export_holds_its_scratch_lock_and_leaves_no_scratch(
 
     src = tmp_path / "epoch-1"
     write_epoch_checkpoint(src, floats=1000)
-    out = tmp_path / "run" / "model.pt"
+    out = tmp_path / "runs" / "day-1" / "model.pt"  # a run folder of the workspace at tmp_path
     seen: list[list[tuple[str, bool]]] = []
     real_save = state.save_checkpoint
 

@@ -1,0 +1,166 @@
+"""Bad candidates for the gate suite (``ranker backtest --inject KIND@DAY,...``): each kind is a
+realistic failure of a production retrain, made from the day's clean candidate, its window or
+its scores. Pure parts here (the kinds, parsing, the data and score transforms); the suite
+(ranking/backtest/suite.py) trains and scores them.
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any
+
+import numpy as np
+
+from ranking.core.errors import RankerError
+
+if TYPE_CHECKING:
+    import pandas as pd
+
+# kind -> the failure it stands for, in one line (the report prints these)
+KINDS: dict[str, str] = {
+    "shuffled_labels": "trained on shuffled labels: a join bug paired impressions with other rows' saves",
+    "zeroed_feature": "one feature (pin save rate, 28 d) zeroed at training time: an upstream column went to 0",
+    "reset_tables": "embedding tables back to their initialisation: the export lost the trained tables",
+    "lr_x100": "learning rates x100 (diverged): a config typo in the optimizer section",
+    "stale_window": "trained on a window 30 days old: the window step kept reading a stuck manifest",
+    "nan_scores": "2% of the scores NaN: a numeric overflow in the serving export",
+    "calibration_x3": "probabilities x3 (calibration off 3x): a wrong negative-sampling correction",
+    "leakage": "trained on the eval day itself (window end taken as inclusive): too good to be true",
+}
+TRAINED_KINDS = ("shuffled_labels", "zeroed_feature", "lr_x100", "stale_window", "leakage")
+ZEROED_FEATURE = "pin_stats__save_rate_28d"
+STALE_DAYS = 30
+NAN_SHARE = 0.02
+CALIBRATION_FACTOR = 3.0
+LR_FACTOR = 100.0
+
+
+class InjectionError(RankerError):
+    """An --inject value cannot be used."""
+
+
+@dataclass(frozen=True, order=True)
+class Injection:
+    day: dt.date
+    kind: str
+
+    @property
+    def key(self) -> str:
+        return f"{self.kind}@{self.day.isoformat()}"
+
+
+def parse_injections(
+    text: str, days: list[dt.date], earliest: dt.date | None = None
+) -> tuple[Injection, ...]:
+    """``KIND@YYYY-MM-DD,...`` (or ``all`` = every kind on 3 spread days); each day must be one of
+    the backtest's eval days after its first; ``earliest``: the first window end the workspace's
+    data can build (a stale_window candidate needs a window STALE_DAYS before its day)."""
+    text = text.strip()
+    if text == "all":
+        return spread_injections(days, earliest=earliest)
+    found: list[Injection] = []
+    for word in filter(None, (w.strip() for w in text.split(","))):
+        kind, sep, day_text = word.partition("@")
+        if kind not in KINDS or not sep:
+            raise InjectionError(
+                f"--inject {word!r}: expected KIND@YYYY-MM-DD with KIND one of {', '.join(KINDS)}"
+            )
+        try:
+            day = dt.date.fromisoformat(day_text)
+        except ValueError:
+            raise InjectionError(f"--inject {word!r}: {day_text!r} is not a date (YYYY-MM-DD)") from None
+        if day not in days[1:]:
+            raise InjectionError(
+                f"--inject {word!r}: {day} is not an eval day after the first"
+                f" ({days[1] if len(days) > 1 else '-'} .. {days[-1]}): on the first day there is no"
+                " champion to judge against"
+            )
+        if kind == "stale_window" and earliest is not None and _stale_end(day) < earliest:
+            raise InjectionError(
+                f"--inject {word!r}: its window would end {_stale_end(day)}, before the first window the"
+                f" workspace's data can build ({earliest})"
+            )
+        found.append(Injection(day, kind))
+    if not found:
+        raise InjectionError("--inject needs at least one KIND@DAY (or all)")
+    if len(set(found)) != len(found):
+        raise InjectionError("--inject names the same KIND@DAY twice")
+    return tuple(sorted(found))
+
+
+def _stale_end(day: dt.date) -> dt.date:
+    return day - dt.timedelta(days=STALE_DAYS)
+
+
+def spread_injections(
+    days: list[dt.date], per_kind: int = 3, earliest: dt.date | None = None
+) -> tuple[Injection, ...]:
+    """Every kind on ``per_kind`` days spread evenly over the eval days after the first (kinds
+    offset from each other, so each meets early and late champions)."""
+    out = []
+    for i, kind in enumerate(KINDS):
+        usable = [
+            d
+            for d in days[1:]
+            if not (kind == "stale_window" and earliest is not None and _stale_end(d) < earliest)
+        ]
+        if len(usable) < per_kind:
+            raise InjectionError(
+                f"--inject all: {kind} needs {per_kind} usable eval days, the backtest has {len(usable)}"
+            )
+        step = len(usable) / per_kind
+        out += [Injection(usable[int(j * step + i * step / len(KINDS))], kind) for j in range(per_kind)]
+    return tuple(sorted(out))
+
+
+# ---------------------------------------------------------------- transforms (pure)
+
+
+def nan_scores(scores: pd.DataFrame, seed: int) -> pd.DataFrame:
+    rng = np.random.default_rng(seed)
+    out = scores.copy()
+    values = out["score"].to_numpy(dtype=np.float64).copy()
+    values[rng.random(len(values)) < NAN_SHARE] = np.nan
+    out["score"] = values
+    return out
+
+
+def rescaled_scores(scores: pd.DataFrame) -> pd.DataFrame:
+    out = scores.copy()
+    out["score"] = np.clip(out["score"].to_numpy(dtype=np.float64) * CALIBRATION_FACTOR, 0.0, 1.0)
+    return out
+
+
+def shuffled_labels(table: Any, seed: int) -> Any:
+    """A pyarrow table with its ``saved`` column permuted (label rate kept, the link to the row lost)."""
+    import pyarrow as pa
+
+    labels = table.column("saved").to_numpy()
+    permuted = labels[np.random.default_rng(seed).permutation(len(labels))]
+    return table.set_column(table.schema.get_field_index("saved"), "saved", pa.array(permuted))
+
+
+def zeroed_feature(table: Any, column: str = ZEROED_FEATURE) -> Any:
+    import pyarrow as pa
+
+    index = table.schema.get_field_index(column)
+    if index < 0:
+        raise InjectionError(f"zeroed_feature: the partition has no column {column}")
+    kind = table.schema.field(index).type
+    return table.set_column(index, column, pa.array(np.zeros(len(table)), type=kind))
+
+
+def leaky_manifest(manifest: dict[str, Any]) -> dict[str, Any]:
+    """The window with its end taken as inclusive: the eval day's partition replaces the first
+    training day (same length), the eval day and recorded end unchanged."""
+    train = [*list(manifest["train"])[1:], dict(manifest["eval"])]
+    return {**manifest, "train": train, "rows_train": sum(int(p["rows"]) for p in train)}
+
+
+def scaled_optimizers(model_config: dict[str, Any]) -> dict[str, dict[str, Any]]:
+    """The model config's table and dense optimizers with their learning rates x LR_FACTOR."""
+    return {
+        key: {**model_config[key], "lr": float(model_config[key]["lr"]) * LR_FACTOR}
+        for key in ("table_optimizer", "dense_optimizer")
+    }

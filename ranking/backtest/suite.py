@@ -1,0 +1,476 @@
+"""The gate suite (``ranker backtest --inject KIND@DAY,... [--gate NAME[=FILE]]``): every day's
+candidate trained ONCE, bad candidates made for the injected days, then any number of gates
+replayed on stored scores (replaying a gate costs seconds; training is the expensive part).
+
+Layout (``<home>/backtests/<id>/<recipe>/suite/``)::
+
+    candidates/<D>/            the clean candidate trained for eval day D (``ranker train --out``)
+    injected/<kind>@<D>/       a trained bad candidate (its run folder; ``home/`` its crafted window)
+    scores/<model>@<D>.parquet  a model's scores on eval day D (computed once, on demand)
+    report/                    suite.md, suite.json
+
+Only recipes whose candidates do not depend on the gate's decisions can be replayed this way
+(``warm_start`` none, base or a path; not champion, not incremental): the candidates are then
+the same whatever a gate decided. Each injected candidate is judged in the state the clean replay
+of the same gate reached on its day (its champion, references and history): one broken candidate
+at a time, so every kind can be injected on several days without leaving no clean days.
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+import logging
+import time
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+from ranking.backtest import inject
+from ranking.backtest.engine import BacktestError, RecipeRun, WindowBuilder, base_is_due, prepare_recipe_home
+from ranking.backtest.gates import ForwardDay, GateState, regret_summary, replay
+from ranking.core.atomic import atomic_path, atomic_write_json, read_json
+from ranking.core.workspace import Workspace
+from ranking.gate.checks import GateConfig, GateReport, TrainingWindow, run_gate
+
+if TYPE_CHECKING:
+    import pandas as pd
+
+log = logging.getLogger(__name__)
+
+# (home, run id, argv without --home/--run-id/--json) -> (exit code, summary): a `ranker` step
+StepRunner = Callable[[Path, str, list[str]], tuple[int, dict[str, Any]]]
+# (checkpoint, eval parquet, reset_tables) -> scores frame
+Scorer = Callable[[Path, Path, bool], "pd.DataFrame"]
+
+
+def check_recipe(run: RecipeRun) -> None:
+    recipe = run.effective.config.recipe
+    if recipe.warm_start == "champion" or recipe.incremental:
+        raise BacktestError(
+            f"recipe {run.recipe.name}: --inject replays gates on candidates trained once, which needs "
+            "candidates that do not depend on the gate (warm_start none | base | a path, not champion)"
+        )
+
+
+@dataclass(frozen=True)
+class Model:
+    """A model the replay can score: a checkpoint (or another model's scores) and a transform."""
+
+    key: str
+    trained_for: dt.date  # its window's recorded end
+    checkpoint: Path | None
+    own_scores: Path | None  # eval_scores.parquet on its own eval day
+    transform: str | None = None  # reset_tables | nan_scores | calibration_x3
+    source: str | None = None  # the model whose scores a score transform starts from
+
+
+class ScoreStore:
+    """Scores of (model, day), computed once and kept under ``folder``."""
+
+    def __init__(self, folder: Path, eval_parquet: Callable[[dt.date], Path], scorer: Scorer) -> None:
+        self.folder = folder
+        self.eval_parquet = eval_parquet
+        self.scorer = scorer
+        self.models: dict[str, Model] = {}
+        self._hits: dict[tuple[str, dt.date], float] = {}
+
+    def add(self, model: Model) -> None:
+        self.models[model.key] = model
+
+    def scores(self, key: str, day: dt.date) -> pd.DataFrame:
+        import pandas as pd
+
+        from ranking.evaluation.scores import write_scores
+
+        path = self.folder / f"{key}@{day.isoformat()}.parquet"
+        if path.is_file():
+            return pd.read_parquet(path)
+        model = self.models[key]
+        if model.transform in ("nan_scores", "calibration_x3"):
+            base = self.scores(model.source or "", day)
+            frame = (
+                inject.nan_scores(base, seed=day.toordinal())
+                if model.transform == "nan_scores"
+                else inject.rescaled_scores(base)
+            )
+        elif model.own_scores is not None and day == model.trained_for and model.transform is None:
+            frame = pd.read_parquet(model.own_scores)
+        else:
+            if model.checkpoint is None:
+                raise BacktestError(f"model {key} has no checkpoint to score on {day}")
+            frame = self.scorer(model.checkpoint, self.eval_parquet(day), model.transform == "reset_tables")
+        write_scores(path, frame)
+        return frame
+
+    def hit(self, key: str, day: dt.date) -> float:
+        from ranking.evaluation.scores import metrics_of
+
+        if (key, day) not in self._hits:
+            self._hits[(key, day)] = float(metrics_of(self.scores(key, day)).save_hit_at_3)
+        return self._hits[(key, day)]
+
+
+@dataclass
+class GateSuite:
+    ws: Workspace
+    run: RecipeRun
+    days: Sequence[dt.date]
+    injections: Sequence[inject.Injection]
+    gates: Mapping[str, GateConfig]
+    steps: StepRunner
+    scorer: Scorer
+    window_builder: WindowBuilder
+    on_progress: Callable[[str], None] | None = None
+
+    def __post_init__(self) -> None:
+        check_recipe(self.run)
+        self.folder = self.run.folder / "suite"
+        self.window_days = self.run.effective.config.window.days
+        self.store = ScoreStore(self.folder / "scores", self._eval_parquet, self.scorer)
+
+    # ------------------------------------------------------------ data and training
+
+    def _manifest(self, end: dt.date) -> dict[str, Any]:
+        path = self.ws.window_manifest(end, self.window_days)
+        if not path.is_file():
+            self.window_builder(self.ws, end, self.window_days, self.run.effective.config.window.checks())
+        found: dict[str, Any] = read_json(path)
+        return found
+
+    def _eval_parquet(self, day: dt.date) -> Path:
+        return Path(self._manifest(day)["eval"]["path"])
+
+    def _say(self, text: str) -> None:
+        log.info("gate suite %s: %s", self.run.recipe.name, text)
+        if self.on_progress:
+            self.on_progress(text)
+
+    def _step(self, home: Path, run_id: str, argv: list[str]) -> dict[str, Any]:
+        code, summary = self.steps(home, run_id, argv)
+        if code != 0:
+            raise BacktestError(
+                f"recipe {self.run.recipe.name}: `ranker {' '.join(argv)}` failed (exit {code}): "
+                f"{summary.get('error') or 'see its log'}"
+            )
+        return summary
+
+    def _base(self, day: dt.date) -> Path | None:
+        """The recipe's base for ``day`` (pretrained when due, as the weekly DAG would), or None."""
+        from ranking.pipeline.pretrain import uses_base
+        from ranking.registry import Registry, cache_dir
+
+        config = self.run.effective.config
+        if not uses_base(config):
+            return None
+        reg = Registry(str(self.run.home / "registry"))
+        base = reg.base()
+        if base_is_due(config, day, reg.record(base).train.get("train_end") if base else None):
+            self._say(f"pretrain for {day}")
+            self._step(
+                self.run.home, f"suite-pretrain__{day.isoformat()}", ["pretrain", "--end", day.isoformat()]
+            )
+            base = reg.base()
+        if base is None:
+            raise BacktestError(f"recipe {self.run.recipe.name}: no base model after pretraining for {day}")
+        return reg.local_dir(base, cache_dir(Workspace.resolve(self.run.home))) / "model.pt"
+
+    def _train(self, home: Path, out: Path, end: dt.date, extra: list[str]) -> Path:
+        if (out / "model.pt").is_file() and (out / "eval_scores.parquet").is_file():
+            return out
+        run_id = f"suite__{out.name.replace('@', '__')}"
+        self._step(
+            home, run_id, ["train", "--end", end.isoformat(), "--out", str(out), "--no-register", *extra]
+        )
+        return out
+
+    def _crafted_home(self, injection: inject.Injection, folder: Path) -> Path:
+        """A workspace holding only the day's window, its partitions transformed for ``kind``."""
+        import pyarrow.parquet as pq
+
+        home = folder / "home"
+        manifest = self._manifest(injection.day)
+        target = home / "windows" / f"{injection.day.isoformat()}_{self.window_days}d" / "manifest.json"
+        if target.is_file():
+            return home
+        if injection.kind == "leakage":
+            crafted = inject.leaky_manifest(manifest)
+        else:
+            train = []
+            for i, part in enumerate(manifest["train"]):
+                table = pq.read_table(part["path"])
+                table = (
+                    inject.shuffled_labels(table, seed=i)
+                    if injection.kind == "shuffled_labels"
+                    else inject.zeroed_feature(table)
+                )
+                path = home / "partitions" / f"{part['date']}.parquet"
+                path.parent.mkdir(parents=True, exist_ok=True)
+                with atomic_path(path) as tmp:
+                    pq.write_table(table, tmp)
+                train.append({**part, "path": str(path)})
+            crafted = {**manifest, "train": train}
+        atomic_write_json(target, crafted)
+        return home
+
+    def build(self) -> None:
+        """Train every day's clean candidate and every trained bad one (finished ones are kept)."""
+        prepare_recipe_home(self.run, self.ws.root)
+        config_file = self.run.home / "ranker.toml"
+        by_day: dict[dt.date, list[inject.Injection]] = {}
+        for injection in self.injections:
+            by_day.setdefault(injection.day, []).append(injection)
+        for i, day in enumerate(self.days):
+            started = time.perf_counter()
+            self._manifest(day)
+            base = self._base(day)
+            warm = ["--warm-start", str(base)] if base is not None else []
+            out = self._train(self.run.home, self.folder / "candidates" / day.isoformat(), day, warm)
+            key = f"c-{day.isoformat()}"
+            self.store.add(Model(key, day, out / "model.pt", out / "eval_scores.parquet"))
+            for injection in by_day.get(day, []):
+                self._inject(injection, key, out, warm, config_file)
+            self._say(f"day {i + 1}/{len(self.days)} {day} built in {time.perf_counter() - started:.0f} s")
+
+    def _inject(
+        self, injection: inject.Injection, clean: str, clean_dir: Path, warm: list[str], config_file: Path
+    ) -> None:
+        day, kind = injection.day, injection.kind
+        folder = self.folder / "injected" / injection.key
+        if kind in ("nan_scores", "calibration_x3"):
+            self.store.add(Model(injection.key, day, None, None, transform=kind, source=clean))
+            return
+        if kind == "reset_tables":
+            self.store.add(Model(injection.key, day, clean_dir / "model.pt", None, transform="reset_tables"))
+            return
+        out = folder / "run"
+        trained_for = day
+        if kind in ("shuffled_labels", "zeroed_feature", "leakage"):
+            home = self._crafted_home(injection, folder)
+            self._train(home, out, day, [*warm, "--config", str(config_file)])
+        elif kind == "lr_x100":
+            import json
+
+            lr_file = folder / "ranker.toml"
+            if not lr_file.is_file():
+                model_config = json.loads((clean_dir / "model_config.json").read_text())
+                extra = "".join(
+                    f'\n[recipe.{name}]\nname = "{o["name"]}"\nlr = {o["lr"]!r}\n'
+                    for name, o in inject.scaled_optimizers(model_config).items()
+                )
+                text = config_file.read_text() if config_file.is_file() else ""
+                folder.mkdir(parents=True, exist_ok=True)
+                lr_file.write_text(text + extra)
+            self._train(self.run.home, out, day, [*warm, "--config", str(lr_file)])
+        elif kind == "stale_window":
+            trained_for = day - dt.timedelta(days=inject.STALE_DAYS)
+            self._manifest(trained_for)
+            self._train(self.run.home, out, trained_for, warm)
+        else:  # pragma: no cover - KINDS and this function are kept in step by a test
+            raise BacktestError(f"unknown injection kind {kind}")
+        own = out / "eval_scores.parquet" if trained_for == day else None
+        self.store.add(Model(injection.key, trained_for, out / "model.pt", own))
+
+    # ------------------------------------------------------------ replay
+
+    def _window(self, key: str) -> TrainingWindow:
+        end = self.store.models[key].trained_for
+        return TrainingWindow(end - dt.timedelta(days=self.window_days), end)
+
+    def judge(self, config: GateConfig) -> Callable[[dt.date, str, GateState], GateReport]:
+        def run(day: dt.date, candidate: str, state: GateState) -> GateReport:
+            champion = state.champion
+            return run_gate(
+                self.store.scores(candidate, day),
+                self.store.scores(champion.key, day) if champion else None,
+                config,
+                eval_date=day,
+                candidate_window=self._window(candidate),
+                champion_window=self._window(champion.key) if champion else None,
+                anchors={k: self.store.scores(k, day) for k in state.anchors},
+                references={k: self.store.scores(k, day) for k in state.references},
+                trend_reference=(state.trend, self.store.scores(state.trend, day)) if state.trend else None,
+                history=state.history,
+            )
+
+        return run
+
+    def replay_gates(self) -> dict[str, Any]:
+        candidates = {day: f"c-{day.isoformat()}" for day in self.days}
+        out: dict[str, Any] = {}
+        for name, config in self.gates.items():
+            started = time.perf_counter()
+            judge = self.judge(config)
+            records, states = replay(self.days, candidates, config, judge)
+            forward = []
+            for i in range(1, len(self.days)):
+                day, before = self.days[i], records[i - 1]
+                rec = records[i]
+                if rec.champion is None or before.candidate is None:
+                    continue
+                promoted = before.decision == "pass"
+                other = before.champion if promoted else before.candidate
+                forward.append(
+                    ForwardDay(
+                        day.isoformat(),
+                        self.store.hit(rec.champion, day),
+                        self.store.hit(before.candidate, day),
+                        self.store.hit(other, day) if other else None,
+                        promoted,
+                        (day - dt.date.fromisoformat(rec.champion_trained_for)).days
+                        if rec.champion_trained_for
+                        else None,
+                    )
+                )
+            bad = []
+            for injection in self.injections:
+                state = states[list(self.days).index(injection.day)]
+                report = judge(injection.day, injection.key, state)
+                bad.append(
+                    {
+                        "kind": injection.kind,
+                        "day": injection.day.isoformat(),
+                        "decision": report.decision,
+                        "failed_checks": report.failed_checks,
+                        "relative_change": report.relative_change,
+                        "champion": state.champion.key if state.champion else None,
+                    }
+                )
+            stopped = {k: [b["decision"] == "reject" for b in bad if b["kind"] == k] for k in inject.KINDS}
+            out[name] = {
+                "config": config.to_dict(),
+                "days": [r.to_dict() for r in records],
+                "forward": [f.__dict__ for f in forward],
+                "regret": regret_summary(forward),
+                "promotions": sum(1 for r in records if r.decision == "pass"),
+                "injected": bad,
+                "stopped": {k: f"{sum(v)}/{len(v)}" for k, v in stopped.items() if v},
+                "bad_promoted": sum(1 for b in bad if b["decision"] == "pass"),
+                "replay_seconds": round(time.perf_counter() - started, 1),
+            }
+            self._say(f"gate {name} replayed in {out[name]['replay_seconds']} s")
+        return out
+
+
+# ---------------------------------------------------------------- report
+
+
+def _pct(x: Any) -> str:
+    return "—" if x is None else f"{100 * x:+.2f}%"
+
+
+def _f(x: Any) -> str:
+    return "—" if x is None else f"{x:.4f}"
+
+
+def render_suite(spec: Mapping[str, Any], recipe: str, result: Mapping[str, Any], wall_seconds: float) -> str:
+    gates = list(result)
+    lines = [
+        f"# Gate suite {spec['id']}: recipe `{recipe}`, {spec['days']} days from {spec['start']}",
+        "",
+        f"Wall time {wall_seconds / 60:.1f} min. Candidates trained once; each gate replayed on the stored scores. "
+        "Served = the champion before the day's decision; always promote = yesterday's candidate; oracle = the "
+        "better, on the day's impressions, of the two models the gate chose between the day before. "
+        "Regret = oracle / served − 1.",
+        "",
+        "| gate | served save HIT@3 | oracle | always promote | regret vs oracle | vs always promote "
+        "| staleness median / max | promotions | rejected a better candidate (largest miss) "
+        "| promoted a worse one (largest miss) | bad candidates promoted |",
+        "| --- | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- |",
+    ]
+    for name in gates:
+        r = result[name]["regret"]
+        rb, pw = r["rejected_a_better_candidate_sizes"], r["promoted_a_worse_one_sizes"]
+        lines.append(
+            f"| `{name}` | {_f(r['served_mean'])} | {_f(r['oracle_mean'])} | {_f(r['always_promote_mean'])} | "
+            f"{_pct(r['regret_vs_oracle'])} | {_pct(r['vs_always_promote'])} | "
+            f"{r['staleness_median_days']} / {r['staleness_max_days']} d | {result[name]['promotions']}/{spec['days']} | "
+            f"{r['rejected_a_better_candidate']} ({_pct(rb[0]) if rb else '—'}) | "
+            f"{r['promoted_a_worse_one']} ({_pct(pw[0]) if pw else '—'}) | "
+            f"{result[name]['bad_promoted']}/{len(result[name]['injected'])} |"
+        )
+    lines += [
+        "",
+        "## Bad candidates stopped, by kind",
+        "",
+        "| kind | what it stands for | " + " | ".join(f"`{g}`" for g in gates) + " |",
+    ]
+    lines.append("| --- | --- | " + " | ".join("---" for _ in gates) + " |")
+    for kind, doc in inject.KINDS.items():
+        cells = [result[g]["stopped"].get(kind, "—") for g in gates]
+        lines.append(f"| `{kind}` | {doc} | " + " | ".join(cells) + " |")
+    for name in gates:
+        lines += [
+            "",
+            f"### `{name}`: each injected candidate",
+            "",
+            "| day | kind | decision | HIT@3 vs champion | failed checks |",
+            "| --- | --- | --- | --- | --- |",
+        ]
+        for b in result[name]["injected"]:
+            lines.append(
+                f"| {b['day']} | `{b['kind']}` | {b['decision']} | {_pct(b['relative_change'])} | "
+                f"{', '.join(b['failed_checks']) or '—'} |"
+            )
+    for name in gates:
+        lines += [
+            "",
+            f"### `{name}`: day by day (clean candidates)",
+            "",
+            "| day | served | candidate | decision | change vs champion (CI) | failed checks |",
+            "| --- | --- | --- | --- | --- | --- |",
+        ]
+        for d in result[name]["days"]:
+            ci = d["ci"]
+            lines.append(
+                f"| {d['day']} | {d['champion'] or '—'} | {d['candidate'] or '—'} | {d['decision'] or '—'} | "
+                f"{_pct(d['relative_change'])} {'' if not ci else f'[{_pct(ci[0])}, {_pct(ci[1])}]'} | "
+                f"{', '.join(d['failed_checks']) or '—'} |"
+            )
+    lines.append("")
+    return "\n".join(lines)
+
+
+def write_suite_report(
+    folder: Path, spec: Mapping[str, Any], recipe: str, result: Mapping[str, Any], wall_seconds: float
+) -> dict[str, str]:
+    from ranking.backtest.engine import finite_json
+    from ranking.core.atomic import atomic_write_text
+
+    folder.mkdir(parents=True, exist_ok=True)
+    paths = {"markdown": folder / "suite.md", "json": folder / "suite.json"}
+    atomic_write_text(paths["markdown"], render_suite(spec, recipe, result, wall_seconds))
+    atomic_write_json(
+        paths["json"],
+        finite_json(
+            {
+                "spec": dict(spec),
+                "recipe": recipe,
+                "gates": dict(result),
+                "wall_seconds": round(wall_seconds, 1),
+            }
+        ),
+    )
+    return {k: str(v) for k, v in paths.items()}
+
+
+def checkpoint_scorer(checkpoint: Path, eval_parquet: Path, reset_tables: bool) -> pd.DataFrame:
+    """Scores of a checkpoint on an eval partition; ``reset_tables``: with every embedding table
+    replaced by its initialisation (the model's own seed), the dense layers as trained."""
+    from ranking.trainer.scoring import score_checkpoint
+
+    if not reset_tables:
+        return score_checkpoint(checkpoint, eval_parquet)
+    from ranking.trainer.checkpoint import load_checkpoint
+    from ranking.trainer.init import seed_tables
+    from ranking.trainer.scoring import build_scoring_model, model_config_of, score_model
+
+    payload = load_checkpoint(checkpoint)
+    cfg = model_config_of(checkpoint, payload)
+    state = dict(payload["model"])
+    seed = int(payload.get("seed", 0)) if isinstance(payload.get("seed", 0), int) else 0
+    for key, value in seed_tables(cfg, seed).items():
+        if key not in state:
+            raise BacktestError(f"{checkpoint}: no table {key} to reset")
+        state[key] = value
+    return score_model(build_scoring_model(cfg, state), [eval_parquet])
