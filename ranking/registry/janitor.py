@@ -110,13 +110,31 @@ def _lock_held(lock_path: Path) -> bool:
     return False
 
 
+# the workspace's own folders (docs/architecture.md, "Workspace layout"): a `--home` pointed at a
+# folder that holds other things too never has those searched
+WORKSPACE_FOLDERS = (
+    "runs",
+    "windows",
+    "registry",
+    "cache",
+    "pipeline",
+    "metrics",
+    "studies",
+    "backtests",
+    "feast",
+)
+
+
 def workspace_leftovers(root: Path) -> list[Leftover]:
-    """Temp files/folders and export scratch folders under ``root`` (links are not followed)."""
+    """Temp files/folders and export scratch folders in the workspace's own folders under
+    ``root`` and directly in ``root`` (links are not followed)."""
     found: list[Leftover] = []
     if not root.is_dir():
         return found
     for folder, dirs, files in os.walk(root):
         here = Path(folder)
+        if here == root:
+            dirs[:] = [name for name in dirs if name in WORKSPACE_FOLDERS or _TEMP_NAME.match(name)]
         for name in list(dirs):
             path = here / name
             if name.startswith(EXPORT_SCRATCH_PREFIX):

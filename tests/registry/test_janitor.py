@@ -66,7 +66,14 @@ def test_gc_removes_stale_temp_and_scratch_and_keeps_young_or_held(tmp_path: Pat
     stale_file = home / "metrics" / ".ranker.prom.q9.tmp"
     stale_file.parent.mkdir(parents=True)
     stale_file.write_bytes(b"m")
-    kept_files = [home / "metrics" / "ranker.prom", run / "model.pt", home / "windows" / "days" / "x.tmp"]
+    not_ours = home / "notes" / ".draft.k3.tmp"  # a folder that is not the workspace's
+    not_ours.parent.mkdir(parents=True)
+    kept_files = [
+        home / "metrics" / "ranker.prom",
+        run / "model.pt",
+        home / "windows" / "days" / "x.tmp",
+        not_ours,
+    ]
     for path in kept_files:
         path.write_bytes(b"keep")
     for path in (stale_scratch, live_scratch, stale_dir, stale_file, *kept_files):
