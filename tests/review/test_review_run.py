@@ -66,14 +66,15 @@ class Replayer:
         if recipe == self.fail:
             return 2, {"error": "boom"}
         self.days += 1
+        seed = day.toordinal()  # a recipe's model differs from another's only by its noise
         reg = Registry(str(home / "registry"))
         frame, propensity = _eval_day(day)
         run = home / "runs" / run_id
         run.mkdir(parents=True)
-        (run / "model.pt").write_text(json.dumps({"noise": self.noise[recipe], "seed": self.days}))
+        (run / "model.pt").write_text(json.dumps({"noise": self.noise[recipe], "seed": seed}))
         (run / "model_config.json").write_text("{}")
         (run / "train_manifest.json").write_text(json.dumps({"window": {"end": day.isoformat(), "days": 20}}))
-        scores = with_scores(frame, noisy(propensity, self.noise[recipe], seed=self.days))
+        scores = with_scores(frame, noisy(propensity, self.noise[recipe], seed=seed))
         scores.to_parquet(run / "eval_scores.parquet", index=False)
         (run / "eval.json").write_text(
             json.dumps(compute_metrics(scores["request_id"], scores["saved"], scores["score"]).to_dict())
@@ -148,7 +149,7 @@ def test_a_better_recipe_is_recommended_and_auto_switches_once(tmp_path: Path) -
 def test_no_significant_gain_recommends_naive_and_switches_back(tmp_path: Path) -> None:
     home = tmp_path / "home"
     _review(home, Replayer({"naive": 1.5, "default": 0.2}, SECONDS), end=END)
-    same = Replayer({"naive": 0.8, "default": 0.8}, SECONDS)  # a world where the recipe does not matter
+    same = Replayer({"naive": 0.8, "default": 0.8}, SECONDS)  # a world where the recipe makes no difference
     review = _review(home, same, end=END + dt.timedelta(days=7))
     assert review["status"] == "ok" and review["recommended"] == "naive", review["reason"]
     assert review["switch"]["switched"]
