@@ -35,6 +35,13 @@ from features.schema import IMPRESSION_SCHEMA
 from ranking.core.errors import RankerError
 from ranking.core.workspace import Workspace
 
+# what one process holds: a day's impressions (peak ~140 bytes each, measured at 1M a day: about
+# 1.4 GB at the limit) and every user and pin with its vector and daily snapshot row; beyond
+# these a run would exhaust memory (100e9 requests asked numpy for 745 GiB) after writing part
+# of the source, so they are refused before anything is written
+MAX_IMPRESSIONS_PER_DAY = 10_000_000
+MAX_ENTITIES = 10_000_000
+
 
 @dataclass(frozen=True)
 class SynthConfig:
@@ -64,6 +71,7 @@ class SynthConfig:
     catalogue_churn: float | None = None
 
     def validate(self) -> None:
+        """Refuse a config the generator cannot run, before it allocates or writes anything."""
         positive = (
             "days",
             "users",
@@ -88,6 +96,38 @@ class SynthConfig:
             value = getattr(self, name)
             if value is not None and not 0 <= value <= 1:
                 raise RankerError(f"synth: {name} must be in [0, 1], got {value}")
+        if self.seed < 0:
+            raise RankerError(f"synth: seed must be >= 0, got {self.seed}")
+        for what, count, limit, knobs in self.sizes():
+            if count > limit:
+                raise RankerError(
+                    f"synth: {count:,} {what} exceed the generator's limit of {limit:,}"
+                    f" (held in memory): lower {knobs}"
+                )
+
+    def sizes(self) -> tuple[tuple[str, int, int, str], ...]:
+        """(what, how many, limit, the knobs that set it) of what the generator holds in memory:
+        one day's impressions, and the users and pins of the whole run."""
+        first_seen = (
+            0
+            if self.returning_user_share is None
+            else round((1 - self.returning_user_share) * self.requests_per_day) * self.days
+        )
+        return (
+            (
+                "impressions a day",
+                self.requests_per_day * self.slate_size,
+                MAX_IMPRESSIONS_PER_DAY,
+                "--requests-per-day or --slate-size",
+            ),
+            ("users", self.users + first_seen, MAX_ENTITIES, "--users (or --returning-user-share)"),
+            (
+                "pins",
+                self.pins + self.daily_new_pins * (self.days - 1),
+                MAX_ENTITIES,
+                "--pins, --new-pins-per-day/--catalogue-churn or --days",
+            ),
+        )
 
     @property
     def daily_new_pins(self) -> int:

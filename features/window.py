@@ -16,7 +16,6 @@ import logging
 import time
 from collections.abc import Sequence
 from dataclasses import asdict, dataclass, field
-from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 import pandas as pd
@@ -24,6 +23,7 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 
 from features import feast_repo, sources, validation
+from features.partitions import partition_problem, read_record
 from features.schema import EXAMPLE_COLUMNS, FEATURE_SERVICE, IMPRESSION_SCHEMA, LABEL
 from features.validation import WindowChecks
 from ranking.core.atomic import atomic_dir, atomic_write_json, read_json
@@ -64,6 +64,9 @@ class DayPartition:
     partition_key: str
     source_version: str
     built: bool  # built in this call (False: reused)
+    # the file as recorded in partition.json: `ranker train` checks it against these
+    bytes: int | None = None
+    sha256: str | None = None
     repaired: str | None = None  # why an existing partition of this key was rebuilt
 
 
@@ -91,7 +94,13 @@ def load_manifest(ws: Workspace, end: dt.date, days: int = DEFAULT_DAYS) -> dict
         raise RankerError(
             f"no window manifest at {path}: run `ranker features window --end {end.isoformat()} --days {days}`"
         )
-    manifest: dict[str, Any] = read_json(path)
+    try:
+        manifest: dict[str, Any] = read_json(path)
+    except ValueError as exc:
+        raise DataValidationError(
+            f"window manifest {path} is not valid JSON ({exc}): rebuild it with"
+            f" `ranker features window --end {end.isoformat()} --days {days}`"
+        ) from None
     return manifest
 
 
@@ -201,27 +210,6 @@ class _Store:
         return self._store
 
 
-def partition_problem(path: Path, stats: dict[str, Any]) -> str | None:
-    """Why a partition's file differs from what its partition.json recorded at write (size,
-    sha256, parquet row count), or None when it matches."""
-    if "bytes" not in stats or "sha256" not in stats:
-        return "its record has no size/checksum (written by an older builder)"
-    if not path.is_file():
-        return f"{path.name} is missing"
-    size = path.stat().st_size
-    if size != int(stats["bytes"]):
-        return f"{path.name} holds {size} bytes, recorded {stats['bytes']}"
-    if sha256_file(path) != stats["sha256"]:
-        return f"{path.name} has another sha256 than recorded"
-    try:
-        rows = pq.read_metadata(path).num_rows
-    except (OSError, pa.ArrowException) as exc:
-        return f"{path.name} is not readable parquet ({exc})"
-    if rows != int(stats["rows"]):
-        return f"{path.name} holds {rows} rows, recorded {stats['rows']}"
-    return None
-
-
 def _build_partition(
     ws: Workspace, store: _Store, day: dt.date, schema: pa.Schema, feature_version: str
 ) -> DayPartition:
@@ -229,23 +217,25 @@ def _build_partition(
     key = _partition_key(feature_version, source_version)
     target = ws.windows / "days" / day.isoformat() / key
     stats_path = target / "partition.json"
+    problem = None
     if stats_path.is_file():
-        stats = read_json(stats_path)
-        problem = partition_problem(target / "examples.parquet", stats)
-        if problem is None:
+        record, problem = read_record(stats_path)
+        if record is not None:
+            problem = partition_problem(target / "examples.parquet", record)
+        if record is not None and problem is None:
             return DayPartition(
                 date=day.isoformat(),
                 path=str(target / "examples.parquet"),
-                rows=int(stats["rows"]),
-                label_rate=float(stats["label_rate"]),
-                null_rates=dict(stats["null_rates"]),
+                rows=int(record["rows"]),
+                label_rate=float(record["label_rate"]),
+                null_rates=dict(record["null_rates"]),
                 partition_key=key,
                 source_version=source_version,
                 built=False,
+                bytes=int(record["bytes"]),
+                sha256=str(record["sha256"]),
             )
         log.warning("partition %s (%s) does not match its record: %s; rebuilding it", day, key, problem)
-    else:
-        problem = None
     started = time.perf_counter()
     impressions = sources.read_day(ws, sources.IMPRESSIONS, day)
     if impressions.num_rows == 0:
@@ -282,6 +272,8 @@ def _build_partition(
         partition_key=key,
         source_version=source_version,
         built=True,
+        bytes=int(stats["bytes"]),
+        sha256=str(stats["sha256"]),
         repaired=problem,
     )
 

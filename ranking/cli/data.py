@@ -15,6 +15,7 @@ from ranking.cli.common import (
     positive_int,
     workspace,
 )
+from ranking.cli.options import non_negative_int
 from ranking.core.errors import RankerError
 
 
@@ -82,10 +83,10 @@ def register(sub: argparse._SubParsersAction) -> None:  # type: ignore[type-arg]
     p.add_argument("--days", type=positive_int, required=True)
     p.add_argument("--users", type=positive_int, default=None)
     p.add_argument("--pins", type=positive_int, default=None, help="pins in the catalogue on the first day")
-    p.add_argument("--new-pins-per-day", type=int, default=None)
+    p.add_argument("--new-pins-per-day", type=non_negative_int, default=None)
     p.add_argument("--requests-per-day", type=positive_int, default=None)
     p.add_argument("--slate-size", type=positive_int, default=None)
-    p.add_argument("--seed", type=int, default=None)
+    p.add_argument("--seed", type=non_negative_int, default=None, help="random seed (>= 0; default 0)")
     p.add_argument("--id-effect-scale", type=non_negative, default=None, help="std of per-ID logit offsets")
     p.add_argument("--label-noise", type=non_negative, default=None, help="std of per-impression logit noise")
     p.add_argument("--user-exponent", type=non_negative, default=None, help="power law of user activity")

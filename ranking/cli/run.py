@@ -39,7 +39,7 @@ def handle_run(args: argparse.Namespace) -> CommandResult:
     from ranking.cli.main import build_parser
     from ranking.cli.steps import InProcessSteps
 
-    steps = InProcessSteps(build_parser(), str(ws.root), args.run_id)
+    steps = InProcessSteps(build_parser(), str(ws.root), args.run_id, args.params)
     with config_env(args):  # every step reads the run's --config, or <home>/ranker.toml
         pretrained = _first_base(args, ws, build_parser)
         result = execute(plan, str(ws.root), args.run_id, steps)
@@ -63,7 +63,7 @@ def _first_base(args: argparse.Namespace, ws: Any, build_parser: Any) -> dict[st
     run_id = f"{args.run_id}-pretrain"
     plan = plan_for(config, args.end, args.registry, reason=f"first base, for run {args.run_id}")
     result = execute_pretrain(
-        plan, str(ws.root), run_id, InProcessSteps(build_parser(), str(ws.root), run_id)
+        plan, str(ws.root), run_id, InProcessSteps(build_parser(), str(ws.root), run_id, args.params)
     )
     if result.exit_code != 0:
         log.warning(

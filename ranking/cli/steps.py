@@ -22,14 +22,20 @@ log = logging.getLogger(__name__)
 class InProcessSteps:
     """Runs ``ranker`` subcommands in-process with shared --home/--run-id, recording summaries."""
 
-    def __init__(self, parser: argparse.ArgumentParser, home: str, run_id: str) -> None:
+    def __init__(
+        self, parser: argparse.ArgumentParser, home: str, run_id: str, params: str | None = None
+    ) -> None:
         self.parser = parser
         self.home = home
         self.run_id = run_id
+        # the run's --params (a DAG run's Params): every step reads them, as from the DAG's tasks
+        self.params = params
         self.outcomes: list[StepOutcome] = []
 
     def run(self, argv: list[str]) -> StepOutcome:
         full = [*argv, "--home", self.home, "--run-id", self.run_id, "--json"]
+        if self.params:
+            full += ["--params", self.params]
         log.info("ranker run: step: ranker %s", " ".join(full))
         started = time.perf_counter()
         try:

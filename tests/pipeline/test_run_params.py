@@ -1,0 +1,85 @@
+"""`ranker run --params`: a DAG run's Params reach every step of the run (issue 25.3: they were
+validated by `run` and then ignored, every step reading only the file and the defaults)."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from ranking.cli import features, gate, train
+from ranking.cli.common import CommandResult
+from ranking.cli.main import main
+from ranking.cli.options import gate_config
+from ranking.core.errors import RankerError
+
+
+@pytest.fixture
+def seen(monkeypatch: pytest.MonkeyPatch) -> dict[str, Any]:
+    """Stand-ins for the window, train and gate handlers that record what each step was given
+    (the registry and training themselves are other tests'); the gate stops the run."""
+    seen: dict[str, Any] = {}
+
+    def window(args: Any) -> CommandResult:
+        seen["window_days"] = args.days
+        return CommandResult({"days": args.days, "window_id": "w"})
+
+    def training(args: Any) -> CommandResult:
+        seen["train"] = {
+            "epochs": args.epochs,
+            "schedule": args.schedule,
+            "warm_start": args.warm_start,
+            "sources": dict(args.pipeline_config.sources),
+        }
+        return CommandResult({"version": "v0001", "run_dir": "unused"})
+
+    def gating(args: Any) -> CommandResult:
+        seen["gate"] = gate_config(args)
+        raise RankerError("stopped by the test after the gate parsed its arguments")
+
+    monkeypatch.setattr(features, "_window", window)
+    monkeypatch.setattr(train, "_train", training)
+    monkeypatch.setattr(gate, "handle_gate", gating)
+    return seen
+
+
+def test_params_reach_the_window_train_and_gate_steps(
+    seen: dict[str, Any], tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    home = tmp_path / "home"
+    (home).mkdir()
+    (home / "ranker.toml").write_text('[recipe]\nepochs = 4\nschedule = "joint"\n')
+    params = {
+        "recipe.epochs": 2,
+        "recipe.schedule": "frozen",
+        "recipe.warm_start": "none",
+        "window.days": 5,
+        "gate.bootstrap_samples": 77,
+        "gate.tolerance": 0.125,
+    }
+    argv = ["run", "--end", "2026-01-21", "--home", str(home), "--run-id", "p-1", "--json"]
+    assert main([*argv, "--params", json.dumps(params)]) == 2
+    summary = json.loads(capsys.readouterr().out.strip().splitlines()[-1])
+    assert summary["failed_step"] == "gate" and "stopped by the test" in summary["error"]
+    assert seen["window_days"] == 5
+    assert seen["train"]["epochs"] == 2 and seen["train"]["schedule"] == "frozen"
+    assert seen["train"]["warm_start"] == "none"
+    assert seen["train"]["sources"]["recipe.epochs"] == "param"
+    assert seen["gate"].bootstrap_samples == 77 and seen["gate"].tolerance == 0.125
+
+
+def test_without_params_the_steps_read_the_config_file(
+    seen: dict[str, Any], tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    home = tmp_path / "home"
+    home.mkdir()
+    (home / "ranker.toml").write_text(
+        '[recipe]\nepochs = 4\nschedule = "joint"\nwarm_start = "none"\n[gate]\nbootstrap_samples = 33\n'
+    )
+    main(["run", "--end", "2026-01-21", "--home", str(home), "--run-id", "p-2", "--json"])
+    capsys.readouterr()
+    assert seen["train"]["epochs"] == 4 and seen["train"]["schedule"] == "joint"
+    assert seen["train"]["sources"]["recipe.epochs"].startswith("file:")
+    assert seen["gate"].bootstrap_samples == 33
