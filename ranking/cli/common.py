@@ -41,7 +41,7 @@ def run_id_arg(value: str) -> str:
 
 
 def add_common(parser: argparse.ArgumentParser) -> argparse.ArgumentParser:
-    """Options every command takes: --home, --config, --json, --run-id."""
+    """Options every command takes: --home, --config, --params, --json, --run-id."""
     parser.add_argument("--home", default=None, help="workspace folder (default: $RANKER_HOME, else ./var)")
     parser.add_argument(
         "--config",
@@ -54,7 +54,8 @@ def add_common(parser: argparse.ArgumentParser) -> argparse.ArgumentParser:
         default=None,
         metavar="JSON",
         help='config values set by the caller, e.g. a DAG run\'s Params: {"recipe.epochs": 2} '
-        "(above the config file, below flags; recorded as source 'param')",
+        "(above the config file and the flags: the operator's choice for this run; recorded as source"
+        " 'param')",
     )
     parser.add_argument("--json", action="store_true", help="print one JSON object summarising what was done")
     parser.add_argument(

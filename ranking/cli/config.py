@@ -151,6 +151,42 @@ class RankerParser(argparse.ArgumentParser):
         ns.pipeline_config = effective
         return ns, rest
 
+    def format_help(self) -> str:
+        """The step's help, each bound flag naming its config key and the config's default: the
+        flag's own argparse default is never used (an unset flag takes the effective value), so
+        it is not what ``--help`` shows."""
+        step = self._defaults.get("step")
+        table = bindings().get(step) if isinstance(step, str) else None
+        if not table:
+            return super().format_help()
+        from ranking.config.model import PipelineConfig, flatten
+
+        defaults = flatten(PipelineConfig())
+        keys = {b.dest: b.key for b in table}
+        bound = [a for a in self._actions if a.dest in keys and a.help != argparse.SUPPRESS]
+        own = {a.dest: a.help for a in bound}
+        for action in bound:
+            action.help = bound_flag_help(action.help, keys[action.dest], defaults[keys[action.dest]])
+        try:
+            return super().format_help()
+        finally:
+            for action in bound:
+                action.help = own[action.dest]
+
+
+def bound_flag_help(text: str | None, key: str, default: Any) -> str:
+    """A bound flag's help: its own text, then ``[config KEY, default VALUE]`` (a default of None
+    means something per key, which the flag's own text says: only the key is named)."""
+    shown = "" if default is None else f", default {_shown(default)}"
+    note = f"[config {key}{shown}]".replace("%", "%%")  # argparse %-formats help
+    return f"{text} {note}" if text else note
+
+
+def _shown(value: Any) -> str:
+    if isinstance(value, bool):
+        return "true" if value else "false"  # as the config file writes it
+    return str(value)
+
 
 def effective_config(args: argparse.Namespace) -> EffectiveConfig:
     """The step's effective config (loaded here when the parser did not, e.g. a handler test)."""

@@ -110,7 +110,7 @@ def register(sub: argparse._SubParsersAction) -> None:  # type: ignore[type-arg]
     p.add_argument(
         "--end", type=parse_date, required=True, help="eval day; training days are [end-days, end)"
     )
-    p.add_argument("--days", type=positive_int, default=DEFAULT_WINDOW_DAYS, help="1..3660 (default 20)")
+    p.add_argument("--days", type=positive_int, default=DEFAULT_WINDOW_DAYS, help="1..3660")
     p.add_argument("--min-coverage", type=fraction, default=0.9, help="fraction of training days required")
     p.add_argument("--min-label-rate", type=fraction, default=0.001)
     p.add_argument("--max-label-rate", type=fraction, default=0.5)

@@ -52,11 +52,11 @@ def register(sub: argparse._SubParsersAction) -> None:  # type: ignore[type-arg]
         "--gap-days",
         type=non_negative_int,
         default=0,
-        help="days between the base's range and the daily window (default 0)",
+        help="days between the base's range and the daily window",
     )
-    p.add_argument("--schedule", default="joint", help="the base's schedule (default joint)")
+    p.add_argument("--schedule", default="joint", help="the base's schedule")
     p.add_argument(
-        "--epochs", type=positive_int, default=None, help="default 1, or the explicit list's length"
+        "--epochs", type=positive_int, default=None, help="unset: 1, or the explicit list's length"
     )
     p.add_argument("--seed", type=int, default=0)
     p.add_argument("--reason", type=reason_arg, default=None, help="recorded with the base's move")

@@ -23,12 +23,12 @@ def register(sub: argparse._SubParsersAction) -> None:  # type: ignore[type-arg]
     p = sub.add_parser("train", help="train the ranker on a window (delayed-embedding multi-epoch)")
     add_common(p)
     p.add_argument("--end", type=parse_date, required=True, help="window end (exclusive); the eval day")
-    p.add_argument("--days", type=positive_int, default=20, help="window length in days (default 20)")
+    p.add_argument("--days", type=positive_int, default=20, help="window length in days")
     p.add_argument(
         "--epochs",
         type=positive_int,
         default=None,
-        help="epochs (the config's recipe.epochs, 2 by default; a list's length for F,J,...)",
+        help="epochs (an explicit list such as F,J,J: its length)",
     )
     p.add_argument(
         "--schedule",
@@ -40,14 +40,14 @@ def register(sub: argparse._SubParsersAction) -> None:  # type: ignore[type-arg]
         "--warm-start",
         default=DEFAULT_WARM_START,
         help="PATH to a checkpoint | champion (the registry's, if any) | base (the registry's base"
-        " model, ranker pretrain; the default) | none",
+        " model, ranker pretrain) | none",
     )
     p.add_argument(
         "--warm-start-optimizer",
         action=argparse.BooleanOptionalAction,
         default=False,
         help="carry the warm start's table-optimizer state (row-wise Adagrad sums) instead of"
-        " starting it empty (default off)",
+        " starting it empty",
     )
     p.add_argument(
         "--incremental",
@@ -60,26 +60,26 @@ def register(sub: argparse._SubParsersAction) -> None:  # type: ignore[type-arg]
         type=positive_int,
         default=None,
         metavar="K",
-        help="with --incremental: a full retrain every K days since the last one (default never)",
+        help="with --incremental: a full retrain every K days since the last one (unset: never)",
     )
     p.add_argument(
         "--full-retrain-warm-start",
         default="base",
-        help="what a full retrain of an incremental recipe starts from (default base)",
+        help="what a full retrain of an incremental recipe starts from",
     )
     p.add_argument("--train-since", type=parse_date, default=None, help=argparse.SUPPRESS)  # launcher's
     p.add_argument(
         "--warm-start-scope",
         choices=("all", "dense"),
         default="all",
-        help="what the warm start loads: all weights (default) or the dense layers only (fresh tables)",
+        help="what the warm start loads: all weights or the dense layers only (fresh tables)",
     )
     p.add_argument(
         "--remedy",
         choices=("none", "meda"),
         default="none",
         help="epoch-start remedy: meda = tables and their optimizer state back to the seed's init "
-        "each epoch, dense layers kept (default none)",
+        "each epoch, dense layers kept",
     )
     p.add_argument("--out", default=None, help="run folder (default <home>/runs/<run id>)")
     p.add_argument(
@@ -87,7 +87,7 @@ def register(sub: argparse._SubParsersAction) -> None:  # type: ignore[type-arg]
     )
     p.add_argument("--nproc", type=positive_int, default=1, help="processes (torchrun on this machine)")
     p.add_argument("--seed", type=int, default=0)
-    p.add_argument("--batch-size", type=positive_int, default=1024, help="global batch size (default 1024)")
+    p.add_argument("--batch-size", type=positive_int, default=1024, help="global batch size")
     p.add_argument("--shuffle-buffer", type=int, default=100_000, help="rows in the shuffle buffer per rank")
     p.add_argument("--model-config", type=Path, default=None, help="ModelConfig as JSON or YAML")
     p.add_argument(

@@ -41,9 +41,9 @@ class TrainJob:
     end: dt.date  # window end (exclusive): the eval day
     days: int = 20
     schedule: str = "delayed"  # a name (delayed, joint, ...) or an explicit list such as F,J,J
-    epochs: int | None = None  # None: 3, or the explicit list's length
+    epochs: int | None = None  # None: DEFAULT_EPOCHS (ranking.trainer.schedule), or the list's length
     pipeline: str = TrainConfig.pipeline
-    warm_start: str = "champion"  # a checkpoint path (file or run folder) | champion | base | none
+    warm_start: str = "base"  # a checkpoint path (file or run folder) | champion | base | none
     warm_start_scope: str = "all"  # "all" | "dense"
     warm_start_optimizer: bool = False  # carry the tables' optimizer state (row-wise Adagrad sums)
     # incremental: continue the champion on the days after its window (ranking.trainer.lineage),

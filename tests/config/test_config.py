@@ -4,6 +4,7 @@ source, validation errors (one line naming the key, exit 2), discovery, `ranker 
 from __future__ import annotations
 
 import argparse
+import dataclasses
 import json
 import re
 from pathlib import Path
@@ -39,10 +40,7 @@ def test_defaults_are_the_steps_own_defaults() -> None:
     assert config.window.days == DEFAULT_WINDOW_DAYS == DEFAULT_DAYS
 
 
-def test_every_bound_flag_has_the_config_default_as_its_own(tmp_path: Path) -> None:
-    """`--help` must not claim a default the config then overrides: a bound flag's argparse default
-    equals the config default (None for flags whose default is computed later)."""
-    parser = build_parser()
+def _step_parsers() -> dict[str, argparse.ArgumentParser]:
     subparsers = {}
 
     def walk(p: argparse.ArgumentParser) -> None:
@@ -54,16 +52,60 @@ def test_every_bound_flag_has_the_config_default_as_its_own(tmp_path: Path) -> N
                 for child in action.choices.values():
                     walk(child)
 
-    walk(parser)
+    walk(build_parser())
+    return subparsers
+
+
+def test_every_bound_flag_has_the_config_default_as_its_own(tmp_path: Path) -> None:
+    """`--help` must not claim a default the config then overrides: a bound flag's argparse default
+    equals the config default (None for flags whose default is computed later)."""
+    subparsers = _step_parsers()
     defaults = load(tmp_path)
     for step, table in bindings().items():
         actions = {a.dest: a for a in subparsers[step]._actions}
         for b in table:
             argparse_default = actions[b.dest].default
             value = defaults.value(b.key)
-            if argparse_default is None or (argparse_default is False and value is False):
+            if argparse_default is None:
                 continue
             assert argparse_default == value, (step, b.dest, argparse_default, value)
+
+
+def test_help_shows_each_bound_flags_config_key_and_default(tmp_path: Path) -> None:
+    """A bound flag's help names its key and the config's default (the flag's own argparse default
+    is never used); a flag whose key has a default does not state one of its own beside it."""
+    subparsers = _step_parsers()
+    defaults = load(tmp_path)
+    for step, table in bindings().items():
+        parser = subparsers[step]
+        text = " ".join(parser.format_help().split())
+        own_help = {a.dest: a.help or "" for a in parser._actions}
+        for b in table:
+            value = defaults.value(b.key)
+            if value is None:
+                assert f"[config {b.key}]" in text, (step, b.dest)
+                continue
+            shown = str(value).lower() if isinstance(value, bool) else str(value)
+            assert f"[config {b.key}, default {shown}]" in text, (step, b.dest)
+            assert "default" not in own_help[b.dest], (step, b.dest, own_help[b.dest])
+
+
+def test_the_train_job_defaults_are_the_configs(tmp_path: Path) -> None:
+    """`TrainJob` (a train request built without the CLI) asks for what the config's defaults ask."""
+    from ranking.trainer.job import TrainJob
+    from ranking.trainer.schedule import DEFAULT_EPOCHS
+
+    job_defaults = {f.name: f.default for f in dataclasses.fields(TrainJob)}
+    config = PipelineConfig()
+    shared = set(job_defaults) & set(type(config.recipe).model_fields)
+    assert {"warm_start", "schedule", "epochs", "remedy", "seed", "batch_size"} <= shared
+    for name in sorted(shared):
+        expected = getattr(config.recipe, name)
+        got = job_defaults[name]
+        if name == "epochs":
+            got = DEFAULT_EPOCHS if got is None else got
+        assert got == expected, (name, got, expected)
+    assert job_defaults["days"] == config.window.days
 
 
 def test_file_below_params_below_flags(tmp_path: Path) -> None:

@@ -122,6 +122,7 @@ def test_a_job_trains_registers_and_reports(
         model_config=model_config_file,
         run_id="day-1",
         progress=False,
+        warm_start="champion",
     )
     summary = run_train_job(job)
     assert summary is not None and os.environ["OMP_NUM_THREADS"] == "1"  # one thread by default
