@@ -44,6 +44,9 @@ class Partition:
     path: Path
     rows: int
     label_rate: float | None = None
+    # the file as the window builder wrote it (size, sha256); None in manifests without them
+    bytes: int | None = None
+    sha256: str | None = None
 
 
 @dataclass(frozen=True)
@@ -85,11 +88,14 @@ def _partition(raw: Any, where: str) -> Partition:
     if not isinstance(raw, dict) or "path" not in raw or "rows" not in raw:
         raise DataValidationError(f"window manifest: {where} entry needs 'path' and 'rows': {raw!r}")
     rate = raw.get("label_rate")
+    size, digest = raw.get("bytes"), raw.get("sha256")
     return Partition(
         date=str(raw.get("date", "")),
         path=Path(raw["path"]),
         rows=int(raw["rows"]),
         label_rate=float(rate) if rate is not None else None,
+        bytes=int(size) if size is not None else None,
+        sha256=str(digest) if digest is not None else None,
     )
 
 
@@ -134,12 +140,25 @@ def unreadable(path: str | Path, exc: BaseException) -> DataValidationError:
 
 
 def check_partition(part: Partition, columns: Sequence[str], what: str) -> None:
-    """The file exists, holds the needed columns and as many rows as the manifest says."""
+    """The file exists, is the file the manifest recorded (size and sha256, where recorded: a
+    partition swapped or altered since its window was built is never trained on), holds the
+    needed columns and as many rows as the manifest says."""
     import pyarrow as pa
     import pyarrow.parquet as pq
 
+    from features.partitions import partition_problem
+
     if not part.path.is_file():
         raise DataValidationError(f"{what} partition {part.date or ''} missing: {part.path}")
+    if part.bytes is not None and part.sha256 is not None:
+        problem = partition_problem(
+            part.path, {"bytes": part.bytes, "sha256": part.sha256, "rows": part.rows}
+        )
+        if problem is not None:
+            raise DataValidationError(
+                f"{what} partition {part.path} is not the one its window recorded ({problem}):"
+                " rebuild the window (ranker features window), which replaces it"
+            )
     try:
         meta = pq.read_metadata(part.path)
     except (OSError, pa.ArrowException) as exc:

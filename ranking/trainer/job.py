@@ -89,6 +89,10 @@ def run_train_job(job: TrainJob) -> dict[str, Any] | None:
     job = replace(job, threads=job.threads or _env_threads() or 1)
     os.environ["OMP_NUM_THREADS"] = str(job.threads)
     schedule = resolve_schedule(job.schedule, job.epochs)
+    if job.nproc > 1 and not launched_by_torchrun():
+        # before anything is read or started: more workers than the machine runs would start
+        # them all and fail minutes later
+        check_nproc(job.nproc, *machine_processes())
     run_dir = run_folder(job)
     if job.summary_file is not None and job.summary_file.resolve().parent != run_dir:
         raise RankerError("--summary-file must lie in the run folder")
@@ -160,11 +164,18 @@ def run_train_job(job: TrainJob) -> dict[str, Any] | None:
 
 
 def run_folder(job: TrainJob) -> Path:
-    """``out``, else ``<home>/runs/<run id>`` (default id: window and start time)."""
+    """``out``, else ``<home>/runs/<run id>`` (default id: window and start time); refused when
+    something other than a folder is there."""
     if job.out is not None:
-        return job.out.expanduser().resolve()
-    run_id = job.run_id or f"{job.end.isoformat()}_{job.days}d-{dt.datetime.now(dt.UTC):%Y%m%dT%H%M%S}"
-    return job.workspace.runs / validate_run_id(run_id)
+        folder = job.out.expanduser().resolve()
+    else:
+        run_id = job.run_id or f"{job.end.isoformat()}_{job.days}d-{dt.datetime.now(dt.UTC):%Y%m%dT%H%M%S}"
+        folder = job.workspace.runs / validate_run_id(run_id)
+    if folder.exists() and not folder.is_dir():
+        raise RankerError(
+            f"run folder {folder} is a file, not a folder: give --out a folder (new or a run's)"
+        )
+    return folder
 
 
 def training_plan(job: TrainJob) -> TrainingPlan:
@@ -318,8 +329,6 @@ def _launch(job: TrainJob, run_dir: Path, warm: Path | None) -> dict[str, Any]:
     from ranking.core.atomic import read_json
     from ranking.trainer.distributed import torchrun_command
 
-    if job.nproc > MAX_NPROC:
-        raise RankerError(f"--nproc {job.nproc} exceeds {MAX_NPROC}")
     worker = worker_job(job, run_dir, warm)
     summary_file = run_dir / LAUNCH_SUMMARY
     run_dir.mkdir(parents=True, exist_ok=True)
@@ -335,6 +344,29 @@ def _launch(job: TrainJob, run_dir: Path, warm: Path | None) -> dict[str, Any]:
     summary: dict[str, Any] = read_json(summary_file)
     summary_file.unlink(missing_ok=True)
     return summary
+
+
+def machine_processes() -> tuple[int, str]:
+    """How many training processes this machine runs side by side, and why: one per visible GPU
+    (each rank takes its own device), else one per CPU core this process may use (gloo)."""
+    import torch
+
+    if torch.cuda.is_available():
+        gpus = torch.cuda.device_count()
+        return gpus, f"{gpus} visible GPU(s), one per process"
+    cores = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count() or 1
+    return cores, f"{cores} usable CPU core(s), one per process"
+
+
+def check_nproc(nproc: int, available: int, why: str) -> None:
+    """Refuse ``--nproc`` beyond :data:`MAX_NPROC` or beyond what the machine runs (``why``)."""
+    if nproc > MAX_NPROC:
+        raise RankerError(f"--nproc {nproc} exceeds {MAX_NPROC}")
+    if nproc > available:
+        raise RankerError(
+            f"--nproc {nproc}: this machine runs at most {available} training processes ({why}); lower"
+            " --nproc, or launch across nodes with torchrun"
+        )
 
 
 def _env_threads() -> int | None:
