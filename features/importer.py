@@ -83,8 +83,14 @@ def read_events(path: Path) -> pd.DataFrame:
 
 
 def stable_ids(values: pd.Series, what: str) -> np.ndarray:
-    """int64 ids: integers as they are, anything else hashed to a stable non-negative int64."""
+    """int64 ids: integers as they are, anything else hashed to a stable non-negative int64.
+    Unsigned integers above the int64 range are refused, naming their rows: cast, they would wrap
+    to negative ids that collide with nothing visible."""
     if pd.api.types.is_integer_dtype(values):
+        if pd.api.types.is_unsigned_integer_dtype(values):
+            too_big = (values > np.iinfo(np.int64).max).to_numpy(dtype=bool)
+            if too_big.any():
+                raise _ids_out_of_int64(values, what, too_big)
         return values.to_numpy(dtype=np.int64)
     as_str = values.astype(str)
     uniques = pd.unique(as_str)
@@ -94,6 +100,16 @@ def stable_ids(values: pd.Series, what: str) -> np.ndarray:
     if len(set(mapped.values())) != len(mapped):
         raise DataValidationError(f"{what} ids collide after hashing to int64; pass integer ids")
     return as_str.map(mapped).to_numpy(dtype=np.int64)
+
+
+def _ids_out_of_int64(values: pd.Series, what: str, bad: np.ndarray) -> DataValidationError:
+    rows = np.flatnonzero(bad)
+    shown = ", ".join(f"row {int(i) + 1} ({values.iloc[int(i)]})" for i in rows[:5])
+    return DataValidationError(
+        f"{len(rows)} {what} ids in column {values.name!r} do not fit a signed 64-bit integer"
+        f" (above {np.iinfo(np.int64).max}): {shown}{' ...' if len(rows) > 5 else ''} (data rows"
+        " counted from 1); renumber them, or give them as text to have them hashed to stable ids"
+    )
 
 
 def numeric_time_unit(values: pd.Series) -> str:
