@@ -180,11 +180,41 @@ def prepare_rerun(home: str, run_id: str, registry: str | None) -> Rerun | None:
     return Rerun(attempt=attempt + 1, train=keep)
 
 
+RUN_LOCK = ".run.lock"  # in pipeline/<run id>/: held by the attempt of that run id in progress
+
+
+@contextlib.contextmanager
+def run_id_lock(home: str, run_id: str) -> Iterator[None]:
+    """Hold ``run_id`` for this attempt. A second attempt of the same run id while one runs is
+    refused in one line: it would train into the same run folder and register a second version.
+    The lock is the operating system's (``filelock``): a killed attempt holds nothing."""
+    from filelock import FileLock, Timeout
+
+    from ranking.core.workspace import Workspace
+
+    path = Workspace.resolve(home).step_summary_path(run_id, "run").with_name(RUN_LOCK)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    # kept on release: deleting it would let a third attempt lock a new file while a second
+    # still holds the old one
+    lock = FileLock(path, timeout=0, preserve_lock_file=True)
+    try:
+        lock.acquire()
+    except Timeout:
+        raise RankerError(
+            f"run {run_id} is already running (another attempt holds {path}): wait for it to finish,"
+            " or use a new --run-id"
+        ) from None
+    try:
+        yield
+    finally:
+        lock.release()
+
+
 def execute(plan: RunPlan, home: str, run_id: str, runner: StepRunner) -> RunResult:
     """Run the pipeline; the returned summary is the `run` step's."""
     from ranking.registry.janitor import collect_for_workspace
 
-    with registry_env(plan.registry):
+    with run_id_lock(home, run_id), registry_env(plan.registry):
         # first: an unreachable registry (a missing bucket) fails before any training, and what
         # killed attempts left (export scratch, temp folders, incomplete versions) goes (`ranker gc`)
         collect_for_workspace(home, plan.registry)
