@@ -15,10 +15,13 @@ import math
 import sys
 from collections.abc import Callable
 from dataclasses import dataclass, field
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from ranking.core.errors import RankerError
 from ranking.core.workspace import Workspace, validate_run_id
+
+if TYPE_CHECKING:
+    from ranking.config.loader import EffectiveConfig
 
 
 @dataclass
@@ -69,6 +72,21 @@ def add_common(parser: argparse.ArgumentParser) -> argparse.ArgumentParser:
 
 def workspace(args: argparse.Namespace) -> Workspace:
     return Workspace.resolve(getattr(args, "home", None))
+
+
+def effective_config(args: argparse.Namespace) -> EffectiveConfig:
+    """The step's effective config: the one its parser loaded (``ranking.cli.config.RankerParser``),
+    else loaded here from ``--home``, ``--config`` and ``--params`` (e.g. a handler test)."""
+    found = getattr(args, "pipeline_config", None)
+    if found is not None:
+        return found  # type: ignore[no-any-return]
+    from ranking.config.loader import load, parse_params
+
+    return load(
+        workspace(args).root,
+        getattr(args, "config", None),
+        params=parse_params(getattr(args, "params", None)),
+    )
 
 
 # dates a command line may name: windows, snapshots and lags are computed around them, and

@@ -6,7 +6,7 @@ every bound flag takes the effective value of its key — defaults < environment
 the flag, if given (source ``flag``) < ``--params JSON``, a DAG run's Params (source ``param``).
 The parsed args carry the result as
 ``args.pipeline_config`` (an :class:`~ranking.config.loader.EffectiveConfig`): keys without a
-flag (the optimizers, ``gate.ci_level``, the study's window checks, the Feast store of
+flag (``RECIPE_CONFIG_ONLY``, ``GATE_CONFIG_ONLY``, the study's window checks, the Feast store of
 ``features apply|materialize|window``) are read from it, and
 ``ranker train`` records it beside the run as ``effective_config.json``.
 
@@ -23,7 +23,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from ranking.cli.common import CommandResult, add_common, workspace
+from ranking.cli.common import CommandResult, add_common, effective_config, workspace
+from ranking.cli.options import GATE_FLAGS, GATE_OPTIONS, flag_dest
 
 if TYPE_CHECKING:
     from ranking.config.loader import EffectiveConfig
@@ -46,35 +47,26 @@ def _path_config(value: Any) -> Any:
 
 
 _MODEL_FILE = Binding("model_config", "recipe.model_file", _path_arg, _path_config)
+# recipe keys without a `ranker train` flag (set in the config file or --params); every other
+# recipe key is bound to the train flag of its name (model_file: --model-config)
+RECIPE_CONFIG_ONLY = ("table_optimizer", "dense_optimizer")
 
 
 def _gate_bindings() -> tuple[Binding, ...]:
-    from ranking.cli.options import _GATE_FLAGS, _GATE_OPTIONS, _dest
-
-    return tuple(Binding(_dest(option), f"gate.{name}") for option, name, _, _ in _GATE_OPTIONS) + tuple(
-        Binding(_dest(option), f"gate.{name}") for option, name, _ in _GATE_FLAGS
+    return tuple(Binding(flag_dest(option), f"gate.{name}") for option, name, _, _ in GATE_OPTIONS) + tuple(
+        Binding(flag_dest(option), f"gate.{name}") for option, name, _ in GATE_FLAGS
     )
 
 
 def bindings() -> dict[str, tuple[Binding, ...]]:
     """Step name -> its bound flags. Steps listed with no bindings still read (and validate) the
     config: they use keys without flags or hand it to their own steps."""
+    from ranking.config.model import RecipeSection
+
     recipe = tuple(
-        Binding(dest, f"recipe.{dest}")
-        for dest in (
-            "schedule",
-            "epochs",
-            "pipeline",
-            "warm_start",
-            "warm_start_scope",
-            "warm_start_optimizer",
-            "incremental",
-            "full_retrain_every_days",
-            "full_retrain_warm_start",
-            "remedy",
-            "batch_size",
-            "seed",
-        )
+        Binding(name, f"recipe.{name}")
+        for name in RecipeSection.model_fields
+        if name not in RECIPE_CONFIG_ONLY and f"recipe.{name}" != _MODEL_FILE.key
     )
     checks = tuple(
         Binding(dest, f"window.{dest}")
@@ -186,20 +178,6 @@ def _shown(value: Any) -> str:
     if isinstance(value, bool):
         return "true" if value else "false"  # as the config file writes it
     return str(value)
-
-
-def effective_config(args: argparse.Namespace) -> EffectiveConfig:
-    """The step's effective config (loaded here when the parser did not, e.g. a handler test)."""
-    found = getattr(args, "pipeline_config", None)
-    if found is not None:
-        return found  # type: ignore[no-any-return]
-    from ranking.config.loader import load, parse_params
-
-    return load(
-        workspace(args).root,
-        getattr(args, "config", None),
-        params=parse_params(getattr(args, "params", None)),
-    )
 
 
 @contextlib.contextmanager

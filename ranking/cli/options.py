@@ -6,6 +6,7 @@ import argparse
 from typing import TYPE_CHECKING, Any
 
 from ranking.cli.common import (
+    effective_config,
     fraction_below_one,
     non_negative,
     positive_int,
@@ -68,7 +69,9 @@ def non_negative_int(value: str) -> int:
     return n
 
 
-_GATE_OPTIONS: tuple[tuple[str, str, Any, str], ...] = (
+# the gate's flags: (option, GateConfig field = gate.<key>, argparse type, help); every GateConfig
+# field is a flag here or in GATE_FLAGS, or config-only (tests/config/test_config_drift.py)
+GATE_OPTIONS: tuple[tuple[str, str, Any, str], ...] = (
     ("--tolerance", "tolerance", fraction_below_one, "max relative save HIT@3 drop vs the champion"),
     ("--min-hit", "min_save_hit_at_3", non_negative, "absolute floor on save HIT@3"),
     (
@@ -136,46 +139,47 @@ _GATE_OPTIONS: tuple[tuple[str, str, Any, str], ...] = (
     ),
 )
 
-_GATE_FLAGS: tuple[tuple[str, str, str], ...] = (
+GATE_FLAGS: tuple[tuple[str, str, str], ...] = (
     ("--allow-unfair", "allow_unfair", "compare even if a model was trained on the eval day (recorded)"),
 )
+# set in the config file or --params only: no operator tunes them per run
+GATE_CONFIG_ONLY = ("min_score_std", "seed")
 
 
-def _dest(option: str) -> str:
+def flag_dest(option: str) -> str:
     return option.lstrip("-").replace("-", "_")
 
 
 def add_gate_options(parser: argparse.ArgumentParser) -> None:
     """Gate thresholds (defaults: ranking.gate.checks.GateConfig, rationale in docs/registry.md)."""
-    for option, _, kind, text in _GATE_OPTIONS:
+    for option, _, kind, text in GATE_OPTIONS:
         parser.add_argument(option, type=kind, default=None, help=text)
-    for option, _, text in _GATE_FLAGS:
+    for option, _, text in GATE_FLAGS:
         parser.add_argument(option, action="store_true", help=text)
 
 
 def gate_passthrough(args: argparse.Namespace) -> list[str]:
     """The gate options of ``args`` as command-line words (``ranker run`` hands them to the gate)."""
     words: list[str] = []
-    for option, _, _, _ in _GATE_OPTIONS:
-        value = getattr(args, _dest(option), None)
+    for option, _, _, _ in GATE_OPTIONS:
+        value = getattr(args, flag_dest(option), None)
         if value is not None:
             words += [option, str(value)]
-    words += [option for option, _, _ in _GATE_FLAGS if getattr(args, _dest(option), False)]
+    words += [option for option, _, _ in GATE_FLAGS if getattr(args, flag_dest(option), False)]
     return words
 
 
 def gate_config(args: argparse.Namespace) -> GateConfig:
-    """The pipeline config's gate section (keys without a flag too: ci_level, min_score_std,
-    seed), with the thresholds given as flags over it."""
-    from ranking.cli.config import effective_config
+    """The pipeline config's gate section (the GATE_CONFIG_ONLY keys too), with the thresholds
+    given as flags over it."""
     from ranking.gate.checks import GateConfig
 
     values: dict[str, Any] = effective_config(args).config.gate.model_dump()
-    for option, name, _, _ in _GATE_OPTIONS:
-        if getattr(args, _dest(option), None) is not None:
-            values[name] = getattr(args, _dest(option))
-    for option, name, _ in _GATE_FLAGS:
-        if getattr(args, _dest(option), False):
+    for option, name, _, _ in GATE_OPTIONS:
+        if getattr(args, flag_dest(option), None) is not None:
+            values[name] = getattr(args, flag_dest(option))
+    for option, name, _ in GATE_FLAGS:
+        if getattr(args, flag_dest(option), False):
             values[name] = True
     return GateConfig(**values)
 
