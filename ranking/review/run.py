@@ -1,5 +1,7 @@
 """One review: plan (from the config's ``[review]``), replay with the backtest engine, weigh the
-evidence (``rule``), decide the daily recipe (``switch``), report and export.
+evidence (``rule``), decide the daily recipe (``switch``), report and export. The windows are
+built once before any recipe runs (the engine), a base model once per day and settings for every
+recipe on it (``bases``), and recipes replay ``parallel`` at a time.
 
 Layout: ``<home>/backtests/review-<end>/`` (the replay: a re-run of the same review reuses its
 finished days), ``<home>/reviews/<end>/review.{json,md,png}`` (the dated report),
@@ -23,6 +25,7 @@ from ranking.config.model import ReviewSection
 from ranking.core.atomic import atomic_write_json
 from ranking.core.errors import RankerError
 from ranking.core.workspace import Workspace
+from ranking.review.bases import SharedBases
 from ranking.review.rule import RULE, Evidence, ReviewError, recommend
 from ranking.review.switch import (
     FAILED,
@@ -169,10 +172,11 @@ def run_review(
     spec = plan.spec()
     base = {k: v for k, v in base_config.items() if not k.startswith("review.")}
     extra = {"window_builder": window_builder} if window_builder is not None else {}
+    shared = SharedBases(replayer)  # a base is pretrained once per day and settings, not per recipe
     bt = Backtest(
         ws,
         spec,
-        replayer,
+        shared,
         base_config=base,
         base_source=base_source,
         parallel=parallel or settings.parallel or min(len(plan.recipes), os.cpu_count() or 1),
@@ -236,6 +240,7 @@ def run_review(
         review["running"] = decision.recipe
     review["switch"] = {"switched": bool(switched), "recipe": decision.recipe, "reason": decision.reason}
     review["wall_seconds"] = round(time.perf_counter() - started, 1)
+    review["base_pretrains"] = shared.pretrained
     review = finite_json(review)
     review["report"] = write_report(review, ws.root / "reviews" / plan.review_id)
     atomic_write_json(ws.root / "reviews" / "latest.json", review)
