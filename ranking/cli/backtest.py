@@ -265,4 +265,32 @@ def _backtest(args: argparse.Namespace) -> CommandResult:
                 f" [{100 * lo:+.2f}%, {100 * hi:+.2f}%]"
             )
         lines.append(line)
+    failed = failed_days(records)
+    if failed:
+        # the report covers the days that ran; the command still fails, so a script or CI that
+        # reads only the exit code never takes a partial comparison for a complete one
+        message = failed_days_message(failed, bt.folder)
+        summary.update(failed_days=failed, error=message)
+        lines.append(message)
+        print(f"ranker backtest: error: {message}", file=sys.stderr)
+        return CommandResult(summary=summary, exit_code=2, text="\n".join(lines))
     return CommandResult(summary=summary, text="\n".join(lines))
+
+
+def failed_days(records: dict[str, list[dict[str, object]]]) -> dict[str, list[str]]:
+    """Per recipe, the eval days whose `ranker run` failed (exit neither 0 nor 1)."""
+    out = {
+        name: [str(r["day"]) for r in days if r.get("exit_code") not in (0, 1)]
+        for name, days in records.items()
+    }
+    return {name: days for name, days in out.items() if days}
+
+
+def failed_days_message(failed: dict[str, list[str]], folder: Path) -> str:
+    """One line naming the failed days and where their logs are."""
+    listed = "; ".join(f"{name}: {', '.join(days)}" for name, days in failed.items())
+    count = sum(len(days) for days in failed.values())
+    return (
+        f"{count} replayed day(s) failed ({listed}); their logs: {folder}/<recipe>/days/<day>.log;"
+        " the report covers the days that ran"
+    )
