@@ -463,16 +463,60 @@ def beat_served(candidate: Mapping[str, Any] | None, served: Mapping[str, Any] |
     return bool(cand > base)
 
 
+def _checkpoint(run: RecipeRun, version: str) -> Path:
+    from ranking.registry import Registry, cache_dir
+
+    reg = Registry(str(run.home / "registry"))
+    return reg.local_dir(version, cache_dir(Workspace.resolve(run.home))) / "model.pt"
+
+
+def forward_choice(
+    run: RecipeRun,
+    previous: Mapping[str, Any] | None,
+    served: Mapping[str, Any],
+    eval_parquet: Path,
+    replayer: Replayer,
+) -> dict[str, Any] | None:
+    """The day before's gate choice seen on this day's impressions (ranking/backtest/gates.py has the
+    timeline): the fresh candidate ``c_{D-1}`` and the other model of that choice (the replaced
+    champion if it was promoted, else ``c_{D-1}`` itself), each with its save HIT@3 here; the one
+    not served today is scored once more. None on the first day or without a candidate yesterday."""
+    from ranking.evaluation.scores import metrics_of
+
+    fresh = ((previous or {}).get("candidate") or {}).get("version")
+    if not fresh:
+        return None
+    served_hit = (served.get("metrics") or {}).get("save_hit_at_3")
+    promoted = served.get("version") == fresh
+    other = (previous or {}).get("champion_before") if promoted else fresh
+
+    def hit(version: str | None) -> float | None:
+        if version is None:
+            return None
+        if version == served.get("version"):
+            return served_hit  # type: ignore[no-any-return]
+        return float(metrics_of(replayer.score(_checkpoint(run, version), eval_parquet)).save_hit_at_3)
+
+    return {
+        "fresh": fresh,
+        "promoted_fresh": promoted,
+        "fresh_save_hit_at_3": hit(fresh),
+        "other": other,
+        "other_save_hit_at_3": hit(other),
+    }
+
+
 def replay_day(
     run: RecipeRun,
     day: dt.date,
     fingerprint: str,
     replayer: Replayer,
     shared_home: Path,
+    previous: Mapping[str, Any] | None = None,
 ) -> dict[str, Any]:
-    """Replay one day of one recipe and return its record (also written to ``days/<date>.json``)."""
+    """Replay one day of one recipe and return its record (also written to ``days/<date>.json``);
+    ``previous``: the day before's record (its gate choice is scored on this day for the regret)."""
     from ranking.evaluation.scores import write_scores
-    from ranking.registry import Registry, cache_dir
 
     started = time.perf_counter()
     pretrained = _maybe_pretrain(run, day, replayer)
@@ -499,12 +543,13 @@ def replay_day(
         if manifest is not None:
             from ranking.evaluation.scores import metrics_of
 
-            reg = Registry(str(run.home / "registry"))
-            checkpoint = reg.local_dir(champion, cache_dir(Workspace.resolve(run.home))) / "model.pt"
-            scores = replayer.score(checkpoint, Path(manifest["eval"]["path"]))
+            scores = replayer.score(_checkpoint(run, champion), Path(manifest["eval"]["path"]))
             write_scores(run.served_scores_path(day), scores)
             served["metrics"] = metrics_of(scores).to_dict()
             served["scores"] = str(run.served_scores_path(day).relative_to(run.folder))
+            served["forward"] = forward_choice(
+                run, previous, served, Path(manifest["eval"]["path"]), replayer
+            )
 
     after, _ = _champion(run.home)
     candidate_metrics = _candidate_metrics(run.home, version)
@@ -689,7 +734,8 @@ class Backtest:
             self._tick(f"{run.recipe.name} {record['day']} (reused)")
         for i in range(len(records), self.spec.days):
             day = self.spec.eval_days[i]
-            records.append(replay_day(run, day, expected[i], self.replayer, self.ws.root))
+            before = records[-1] if records else None
+            records.append(replay_day(run, day, expected[i], self.replayer, self.ws.root, before))
             self._tick(f"{run.recipe.name} {day}")
         return records
 

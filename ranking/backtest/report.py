@@ -8,6 +8,7 @@ from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
+from ranking.backtest.gates import ForwardDay, regret_summary
 from ranking.backtest.stats import HIGHER_IS_BETTER, METRICS, Comparison
 from ranking.core.atomic import atomic_path, atomic_write_json, atomic_write_text
 
@@ -49,6 +50,34 @@ def _gate_decision(record: Mapping[str, Any]) -> str | None:
     return found if isinstance(found, str) else None
 
 
+REGRET_RULE = (
+    "Regret: each day D, the model served (the gate's choice of day D−1) against the better, on day D's "
+    "impressions, of the two models that choice was between (the oracle) and against the fresh candidate "
+    "of day D−1 (always promote); means over the days with both, as a share of served save HIT@3."
+)
+
+
+def forward_days(records: list[dict[str, Any]]) -> list[ForwardDay]:
+    """The days whose record scored the day before's gate choice (``served.forward``)."""
+    out = []
+    for r in records:
+        served = r.get("served") or {}
+        forward = served.get("forward")
+        if not forward:
+            continue
+        out.append(
+            ForwardDay(
+                day=r["day"],
+                served=_metric(r, "served", "save_hit_at_3"),
+                fresh=forward.get("fresh_save_hit_at_3"),
+                alternative=forward.get("other_save_hit_at_3"),
+                promoted_fresh=forward.get("promoted_fresh"),
+                age_days=served.get("age_days"),
+            )
+        )
+    return out
+
+
 def recipe_summary(records: list[dict[str, Any]]) -> dict[str, Any]:
     """Promotions, staleness, training time, served/candidate means and the gate's calls."""
     decided = [r for r in records if r.get("decision") is not None]
@@ -79,6 +108,7 @@ def recipe_summary(records: list[dict[str, Any]]) -> dict[str, Any]:
         "total_train_seconds": round(sum(train) + sum(pretrain), 1),
         "pretrain_seconds": round(sum(pretrain), 1),
         "pretrains": len(pretrain),
+        "regret": regret_summary(forward_days(records)),
         "gate_calls": {
             "judged_days": len(judged),
             "candidate_beat_served": sum(1 for r in judged if _beat(r)),
@@ -104,6 +134,7 @@ def build_report(
         "baseline": spec["baseline"],
         "rules": {
             "day1": DAY1_RULE,
+            "regret": REGRET_RULE,
             "ci": CI_RULE.format(level=spec["ci_level"], samples=spec["bootstrap_samples"]),
         },
         "recipes": {name: recipe_summary(days) for name, days in records.items()},
@@ -126,6 +157,14 @@ def _pct(x: Any) -> str:
 
 def _ci(ci: list[float] | None) -> str:
     return "—" if not ci else f"[{100 * ci[0]:+.2f}%, {100 * ci[1]:+.2f}%]"
+
+
+def _days(x: Any) -> str:
+    return "—" if x is None else f"{x:g} d"
+
+
+def _sizes(sizes: list[float]) -> str:
+    return "" if not sizes else "(" + ", ".join(_pct(x) for x in sizes) + ")"
 
 
 def _shown_path(path: str) -> str:
@@ -207,6 +246,26 @@ def render_markdown(report: Mapping[str, Any]) -> str:
         lines.append(
             f"| `{name}` | {g['judged_days']} | {g['candidate_beat_served']} | "
             f"{g['rejected_a_better_candidate']} | {g['promoted_a_worse_candidate']} |"
+        )
+    lines += [
+        "",
+        f"Gate regret. {REGRET_RULE} Staleness: the served model's age in days.",
+        "",
+        "| recipe | days | served save HIT@3 | oracle | always promote | regret vs oracle | served vs always "
+        "promote | staleness median / max | rejected a better one (sizes) | promoted a worse one (sizes) |",
+        "| --- | --- | --- | --- | --- | --- | --- | --- | --- | --- |",
+    ]
+    for name, s in report["recipes"].items():
+        r = s.get("regret") or {}
+        if not r.get("days"):
+            lines.append(f"| `{name}` | 0 | — | — | — | — | — | — | — | — |")
+            continue
+        lines.append(
+            f"| `{name}` | {r['days']} | {_f(r['served_mean'])} | {_f(r['oracle_mean'])} | "
+            f"{_f(r['always_promote_mean'])} | {_pct(r['regret_vs_oracle'])} | {_pct(r['vs_always_promote'])} | "
+            f"{_days(r['staleness_median_days'])} / {_days(r['staleness_max_days'])} | "
+            f"{r['rejected_a_better_candidate']} {_sizes(r['rejected_a_better_candidate_sizes'])} | "
+            f"{r['promoted_a_worse_one']} {_sizes(r['promoted_a_worse_one_sizes'])} |"
         )
     lines += ["", "![served save HIT@3 per day](backtest.png)", ""]
     for name, records in report["days"].items():

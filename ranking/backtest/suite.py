@@ -30,6 +30,7 @@ from ranking.backtest import inject
 from ranking.backtest.engine import BacktestError, RecipeRun, WindowBuilder, base_is_due, prepare_recipe_home
 from ranking.backtest.gates import ForwardDay, GateState, regret_summary, replay
 from ranking.core.atomic import atomic_path, atomic_write_json, read_json
+from ranking.core.hashing import sha256_file
 from ranking.core.workspace import Workspace
 from ranking.gate.checks import GateConfig, GateReport, TrainingWindow, run_gate
 
@@ -208,7 +209,10 @@ class GateSuite:
                 path.parent.mkdir(parents=True, exist_ok=True)
                 with atomic_path(path) as tmp:
                     pq.write_table(table, tmp)
-                train.append({**part, "path": str(path)})
+                # recorded like the window builder's, so `ranker train`'s partition check accepts it
+                train.append(
+                    {**part, "path": str(path), "bytes": path.stat().st_size, "sha256": sha256_file(path)}
+                )
             crafted = {**manifest, "train": train}
         atomic_write_json(target, crafted)
         return home
