@@ -1,33 +1,38 @@
 #!/usr/bin/env bash
-# `make demo`: the daily retrain end to end, through Airflow itself, on a small synthetic workspace.
+# `make demo`: the shipped recipe end to end, through Airflow itself, on a small synthetic workspace.
 #
-#   1. a ~25-day synthetic home-feed workspace in var/demo (source parquet + Feast registry)
+#   1. a 42-day synthetic home-feed workspace in var/demo (source parquet + Feast registry)
 #   2. a fresh Airflow home in var/airflow (SQLite metadata DB, the `training` pool)
-#   3. `airflow dags test ranker_retrain` for two consecutive days: the first run has no champion
-#      (absolute gate checks only) and promotes; the second has a champion to beat
-#   4. the gate decisions, the champion and its history, where the metrics and plots are
+#   3. `airflow dags test ranker_pretrain`: the base model, trained from scratch on the 20 days
+#      before the first daily window (the registry's `base` alias)
+#   4. `airflow dags test ranker_retrain` for two consecutive days with the shipped defaults
+#      (`ranker config show`: F,J warm-started from the base): the first run has no champion
+#      (absolute gate checks only) and promotes; the second is gated against the first's champion
+#   5. per run: the recipe that ran, every gate check with value and threshold, the outcome and
+#      why (infra/demo_summary.py, also as var/demo-logs/demo.json), the champion and its history
 #
 # Assumes `make setup` ran (the Makefile's demo target does it). Every run starts from scratch.
-# Sizes can be overridden: DEMO_DAYS, DEMO_USERS, DEMO_PINS, DEMO_REQUESTS_PER_DAY, DEMO_EPOCHS, DEMO_START.
+# Sizes can be overridden: DEMO_DAYS, DEMO_USERS, DEMO_PINS, DEMO_REQUESTS_PER_DAY, DEMO_START;
+# DEMO_EPOCHS (unset: the recipe's own) is passed to the retrain as the `epochs` Param.
 set -euo pipefail
 
 REPO="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
 cd "$REPO"
 
 DEMO_START="${DEMO_START:-2026-01-01}"
-DEMO_DAYS="${DEMO_DAYS:-25}"
+DEMO_DAYS="${DEMO_DAYS:-42}"
 DEMO_USERS="${DEMO_USERS:-1000}"
 DEMO_PINS="${DEMO_PINS:-3000}"
 DEMO_REQUESTS_PER_DAY="${DEMO_REQUESTS_PER_DAY:-400}"
-DEMO_EPOCHS="${DEMO_EPOCHS:-3}"
-WINDOW_DAYS=20
+DEMO_EPOCHS="${DEMO_EPOCHS:-}"
+WINDOW_DAYS=20 # the shipped window.days; the base model's range is as long (pretrain.days unset)
 
-for value in "$DEMO_DAYS" "$DEMO_USERS" "$DEMO_PINS" "$DEMO_REQUESTS_PER_DAY" "$DEMO_EPOCHS"; do
+for value in "$DEMO_DAYS" "$DEMO_USERS" "$DEMO_PINS" "$DEMO_REQUESTS_PER_DAY" ${DEMO_EPOCHS:+"$DEMO_EPOCHS"}; do
   [[ "$value" =~ ^[1-9][0-9]{0,7}$ ]] || { echo "demo: sizes must be positive integers, got '$value'" >&2; exit 2; }
 done
 [[ "$DEMO_START" =~ ^[0-9]{4}-[0-9]{2}-[0-9]{2}$ ]] || { echo "demo: DEMO_START must be YYYY-MM-DD" >&2; exit 2; }
-if (( DEMO_DAYS < WINDOW_DAYS + 2 )); then
-  echo "demo: DEMO_DAYS must be >= $((WINDOW_DAYS + 2)) (a ${WINDOW_DAYS}-day window + two eval days)" >&2
+if (( DEMO_DAYS < 2 * WINDOW_DAYS + 2 )); then
+  echo "demo: DEMO_DAYS must be >= $((2 * WINDOW_DAYS + 2)) (the base's ${WINDOW_DAYS} days + a ${WINDOW_DAYS}-day window + two eval days)" >&2
   exit 2
 fi
 
@@ -37,9 +42,11 @@ for exe in "$RANKER" "$AIRFLOW"; do
   [[ -x "$exe" ]] || { echo "demo: $exe is missing: run 'make setup' first" >&2; exit 2; }
 done
 
-export RANKER_HOME="$REPO/var/demo"
+DEMO_DIR="${DEMO_DIR:-$REPO/var}" # the demo's folders: demo (workspace), airflow, demo-logs
+[[ "$DEMO_DIR" == /* ]] || { echo "demo: DEMO_DIR must be an absolute path, got '$DEMO_DIR'" >&2; exit 2; }
+export RANKER_HOME="$DEMO_DIR/demo"
 export RANKER_BIN="$RANKER"
-export AIRFLOW_HOME="$REPO/var/airflow"
+export AIRFLOW_HOME="$DEMO_DIR/airflow"
 export AIRFLOW__CORE__DAGS_FOLDER="$REPO/dags"
 export AIRFLOW__CORE__LOAD_EXAMPLES=False
 export AIRFLOW__DATABASE__SQL_ALCHEMY_CONN="sqlite:///$AIRFLOW_HOME/airflow.db"
@@ -48,7 +55,7 @@ export RANKER_TASK_RETRIES=0 # a demo should fail fast, not back off for minutes
 day_after() { date -u -d "$1 + $2 days" +%F; }
 DAY1="$(day_after "$DEMO_START" $((DEMO_DAYS - 2)))"
 DAY2="$(day_after "$DEMO_START" $((DEMO_DAYS - 1)))"
-LOG_DIR="$REPO/var/demo-logs"
+LOG_DIR="$DEMO_DIR/demo-logs"
 started=$(date +%s)
 step() { printf '\n== [%4ss] %s\n' "$(($(date +%s) - started))" "$*"; }
 
@@ -85,14 +92,16 @@ PY
 cat "$LOG_DIR/dagbag.txt"
 "$AIRFLOW" dags report 2>/dev/null | grep -E "^(file|ranker_)" || true
 
-run_day() {
-  local day="$1" logical log="$LOG_DIR/retrain-$1.log"
+step "the recipe that ships (ranker config show: built-in defaults, no ranker.toml in $RANKER_HOME)"
+"$RANKER" config show --json >"$LOG_DIR/config.json"
+"$REPO/.venv/bin/python" "$REPO/infra/demo_summary.py" recipe "$LOG_DIR/config.json"
+
+# airflow dags test DAG DAY CONF: the full log goes to a file, the terminal gets one line per finished task
+dag_test() {
+  local dag="$1" day="$2" conf="$3" log="$4" logical
   logical="$(day_after "$day" 1)T06:00:00+00:00"
-  step "airflow dags test ranker_retrain (window_end=$day, ${WINDOW_DAYS}-day window, $DEMO_EPOCHS epochs) — log: $log"
-  # the full log goes to the file; the terminal gets one line per finished task
   set +e
-  "$AIRFLOW" dags test ranker_retrain "$logical" \
-    -c "{\"window_end\": \"$day\", \"window_days\": $WINDOW_DAYS, \"epochs\": $DEMO_EPOCHS}" 2>&1 |
+  "$AIRFLOW" dags test "$dag" "$logical" -c "$conf" 2>&1 |
     tee "$log" | grep --line-buffered -E "\[DAG TEST\] end task" |
     while IFS= read -r line; do
       task="$(sed -E 's/.*task_id=([a-z_]+).*/\1/' <<<"$line")"
@@ -101,10 +110,20 @@ run_day() {
   local rc="${PIPESTATUS[0]}"
   set -e
   if [[ "$rc" != 0 ]]; then
-    echo "demo: the ranker_retrain run for $day failed (exit $rc); the last lines of its log:" >&2
+    echo "demo: the $dag run for $day failed (exit $rc); the last lines of its log:" >&2
     tail -n 40 "$log" >&2
     exit 1
   fi
+}
+
+step "airflow dags test ranker_pretrain (window_end=$DAY1): the base model — log: $LOG_DIR/pretrain.log"
+dag_test ranker_pretrain "$DAY1" "{\"window_end\": \"$DAY1\", \"reason\": \"make demo: the base for $DAY1\"}" \
+  "$LOG_DIR/pretrain.log"
+
+run_day() {
+  local day="$1" conf="{\"window_end\": \"$1\"${DEMO_EPOCHS:+, \"epochs\": $DEMO_EPOCHS}}"
+  step "airflow dags test ranker_retrain $conf — log: $LOG_DIR/retrain-$day.log"
+  dag_test ranker_retrain "$day" "$conf" "$LOG_DIR/retrain-$day.log"
 }
 
 run_day "$DAY1"
@@ -124,37 +143,15 @@ with create_session() as session:
         print("    " + ", ".join(f"{task}={state}" for task, state in states.items()))
 PY
 echo
-"$REPO/.venv/bin/python" - "$RANKER_HOME" "$DAY1" "$DAY2" <<'PY'
-import json, sys
-from pathlib import Path
-
-home, days = Path(sys.argv[1]), sys.argv[2:]
-runs = sorted((p for p in (home / "pipeline").iterdir() if (p / "gate.json").is_file()), key=lambda p: (p / "gate.json").stat().st_mtime)
-for run in runs:
-    gate = json.loads((run / "gate.json").read_text())
-    cand = gate.get("candidate") or {}
-    champ = gate.get("champion") or {}
-    outcome = "promoted" if (run / "promote.json").is_file() else "rejected" if (run / "reject.json").is_file() else "kept champion"
-    print(f"run {run.name}: eval day {gate.get('eval_date')}")
-    def hit(model):
-        value = model.get("save_hit_at_3")
-        return "?" if value is None else f"{value:.4f}"
-
-    print(f"  gate {gate.get('decision')}: candidate {cand.get('version')} save HIT@3 {hit(cand)}"
-          f" vs champion {champ.get('version') or '(none: first run, absolute checks only)'}"
-          + (f" {hit(champ)}" if champ else "")
-          + (f", relative change {gate['relative_change']:+.4f}" if gate.get("relative_change") is not None else ""))
-    for check in gate.get("checks", []):
-        print(f"    [{'ok' if check['passed'] else 'FAIL'}] {check['name']}: {check['detail']}")
-    print(f"  -> {outcome}")
-PY
+echo "what ran and why the gate decided (also in $LOG_DIR/demo.json):"
+"$REPO/.venv/bin/python" "$REPO/infra/demo_summary.py" runs "$RANKER_HOME" "$LOG_DIR/demo.json"
 echo
 "$RANKER" models list
 echo
 echo "metrics (Prometheus textfile): $RANKER_HOME/metrics/ranker.prom"
 grep -E "^ranker_(last_run_status|last_run_promoted|gate_passed|promotions_total|rejections_total|eval_save_hit_at_3_ratio)" \
   "$RANKER_HOME/metrics/ranker.prom" 2>/dev/null | head -n 12 || true
-echo "training curves:"
-find "$RANKER_HOME/runs" -name curve.png -printf '  %p\n' 2>/dev/null | sort
+echo "training curves and run reports (version, run, window, eval day; the champion's line; the gate table):"
+find "$RANKER_HOME/runs" \( -name curve.png -o -name report.md \) -printf '  %p\n' 2>/dev/null | sort
 echo "step summaries: $RANKER_HOME/pipeline/<run id>/<step>.json; Airflow logs: $LOG_DIR, $AIRFLOW_HOME/logs"
 step "demo finished"
