@@ -24,12 +24,14 @@ import subprocess
 import sys
 import tempfile
 import time
+from collections.abc import Callable
 from pathlib import Path
-from typing import Any
+from typing import Any, ClassVar
 
 import torch
 from torch import nn
 
+from benchmarks.common import write_synthetic_window
 from benchmarks.workers import run_workers
 from ranking.trainer.model import RankerModel, TrainBatch
 from ranking.trainer.timing import SectionClock
@@ -57,7 +59,8 @@ class PlainTables(nn.Module):
 class PlainDense(nn.Module):
     """The dense part of RankerModel over looked-up embeddings, with TrainTask's loss."""
 
-    interact = RankerModel.interact
+    # RankerModel's own interaction (same layers, same math), borrowed as this module's method
+    interact: ClassVar[Callable[[Any, torch.Tensor, torch.Tensor], torch.Tensor]] = RankerModel.interact
 
     def __init__(self, model: RankerModel, world_size: int) -> None:
         super().__init__()
@@ -115,6 +118,7 @@ class PlainTrainer:
                     pooled.backward(leaf.grad)
                     if self.world_size > 1:
                         for p in self.tables.parameters():
+                            assert p.grad is not None  # the backward above gave every table one
                             grad = p.grad.coalesce()
                             dist.all_reduce(grad)
                             p.grad = grad / self.world_size
@@ -346,13 +350,8 @@ def main(argv: list[str]) -> int:
     os.environ.setdefault("OMP_NUM_THREADS", "1")
     if args.worker:
         return worker(args)
-    from benchmarks.train import END
-    from features.windowgen import write_window
-
     with tempfile.TemporaryDirectory(prefix="bench-baseline-") as tmp:
-        manifest = write_window(
-            Path(tmp), END, 4, args.rows // 4, seed=3, row_group_size=50_000, eval_rows=1000
-        )
+        manifest = write_synthetic_window(Path(tmp), args.rows, 4)
         report = compare(manifest, args)
     print_report(report)
     if args.json_out:

@@ -57,7 +57,7 @@ def main(argv: list[str]) -> int:
     warnings.filterwarnings("ignore")
     logging.disable(logging.WARNING)
 
-    from benchmarks.train import _window
+    from benchmarks.common import synthetic_window
     from ranking.trainer.config import default_model_config
     from ranking.trainer.data import list_units, plan_epoch, train_batches
     from ranking.trainer.input import InputOptions, ready_batches
@@ -76,7 +76,7 @@ def main(argv: list[str]) -> int:
     }
     with tempfile.TemporaryDirectory(prefix="bench-input-") as tmp:
         home = Path(tmp)
-        manifest = _window(home, args.rows, days=4)
+        manifest = synthetic_window(home, args.rows, days=4)
         units = list_units([p.path for p in manifest.train])
         plan = plan_epoch(units, 1, args.batch_size, seed=0, epoch=1)
         cache = home / "cache"
@@ -130,7 +130,7 @@ def main(argv: list[str]) -> int:
 
 def _training(home: Path, args: argparse.Namespace, cfg: Any) -> dict[str, Any]:
     """Streamed joint semi-sync epochs on one CPU process, fed inline vs by the pipeline."""
-    from benchmarks.train import _window
+    from benchmarks.common import synthetic_window
     from ranking.trainer import distributed
     from ranking.trainer.data import list_units, plan_epoch, train_batches
     from ranking.trainer.input import InputOptions, ready_batches
@@ -138,7 +138,7 @@ def _training(home: Path, args: argparse.Namespace, cfg: Any) -> dict[str, Any]:
     from ranking.trainer.pipelines import CpuPipeline
     from ranking.trainer.timing import SectionClock
 
-    manifest = _window(home / "train", args.train_rows, days=4, seed=4)
+    manifest = synthetic_window(home / "train", args.train_rows, days=4, seed=4)
     units = list_units([p.path for p in manifest.train])
     cache = home / "train-cache"
     ctx = distributed.init_distributed(prefer_cuda=False)

@@ -1,7 +1,7 @@
 """Profile of the CPU embedding-lookup path: ``python -m benchmarks.lookup_profile [--nproc 1|2|1,2]
 [--json-out F]``.
 
-The model and window of ``benchmarks.train`` (its ``_window`` and ``_run``), per-rank batches as
+The model and window of ``benchmarks.train`` (``benchmarks.common``: ``synthetic_window``, ``timed_epoch``), per-rank batches as
 the baseline's workers build them (``benchmarks.baseline._batches``), the stack of
 ``ranking.trainer.loop.build_sharded``. After a few warm-up steps, ``torch.profiler``
 (CPU activity, no shapes, no stacks) records, on rank 0:
@@ -297,12 +297,12 @@ def profile_calls(
 def profile_steps(stack: Any, batches: list[Any], phase: str, rounds: int, world_size: int) -> dict[str, Any]:
     """``benchmarks.train._run`` over the batches (sync), unprofiled (medians over rounds) and
     profiled; the lookup forward section split into stages by the same ranges."""
-    from benchmarks.train import _median, _run
+    from benchmarks.common import median_of, timed_epoch
 
     steps = len(batches)
-    unprofiled = _median([_run(stack, batches, phase, "sync") for _ in range(rounds)])
+    unprofiled = median_of([timed_epoch(stack, batches, phase, "sync") for _ in range(rounds)])
     with _profiler() as prof:
-        profiled = _run(stack, batches, phase, "sync")
+        profiled = timed_epoch(stack, batches, phase, "sync")
     events = list(prof.events())
     splits, spans = [], []
     for ranges in per_step(outermost_stage_ranges(events)):
@@ -387,7 +387,7 @@ def worker(args: argparse.Namespace) -> dict[str, Any] | None:
     import torch
 
     from benchmarks.baseline import PlainTables, _batches
-    from benchmarks.train import _run
+    from benchmarks.common import timed_epoch
     from ranking.trainer import distributed
     from ranking.trainer.config import default_model_config
     from ranking.trainer.data import to_train_batch
@@ -410,7 +410,7 @@ def worker(args: argparse.Namespace) -> dict[str, Any] | None:
     plain = PlainTables(RankerModel(cfg), torch.device("cpu"))
     lookup = EmbeddingInjector(sebc).lookup
     for phase in (JOINT, FROZEN):
-        _run(stack, warm, phase, "sync")
+        timed_epoch(stack, warm, phase, "sync")
     modes: dict[str, Any] = {}
     with torch.no_grad():
         for b in warm:
@@ -547,7 +547,7 @@ def main(argv: list[str]) -> int:
         if report is not None and args.json_out:
             args.json_out.write_text(json.dumps(report) + "\n")
         return 0
-    from benchmarks.train import _window
+    from benchmarks.common import synthetic_window
 
     result: dict[str, Any] = {
         "date": dt.datetime.now(dt.UTC).strftime("%Y-%m-%d %H:%M UTC"),
@@ -564,7 +564,7 @@ def main(argv: list[str]) -> int:
         },
     }
     with tempfile.TemporaryDirectory(prefix="lookup-profile-") as tmp:
-        manifest = _window(Path(tmp), args.rows, days=4)
+        manifest = synthetic_window(Path(tmp), args.rows, days=4)
         for nproc in args.nproc:
             result[f"nproc_{nproc}"] = _run_nproc(nproc, manifest.path, args)
     result["load_average_after"] = os.getloadavg()[0]

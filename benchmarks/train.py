@@ -19,7 +19,6 @@ configuration) does not blur the ratios; one streamed epoch is reported too.
 from __future__ import annotations
 
 import argparse
-import datetime as dt
 import json
 import os
 import statistics
@@ -30,15 +29,7 @@ import time
 from pathlib import Path
 from typing import Any
 
-END = dt.date(2026, 11, 10)
-
-
-def _window(home: Path, rows: int, days: int, seed: int = 3) -> Any:
-    from features.windowgen import write_window
-    from ranking.trainer.data import read_window_manifest
-
-    path = write_window(home, END, days, rows // days, seed=seed, row_group_size=50_000, eval_rows=1000)
-    return read_window_manifest(path)
+from benchmarks.common import END, median_of, synthetic_window, timed_epoch
 
 
 def _epoch_batches(manifest: Any, cfg: Any, batch_size: int) -> list[Any]:
@@ -46,32 +37,6 @@ def _epoch_batches(manifest: Any, cfg: Any, batch_size: int) -> list[Any]:
 
     plan = plan_epoch(list_units([p.path for p in manifest.train]), 1, batch_size, seed=0, epoch=1)
     return list(train_batches(plan, 0, cfg, 100_000, seed=0, epoch=1))
-
-
-def _run(stack: Any, batches: list[Any], phase: str, pipeline: str, timing: bool = True) -> dict[str, float]:
-    from ranking.trainer.pipelines import CpuPipeline
-    from ranking.trainer.schedule import FROZEN
-    from ranking.trainer.timing import SectionClock
-
-    frozen = phase == FROZEN
-    stack.task.model.embeddings_frozen = frozen
-    clock = SectionClock(enabled=timing)
-    rows = sum(len(b) for b in batches)
-    start = time.perf_counter()
-    CpuPipeline(stack.dmp, stack.optimizer, clock, semisync=pipeline == "semisync").run_epoch(
-        iter(batches), frozen, lambda loss, n: None
-    )
-    seconds = time.perf_counter() - start
-    share = clock.share(seconds)
-    steps = len(batches)
-    out = {
-        "samples_per_second": rows / seconds,
-        "lookup_ratio": share.lookup_ratio,
-        "exposed_lookup_ratio": share.exposed_lookup_ratio,
-        "step_ms": seconds / steps * 1e3,
-    }
-    out.update({f"{name}_ms": v / steps * 1e3 for name, v in clock.resolve().items()})
-    return out
 
 
 def _frozen_limit(joint: dict[str, float]) -> dict[str, float]:
@@ -88,10 +53,6 @@ def _frozen_limit(joint: dict[str, float]) -> dict[str, float]:
         "skip_table_backward": step / (step - backward),
         "skip_table_backward_and_free_lookup": step / (step - backward - forward),
     }
-
-
-def _median(runs: list[dict[str, float]]) -> dict[str, float]:
-    return {k: statistics.median(r.get(k, 0.0) for r in runs) for k in runs[0]}
 
 
 def _gather_vs_memcpy(stack: Any, batches: list[Any], cfg: Any, repeats: int) -> dict[str, float]:
@@ -190,7 +151,7 @@ print(json.dumps({"rows": rows, "baseline_rss_bytes": base, "peak_rss_bytes": pe
 
 
 def _rss(home: Path, rows: int, days: int) -> dict[str, Any]:
-    manifest = _window(home, rows, days, seed=5)
+    manifest = synthetic_window(home, rows, days, seed=5)
     t0 = time.perf_counter()
     out = subprocess.run(
         [sys.executable, "-c", _RSS_CHILD, str(manifest.path)], capture_output=True, text=True, check=True
@@ -311,10 +272,10 @@ def main(argv: list[str]) -> int:
     ctx = distributed.init_distributed(prefer_cuda=False)
     with tempfile.TemporaryDirectory(prefix="bench-train-") as tmp:
         home = Path(tmp)
-        manifest = _window(home, args.rows, days=4)
+        manifest = synthetic_window(home, args.rows, days=4)
         batches = _epoch_batches(manifest, cfg, args.batch_size)
         stack = build_sharded(cfg, seed=0, ctx=ctx)
-        _run(stack, batches, JOINT, "sync")  # warm-up: first-call allocations, thread pools
+        timed_epoch(stack, batches, JOINT, "sync")  # warm-up: first-call allocations, thread pools
         # interleaved (one epoch of each configuration per round) so load drift on a shared
         # machine hits every configuration alike; medians over rounds
         configs = [
@@ -326,8 +287,10 @@ def main(argv: list[str]) -> int:
         samples: dict[str, list[dict[str, float]]] = {name: [] for name, *_ in configs}
         for _ in range(args.repeats):
             for name, phase, pipeline, timing in configs:
-                samples[name].append(_run(stack, batches, phase, pipeline, timing))
-        runs = {name: _median(values) for name, values in samples.items() if not name.endswith("timers-off")}
+                samples[name].append(timed_epoch(stack, batches, phase, pipeline, timing))
+        runs = {
+            name: median_of(values) for name, values in samples.items() if not name.endswith("timers-off")
+        }
         report["epochs"] = runs
 
         def paired(a: str, b: str) -> float:  # median over rounds of the per-round ratio

@@ -143,3 +143,62 @@ def test_the_layer_check_finds_an_upward_import() -> None:
     graph = {k: set(v) for k, v in package_graph().items()}
     graph["ranking.registry"].add("ranking.trainer")
     assert layering_violations(graph) == ["ranking.registry imports ranking.trainer (not a lower layer)"]
+
+
+# ---------------------------------------------------------------- cycles inside a package
+
+MODULE_ROOTS = ("ranking", "features", "benchmarks")
+
+
+def _all_modules() -> dict[str, Path]:
+    return {_module_name(path): path for top in MODULE_ROOTS for path in (ROOT / top).rglob("*.py")}
+
+
+def _imported_modules(path: Path, module: str, known: set[str]) -> set[str]:
+    """The known modules ``path`` imports, relative imports resolved, ``from pkg import mod`` as
+    ``pkg.mod``; every import counts, as between packages."""
+    package = module.split(".") if path.name == "__init__.py" else module.split(".")[:-1]
+    found: set[str] = set()
+    for node in ast.walk(ast.parse(path.read_text(), filename=str(path))):
+        if isinstance(node, ast.Import):
+            found.update(alias.name for alias in node.names)
+        elif isinstance(node, ast.ImportFrom):
+            base = node.module or ""
+            if node.level:
+                anchor = package[: len(package) - (node.level - 1)]
+                base = ".".join([*anchor, *([node.module] if node.module else [])])
+            found.add(base)
+            found.update(f"{base}.{alias.name}" for alias in node.names)
+    return {name for name in found if name in known and name != module}
+
+
+def _package(module: str, modules: dict[str, Path]) -> str:
+    return module if modules[module].name == "__init__.py" else module.rpartition(".")[0]
+
+
+def module_graph() -> dict[str, set[str]]:
+    """Module -> the modules of its own package it imports (a package's ``__init__`` counts as
+    one of its modules)."""
+    modules = _all_modules()
+    graph: dict[str, set[str]] = {}
+    for module, path in modules.items():
+        graph[module] = {
+            target
+            for target in _imported_modules(path, module, set(modules))
+            if _package(target, modules) == _package(module, modules)
+        }
+    return graph
+
+
+def test_no_import_cycle_between_modules_of_a_package() -> None:
+    graph = module_graph()
+    assert {"ranking.cli.config", "ranking.cli.options", "benchmarks.train"} <= set(graph)
+    cycle = find_cycle(graph)
+    assert cycle is None, "import cycle inside a package: " + " -> ".join(cycle or [])
+
+
+def test_the_module_cycle_finder_finds_a_planted_cycle() -> None:
+    graph = {k: set(v) for k, v in module_graph().items()}
+    assert "ranking.cli.common" in graph["ranking.cli.options"]  # the scan sees real imports
+    graph["ranking.cli.common"].add("ranking.cli.options")  # common -> options -> common
+    assert find_cycle(graph) is not None
