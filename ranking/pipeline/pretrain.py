@@ -20,10 +20,21 @@ import time
 from dataclasses import dataclass
 from typing import Any
 
+from ranking.config.model import RecipeSection
 from ranking.core.errors import RankerError
 from ranking.pipeline.run import RunResult, StepRunner, registry_env
 
 log = logging.getLogger(__name__)
+
+# The base is not a daily model: every recipe key is set for it explicitly (flags, above the
+# config file), from scratch, except these, which it takes from the daily recipe: a daily warm
+# start loads the base, so both share the architecture and the optimizers; the pipeline and the
+# batch size are how batches are fed
+BASE_INHERITS = ("model_file", "table_optimizer", "dense_optimizer", "pipeline", "batch_size")
+# the base's own, from [pretrain]
+BASE_OWN = ("schedule", "epochs", "seed")
+# read only by an incremental recipe (the base never is one), and no flag unsets it
+BASE_UNREAD = ("full_retrain_every_days",)
 
 
 @dataclass(frozen=True)
@@ -84,6 +95,26 @@ def plan_for(
     )
 
 
+def base_recipe_args(plan: PretrainPlan) -> list[str]:
+    """The ``ranker train`` flags of the base's recipe: the plan's schedule, epochs and seed, and
+    every other recipe key not in BASE_INHERITS or BASE_UNREAD at the built-in recipe's value
+    from scratch (so the daily recipe's warm start, lineage or remedy never reach the base)."""
+    base = RecipeSection(warm_start="none", schedule=plan.schedule, epochs=plan.epochs, seed=plan.seed)
+    words: list[str] = []
+    for key in RecipeSection.model_fields:
+        if key in BASE_INHERITS or key in BASE_UNREAD:
+            continue
+        value = getattr(base, key)
+        option = "--" + key.replace("_", "-")
+        if isinstance(value, bool):
+            words.append(option if value else f"--no-{key.replace('_', '-')}")
+        elif value is None:  # a new key defaulting to unset: no flag can say so
+            raise TypeError(f"recipe.{key}: the base cannot set it by flag; name it in BASE_UNREAD")
+        else:
+            words += [option, str(value)]
+    return words
+
+
 def new_pretrain_run_id(end: dt.date) -> str:
     stamp = dt.datetime.now(dt.UTC).strftime("%Y%m%dT%H%M%SZ")
     return f"pretrain__{end.isoformat()}__{stamp}-{secrets.token_hex(2)}"
@@ -112,28 +143,7 @@ def execute_pretrain(plan: PretrainPlan, home: str, run_id: str, runner: StepRun
             if window.exit_code != 0:
                 raise _Failed("window", window.error)
             train = runner.run(
-                [
-                    "train",
-                    "--end",
-                    end,
-                    "--days",
-                    str(plan.days),
-                    "--schedule",
-                    plan.schedule,
-                    "--epochs",
-                    str(plan.epochs),
-                    "--seed",
-                    str(plan.seed),
-                    "--warm-start",
-                    "none",
-                    "--warm-start-scope",
-                    "all",
-                    "--no-warm-start-optimizer",
-                    "--no-incremental",
-                    "--remedy",
-                    "none",
-                    "--resume",
-                ]
+                ["train", "--end", end, "--days", str(plan.days), *base_recipe_args(plan), "--resume"]
             )
             if train.exit_code != 0:
                 raise _Failed("train", train.error)
