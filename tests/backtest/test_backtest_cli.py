@@ -60,7 +60,14 @@ def test_backtest_naive_vs_default_on_a_tiny_workspace(
             assert records[1]["served"]["version"] == first_champion
             assert records[1]["served"]["age_days"] == 1
             assert (folder / name / records[1]["served"]["scores"]).is_file()
+            # the day before's choice seen on this day (the gate regret): day 1's candidate was promoted,
+            # there was no champion to keep
+            forward = records[1]["served"]["forward"]
+            assert forward["fresh"] == records[0]["candidate"]["version"] == first_champion
+            assert forward["promoted_fresh"] is True and forward["other"] is None
+            assert forward["fresh_save_hit_at_3"] == records[1]["served"]["metrics"]["save_hit_at_3"]
     assert Path(summary["report"]["markdown"]).is_file() and Path(summary["report"]["png"]).is_file()
+    assert "Gate regret" in Path(summary["report"]["markdown"]).read_text()
     assert not (home / "registry").exists()
 
     runs_before = sorted(p.name for p in (folder / "default" / "home" / "runs").iterdir())
