@@ -81,9 +81,11 @@ def stage_of(name: str) -> str | None:
     """The stage a profiler range opens (None: not a stage range)."""
     if name == KJT_MARK:
         return "kjt_build"
-    if name in (INPUT_DIST_MARK, "## KJTListSplitsAwaitable wait() ##", "## KJTListAwaitable wait() ##"):
-        return "input_dist"
-    if name.startswith("[splits_dist]"):
+    if name.startswith("[splits_dist]") or name in (
+        INPUT_DIST_MARK,
+        "## KJTListSplitsAwaitable wait() ##",
+        "## KJTListAwaitable wait() ##",
+    ):
         return "input_dist"
     if name.startswith("[lookup]") or name == PLAIN_MARK:
         return "kernel"

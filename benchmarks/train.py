@@ -221,10 +221,23 @@ def _two_process(home: Path, args: argparse.Namespace) -> dict[str, Any]:
     return out
 
 
-def main(argv: list[str]) -> int:
-    import logging
-    import warnings
+def _streamed_epoch(stack: Any, manifest: Any, cfg: Any, batch_size: int) -> float:
+    """Samples/s of one joint semi-sync epoch streamed from parquet, end to end (read + decode +
+    shuffle + train)."""
+    from ranking.trainer.data import list_units, plan_epoch, train_batches
+    from ranking.trainer.pipelines import CpuPipeline
+    from ranking.trainer.timing import SectionClock
 
+    plan = plan_epoch(list_units([p.path for p in manifest.train]), 1, batch_size, seed=0, epoch=2)
+    stack.task.model.embeddings_frozen = False
+    t0 = time.perf_counter()
+    CpuPipeline(stack.dmp, stack.optimizer, SectionClock(), semisync=True).run_epoch(
+        train_batches(plan, 0, cfg, 100_000, seed=0, epoch=2), False, lambda loss, n: None
+    )
+    return float(plan.rows / (time.perf_counter() - t0))
+
+
+def _parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(prog="python -m benchmarks.train")
     parser.add_argument("--rows", type=int, default=60_000, help="training rows for the throughput epochs")
     parser.add_argument("--batch-size", type=int, default=1024)
@@ -244,7 +257,14 @@ def main(argv: list[str]) -> int:
         "--no-baseline", dest="baseline", action="store_false", help="skip the plain-PyTorch baseline"
     )
     parser.add_argument("--baseline-nproc", default="1,2", help="process counts of the baseline comparison")
-    args = parser.parse_args(argv)
+    return parser
+
+
+def main(argv: list[str]) -> int:
+    import logging
+    import warnings
+
+    args = _parser().parse_args(argv)
     # OpenMP reads this when torch loads; torch.set_num_threads alone left fbgemm's OpenMP pool
     # spinning on the loaded 2-core box (20x slower)
     os.environ.setdefault("OMP_NUM_THREADS", str(args.threads))
@@ -309,18 +329,9 @@ def main(argv: list[str]) -> int:
         report["frozen_limit_sync"] = _frozen_limit(runs["joint/sync"])
         report["gather"] = _gather_vs_memcpy(stack, batches, cfg, args.repeats)
         report["kjt_build"] = _kjt_build(cfg, args.batch_size)
-        # one epoch streamed from parquet, end to end (read + decode + shuffle + train)
-        from ranking.trainer.data import list_units, plan_epoch, train_batches
-        from ranking.trainer.pipelines import CpuPipeline
-        from ranking.trainer.timing import SectionClock
-
-        plan = plan_epoch(list_units([p.path for p in manifest.train]), 1, args.batch_size, seed=0, epoch=2)
-        stack.task.model.embeddings_frozen = False
-        t0 = time.perf_counter()
-        CpuPipeline(stack.dmp, stack.optimizer, SectionClock(), semisync=True).run_epoch(
-            train_batches(plan, 0, cfg, 100_000, seed=0, epoch=2), False, lambda loss, n: None
+        report["streamed_joint_semisync_samples_per_second"] = _streamed_epoch(
+            stack, manifest, cfg, args.batch_size
         )
-        report["streamed_joint_semisync_samples_per_second"] = plan.rows / (time.perf_counter() - t0)
         distributed.shutdown(ctx)
 
         if args.two_process:

@@ -87,7 +87,21 @@ def _feast_check(con: Any, path: str) -> dict[str, float]:
     return {"rows": row[0], "user_imp28": row[1], "pin_saves7": row[2], "pin_cat": row[3]}
 
 
-def main(argv: list[str]) -> int:
+def _duckdb_days(con: Any, ws: Any, parts: list[dict[str, Any]], out: Path) -> tuple[list[float], bool]:
+    """Seconds of each day's DuckDB ASOF join, and whether every day's checks equal Feast's."""
+    duck_days, agree = [], True
+    for p in parts:
+        day = dt.date.fromisoformat(p["date"])
+        seconds, check = _duckdb_day(con, ws, day, out / f"{day}.parquet")
+        duck_days.append(seconds)
+        feast_check = _feast_check(con, p["path"])
+        if check != feast_check:
+            agree = False
+            print(f"  MISMATCH {day}: duckdb {check} vs feast {feast_check}", flush=True)
+    return duck_days, agree
+
+
+def _parser() -> argparse.ArgumentParser:
     ap = argparse.ArgumentParser(prog="python -m benchmarks.window")
     ap.add_argument(
         "--requests-per-day", type=int, default=10_000, help="x 25 impressions (default 250k/day)"
@@ -96,7 +110,11 @@ def main(argv: list[str]) -> int:
     ap.add_argument("--users", type=int, default=200_000)
     ap.add_argument("--pins", type=int, default=100_000)
     ap.add_argument("--keep", default=None, help="workspace folder to use and keep (default: a temp dir)")
-    args = ap.parse_args(argv)
+    return ap
+
+
+def main(argv: list[str]) -> int:
+    args = _parser().parse_args(argv)
 
     import duckdb
 
@@ -131,16 +149,7 @@ def main(argv: list[str]) -> int:
     # DuckDB ASOF JOIN of the same days
     duck_dir = home / "bench-duckdb"
     duck_dir.mkdir(exist_ok=True)
-    con = duckdb.connect()
-    duck_days, agree = [], True
-    for p in parts:
-        day = dt.date.fromisoformat(p["date"])
-        seconds, check = _duckdb_day(con, ws, day, duck_dir / f"{day}.parquet")
-        duck_days.append(seconds)
-        feast_check = _feast_check(con, p["path"])
-        if check != feast_check:
-            agree = False
-            print(f"  MISMATCH {day}: duckdb {check} vs feast {feast_check}", flush=True)
+    duck_days, agree = _duckdb_days(duckdb.connect(), ws, parts, duck_dir)
     results["rss_mib"]["after_duckdb"] = round(_rss_mib())
     results["join"] = {
         "rows": rows,
