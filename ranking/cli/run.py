@@ -54,7 +54,7 @@ def _first_base(args: argparse.Namespace, ws: Any, build_parser: Any) -> dict[st
     train step starting from scratch ("base (none yet)"), and the summary says why."""
     from ranking.cli.config import effective_config
     from ranking.cli.steps import InProcessSteps
-    from ranking.pipeline.pretrain import execute_pretrain, plan_for, uses_base
+    from ranking.pipeline.pretrain import base_params, execute_pretrain, plan_for, uses_base
     from ranking.registry import Registry
 
     config = effective_config(args).config
@@ -63,7 +63,10 @@ def _first_base(args: argparse.Namespace, ws: Any, build_parser: Any) -> dict[st
     run_id = f"{args.run_id}-pretrain"
     plan = plan_for(config, args.end, args.registry, reason=f"first base, for run {args.run_id}")
     result = execute_pretrain(
-        plan, str(ws.root), run_id, InProcessSteps(build_parser(), str(ws.root), run_id, args.params)
+        plan,
+        str(ws.root),
+        run_id,
+        InProcessSteps(build_parser(), str(ws.root), run_id, base_params(args.params)),
     )
     if result.exit_code != 0:
         log.warning(

@@ -37,6 +37,26 @@ BASE_OWN = ("schedule", "epochs", "seed")
 BASE_UNREAD = ("full_retrain_every_days",)
 
 
+def base_params(params: str | None) -> str | None:
+    """A daily run's ``--params`` as its first base's pretrain reads them: Params sit above flags, so
+    the keys the base sets itself (``window.*``, every ``recipe.*`` key outside BASE_INHERITS) are
+    dropped, or a run's recipe (remedy, schedule, epochs, window) would leak into the weekly base."""
+    if not params:
+        return params
+    import json
+
+    values = json.loads(params)
+    if not isinstance(values, dict):
+        return params  # the steps refuse it with their own message
+    kept = {
+        key: value
+        for key, value in values.items()
+        if not key.startswith("window.")
+        and not (key.startswith("recipe.") and key.split(".", 2)[1] not in BASE_INHERITS)
+    }
+    return json.dumps(kept) if kept else None
+
+
 @dataclass(frozen=True)
 class PretrainPlan:
     end: dt.date  # the eval day of the daily window the base is for

@@ -83,3 +83,38 @@ def test_without_params_the_steps_read_the_config_file(
     assert seen["train"]["epochs"] == 4 and seen["train"]["schedule"] == "joint"
     assert seen["train"]["sources"]["recipe.epochs"].startswith("file:")
     assert seen["gate"].bootstrap_samples == 33
+
+
+def test_a_first_base_keeps_its_own_recipe_under_the_runs_params(
+    monkeypatch: pytest.MonkeyPatch, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """Params sit above flags: passed whole to the first base's pretrain, a run's recipe (remedy,
+    schedule, epochs, window) became the weekly base's. The base gets only what it shares."""
+    jobs: dict[str, Any] = {}
+
+    def training(args: Any) -> CommandResult:
+        job = train.train_job(args)
+        jobs[args.run_id] = (job.remedy, job.days, job.schedule, job.epochs, job.batch_size)
+        return CommandResult({"version": "v0001", "run_dir": "unused"})
+
+    def gating(args: Any) -> CommandResult:
+        raise RankerError("stopped by the test")
+
+    monkeypatch.setattr(features, "_window", lambda a: CommandResult({"days": a.days, "window_id": "w"}))
+    monkeypatch.setattr(train, "_train", training)
+    monkeypatch.setattr(gate, "handle_gate", gating)
+    home = tmp_path / "home"
+    home.mkdir()
+    params = {
+        "recipe.remedy": "meda",
+        "recipe.schedule": "delayed",
+        "recipe.epochs": 3,
+        "recipe.batch_size": 256,  # shared with the base (BASE_INHERITS)
+        "window.days": 5,
+        "pretrain.days": 30,
+    }
+    argv = ["run", "--end", "2026-03-01", "--home", str(home), "--run-id", "r1", "--json"]
+    main([*argv, "--params", json.dumps(params)])
+    capsys.readouterr()
+    assert jobs["r1"] == ("meda", 5, "delayed", 3, 256)
+    assert jobs["r1-pretrain"] == ("none", 30, "joint", 1, 256)
