@@ -8,8 +8,12 @@ The production shape is docker-compose.yml; this is the same set of servers with
 engine (docs/orchestration.md, "The local stack"). State, logs and data live under <dir>
 (default var/stack): stack.json (ports, pids, --env values), secrets.json and env.sh (all mode 0600), logs/.
 
-    python infra/stack/stack.py up [--dir D] [--ranker-home H] [--extra-dags DIR] [--env K=V ...]
+    python infra/stack/stack.py up [--dir D] [--ranker-home H] [--small-workspace] [--extra-dags DIR] [--env K=V ...]
     python infra/stack/stack.py down|status [--dir D]
+
+The DAGs need a workspace with data (RANKER_HOME, default <dir>/../stack/workspace). `up` on an
+empty one prints the exact commands of a small one and its size; `--small-workspace` builds it
+(SMALL_WORKSPACE: 10 synthetic days ending yesterday, 5-day windows), never over existing data.
 
 `up` is idempotent: a running, healthy stack is reported and left alone; a stopped one is
 started again with the ports, secrets and data it had. Ports are free ones picked on the first
@@ -22,11 +26,13 @@ from __future__ import annotations
 
 import argparse
 import contextlib
+import datetime as dt
 import glob
 import json
 import os
 import pwd
 import secrets
+import shlex
 import shutil
 import signal
 import socket
@@ -52,6 +58,56 @@ COMMANDS = {
     "dag-processor": ["dag-processor"],
     "triggerer": ["triggerer", "--skip-serve-logs"],
 }
+
+
+# a workspace the DAGs run on in about half a minute per run: 10 synthetic days ending yesterday
+# (UTC; a scheduled run's eval day is yesterday), 600 requests a day of 25 pins = 150,000
+# impressions, and a pipeline config with 5-day windows (the shipped 20 would need 21 days) and a
+# 3-day base model; the tests of tests/stack run on it
+SMALL_WORKSPACE = {"days": 10, "users": 300, "pins": 600, "requests_per_day": 600, "seed": 11}
+SMALL_PIPELINE_CONFIG = """\
+# the small stack workspace (infra/stack/stack.py SMALL_WORKSPACE): short windows for 10 days of data
+[window]
+days = 5
+max_null_rate = 0.9
+[recipe]
+batch_size = 256
+schedule = "F,J"
+pipeline = "sync"
+[pretrain]
+days = 3
+"""
+
+
+def small_workspace_commands(ranker_bin: str, home: Path, today: dt.date) -> list[list[str]]:
+    """The commands that fill ``home`` with the small workspace (then ranker.toml is written)."""
+    size = SMALL_WORKSPACE
+    start = today - dt.timedelta(days=size["days"])
+    synth = [ranker_bin, "data", "synth", "--home", str(home), "--start", start.isoformat()]
+    synth += ["--days", str(size["days"]), "--users", str(size["users"]), "--pins", str(size["pins"])]
+    synth += ["--requests-per-day", str(size["requests_per_day"]), "--seed", str(size["seed"])]
+    return [synth, [ranker_bin, "features", "apply", "--home", str(home)]]
+
+
+def has_data(home: Path) -> bool:
+    return (home / "source").exists() and any((home / "source").iterdir())
+
+
+def small_workspace_text(ranker_bin: str, home: Path, today: dt.date) -> str:
+    """What `up` prints for an empty workspace: the exact commands and the size they make."""
+    size = SMALL_WORKSPACE
+    impressions = size["days"] * size["requests_per_day"] * 25  # synth's slate size
+    lines = [
+        f"the workspace {home} has no data yet: the DAGs' steps would fail. A small one "
+        f"({size['days']} days ending yesterday, {size['requests_per_day']} requests a day, "
+        f"{impressions:,} impressions, under 1 MB, about half a minute to build; a run takes about half a minute):",
+        "  make stack STACK_ARGS=--small-workspace      # builds it, or by hand:",
+    ]
+    lines += ["  " + shlex.join(cmd) for cmd in small_workspace_commands(ranker_bin, home, today)]
+    lines.append(f"  and write {home / 'ranker.toml'} (5-day windows for 10 days of data):")
+    lines += ["    " + line for line in SMALL_PIPELINE_CONFIG.splitlines()]
+    lines.append('  or use an existing workspace: make stack STACK_ARGS="--ranker-home $PWD/var/demo"')
+    return "\n".join(lines)
 
 
 class StackError(RuntimeError):
@@ -396,6 +452,7 @@ class Stack:
             say("already running")
             self.print_access()
             return
+        build_small = bool(config.pop("small_workspace", False))
         old = self.state.get("config", {})
         self.state["config"] = {**old, **{k: v for k, v in config.items() if v not in (None, [], {})}}
         self.state["config"].setdefault("ranker_home", str(REPO / "var" / "stack" / "workspace"))
@@ -403,7 +460,10 @@ class Stack:
         self.state["ports"] = ports
         values = self.secrets()
         env = {**os.environ, **self.airflow_env(ports, values)}
-        Path(self.state["config"]["ranker_home"]).mkdir(parents=True, exist_ok=True)
+        home = Path(self.state["config"]["ranker_home"])
+        home.mkdir(parents=True, exist_ok=True)
+        if not has_data(home):
+            self.prepare_workspace(home, build=build_small)
         env_file = self.write_env_file(self.airflow_env(ports, values))
         self.save_state()
 
@@ -448,6 +508,25 @@ class Stack:
         say("all healthy: " + ", ".join(f"{k}={v}" for k, v in self.health().items()))
         say(f"environment for the airflow CLI: source {env_file}")
         self.print_access()
+
+    def prepare_workspace(self, home: Path, build: bool) -> None:
+        """An empty workspace: build the small one (--small-workspace), else say how."""
+        ranker_bin = str(REPO / ".venv" / "bin" / "ranker")
+        today = dt.datetime.now(dt.UTC).date()
+        if not build:
+            for line in small_workspace_text(ranker_bin, home, today).splitlines():
+                say(line)
+            return
+        if not Path(ranker_bin).exists():
+            raise StackError(f"{ranker_bin} is missing: run `make setup` before --small-workspace")
+        say(f"building the small workspace in {home} (SMALL_WORKSPACE in {Path(__file__).name})")
+        started = time.monotonic()
+        for cmd in small_workspace_commands(ranker_bin, home, today):
+            _run(cmd, self.logs / "workspace.log")
+        write_text(home / "ranker.toml", SMALL_PIPELINE_CONFIG)
+        say(
+            f"small workspace ready in {time.monotonic() - started:.0f} s: {home} (log {self.logs / 'workspace.log'})"
+        )
 
     def server_argv(self, name: str, ports: dict[str, int]) -> list[str]:
         data = self.root / name
@@ -545,6 +624,11 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument(
         "--ranker-home", help="the workspace the DAGs use (default <repo>/var/stack/workspace)"
     )
+    parser.add_argument(
+        "--small-workspace",
+        action="store_true",
+        help="build a small synthetic workspace when the DAGs' one has no data (never over existing data)",
+    )
     parser.add_argument("--extra-dags", help="a second DAG bundle folder (tests/stack/dags)")
     parser.add_argument(
         "--scrape-interval", help="Prometheus scrape/evaluation interval (default: the repo's)"
@@ -568,6 +652,7 @@ def main(argv: list[str] | None = None) -> int:
                 "ranker_home": args.ranker_home,
                 "extra_dags": args.extra_dags,
                 "scrape_interval": args.scrape_interval,
+                "small_workspace": args.small_workspace,
                 "env": extra_env,
             })  # fmt: skip
         elif args.action == "down":

@@ -4,8 +4,9 @@
 with a second DAG bundle (tests/stack/dags: the serving DAG scheduled on the champion Asset) and
 short retry delays, ranker_pretrain daily instead of weekly (RANKER_PRETRAIN_CRON; its scheduled
 run is then for yesterday on any weekday); stopped and removed at the end (kept with
-RANKER_KEEP_STACK=1). The workspace is synthetic: 10 days ending
-yesterday (UTC), so the scheduled run's eval day (yesterday) is in the source.
+RANKER_KEEP_STACK=1). The workspace is the one `stack.py up --small-workspace` builds (what `make
+stack` offers): 10 synthetic days ending yesterday (UTC), so the scheduled run's eval day
+(yesterday) is in the source, and a ranker.toml with 5-day windows.
 """
 
 from __future__ import annotations
@@ -20,20 +21,8 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from stack_client import DAYS, RANKER_BIN, REPO, START, TODAY, Stack, ranker, stack_cli
+from stack_client import RANKER_BIN, REPO, TODAY, Stack, budget, stack_cli
 
-# the workspace's pipeline config: what a scheduled run (no Params) trains with
-PIPELINE_CONFIG = """\
-[window]
-days = 5
-max_null_rate = 0.9
-[recipe]
-batch_size = 256
-schedule = "F,J"
-pipeline = "sync"
-[pretrain]
-days = 3
-"""
 OBSERVATIONS = REPO / "var" / "stack-test-observations.json"
 
 
@@ -65,16 +54,10 @@ def stack(observed: dict[str, Any]) -> Iterator[Stack]:
     home = root / "workspace"
     try:
         started = time.monotonic()
-        synth = ["data", "synth", "--start", START.isoformat(), "--days", str(DAYS), "--seed", "11"]
-        ranker(home, *synth, "--users", "300", "--pins", "600", "--requests-per-day", "600")
-        ranker(home, "features", "apply")
-        (home / "ranker.toml").write_text(PIPELINE_CONFIG)
-        observed["workspace_seconds"] = round(time.monotonic() - started, 1)
-
-        started = time.monotonic()
         up = stack_cli(
             root, "up",
             "--ranker-home", str(home),
+            "--small-workspace",
             "--extra-dags", str(Path(__file__).parent / "dags"),
             "--scrape-interval", "1s",
             "--env", "RANKER_TASK_RETRIES=1",
@@ -83,9 +66,12 @@ def stack(observed: dict[str, Any]) -> Iterator[Stack]:
             # weekday; at 01:00 as in production (the same time as the retrain would give both
             # scheduled runs the same run id, and so the same run folder in the workspace)
             "--env", "RANKER_PRETRAIN_CRON=0 1 * * *",
+            timeout=budget("workspace") + budget("stack_up"),
         )  # fmt: skip
         assert up.returncode == 0, f"stack up failed:\n{up.stdout[-3000:]}\n{up.stderr[-3000:]}"
-        observed["stack_up_seconds"] = round(time.monotonic() - started, 1)
+        assert "small workspace ready" in up.stdout, up.stdout
+        assert (home / "ranker.toml").is_file() and any((home / "source").iterdir())
+        observed["workspace_and_stack_up_seconds"] = round(time.monotonic() - started, 1)
         observed["stack_up_output"] = up.stdout.replace(
             json.loads((root / "secrets.json").read_text())["admin_password"], "<password>"
         )
@@ -102,7 +88,7 @@ def stack(observed: dict[str, Any]) -> Iterator[Stack]:
             shutil.rmtree(root, ignore_errors=True)
 
 
-def _wait_parsed(stack: Stack, dag_id: str, timeout: float = 180) -> None:
+def _wait_parsed(stack: Stack, dag_id: str, timeout: float = budget("dag_parsed")) -> None:
     deadline = time.monotonic() + timeout
     while time.monotonic() < deadline:
         if stack.request("GET", f"/dags/{dag_id}").status_code == 200:

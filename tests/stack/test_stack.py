@@ -13,7 +13,12 @@ One story on one stack and one workspace (module fixtures, each after the previo
 4. unpausing ranker_pretrain fires its scheduled run: a new base model, an event on the base Asset,
    and an asset-triggered ranker_retrain run warm-started from that base (the default recipe);
 then: the serving DAG on the champion Asset ran after each move and saw its version; the runs'
-metrics are in Prometheus; the UI and Prometheus's alerts page as a browser shows them.
+metrics are in Prometheus; the rejected run (B) says so in the grid and in its gate task's log; the
+UI and Prometheus's alerts page as a browser shows them; last, the REST and CLI examples of
+docs/orchestration.md run verbatim.
+
+Every wait is sized from measured step times with a margin (stack_client.budget), so the suite
+holds on a busy machine.
 """
 
 from __future__ import annotations
@@ -22,7 +27,9 @@ import contextlib
 import datetime as dt
 import json
 import os
+import re
 import signal
+import subprocess
 import time
 from pathlib import Path
 from typing import Any
@@ -30,9 +37,14 @@ from typing import Any
 import pytest
 import requests
 from browser import Browser
-from stack_client import LAST_DAY, REPO, Stack, ranker, stack_cli, when
+from stack_client import LAST_DAY, REPO, TEST_TIMEOUT, Stack, budget, doc_blocks, ranker, stack_cli, when
 
-pytestmark = [pytest.mark.slow, pytest.mark.integration, pytest.mark.airflow]
+pytestmark = [
+    pytest.mark.slow,
+    pytest.mark.integration,
+    pytest.mark.airflow,
+    pytest.mark.timeout(TEST_TIMEOUT),
+]
 
 RETRAIN, ROLLBACK, SERVING = "ranker_retrain", "ranker_rollback", "ranker_serving_reload"
 PRETRAIN = "ranker_pretrain"
@@ -94,7 +106,7 @@ def rollback_run(stack: Stack, pair: dict[str, Any], observed: dict[str, Any]) -
     before = ranker(stack.home, "models", "list")
     resp = stack.trigger(ROLLBACK, "stack-rollback", {"reason": "stack test: on-call drill"})
     assert resp.status_code == 200, resp.text
-    run = stack.wait_run(ROLLBACK, "stack-rollback", timeout=300)
+    run = stack.wait_run(ROLLBACK, "stack-rollback", timeout=budget("rollback_run") + budget("retrain_run"))
     observed["rollback_run"] = summarize(stack, run, ROLLBACK)
     return {"run": run, "before": before, "after": ranker(stack.home, "models", "list")}
 
@@ -106,7 +118,7 @@ def base_run(stack: Stack, rollback_run: dict[str, Any], observed: dict[str, Any
     known = {r["dag_run_id"] for r in stack.runs(RETRAIN)}
     stack.unpause(PRETRAIN)
     first = stack.wait_first_run(PRETRAIN, "scheduled")
-    pretrain = stack.wait_run(PRETRAIN, first["dag_run_id"], timeout=600)
+    pretrain = stack.wait_run(PRETRAIN, first["dag_run_id"], timeout=budget("pretrain_run"))
     assert pretrain["state"] == "success", stack.log(PRETRAIN, pretrain["dag_run_id"], "pretrain", 1)[-3000:]
     triggered = stack.wait_first_run(RETRAIN, "asset_triggered", exclude=known)
     retrain = stack.wait_run(RETRAIN, triggered["dag_run_id"])
@@ -161,7 +173,9 @@ def training_process(run_id: str) -> int | None:
     return None
 
 
-def kill_training_mid_epoch(stack: Stack, run_id: str, timeout: float = 900) -> dict[str, Any]:
+def kill_training_mid_epoch(
+    stack: Stack, run_id: str, timeout: float = budget("retrain_run", runs=2)
+) -> dict[str, Any]:
     """SIGKILL the run's `ranker train` once an epoch checkpoint is complete (its `.sha256` sidecar is
     written last, for a file or a sharded folder checkpoint alike) and before the last epoch ends."""
     checkpoints = stack.home / "runs" / run_id / "checkpoints"
@@ -424,6 +438,40 @@ def test_the_runs_metrics_are_in_prometheus(
     observed["prometheus"] = {"ranker_runs_total": by_status}
 
 
+def test_a_rejected_run_says_so_in_the_grid_and_in_the_gate_log(stack: Stack, pair: dict[str, Any]) -> None:
+    """Run B's candidate is judged against A's champion, which was trained on B's eval day: the gate
+    rejects it (an unfair comparison fails closed); an operator sees it without opening XComs."""
+    tis = stack.task_instances(RETRAIN, "stack-b")
+    outcome = {
+        t: (tis[t]["state"], tis[t]["task_display_name"])
+        for t in ("promote", "record_rejection", "keep_champion")
+    }
+    assert outcome == {
+        "promote": ("skipped", "outcome: promoted"),
+        "record_rejection": ("success", "outcome: REJECTED by the gate"),
+        "keep_champion": ("skipped", "outcome: champion kept"),
+    }, outcome
+    report = stack.xcom(RETRAIN, "stack-b", "gate")
+    assert report["decision"] == "reject" and report["failed_checks"], report
+    log = stack.log(RETRAIN, "stack-b", "gate", 1)
+    for check in report["checks"]:
+        verdict = "pass" if check["passed"] else "FAIL"
+        assert f"gate check {check['name']}: {verdict}  value=" in log, (check, log[-3000:])
+    failed = ", ".join(report["failed_checks"])
+    champion = report["champion"]["version"]
+    assert (
+        f"gate reject: candidate {report['candidate_version']} vs champion {champion}; failed: {failed}"
+        in log
+    )
+    assert "Successfully loaded" not in log  # fbgemm's library-load chatter stays out of task logs
+    assert "Successfully loaded" not in stack.log(RETRAIN, "stack-a", "train", 2)
+    # the run's report beside its model: the same gate table
+    run_dir = Path(stack.xcom(RETRAIN, "stack-b", "train")["run_dir"])
+    text = (run_dir / "report.md").read_text()
+    assert "REJECTED by the gate" in text and f"## Gate: reject (failed: {failed})" in text, text
+    assert f"champion {champion}" in text
+
+
 # -- the browser -------------------------------------------------------------------------------
 
 
@@ -453,6 +501,16 @@ def test_the_ui_in_a_headless_browser(
         time.sleep(1)
         shots["task_logs"] = browser.screenshot(SCREENSHOTS / "task-logs.png")
 
+        # the rejected run: its grid column and task list, then the gate's checks in its log
+        browser.goto(f"{stack.api_url}/dags/{RETRAIN}/runs/stack-b")
+        browser.wait_for_text("outcome: REJECTED by the gate")
+        time.sleep(2)
+        shots["rejected_run"] = browser.screenshot(SCREENSHOTS / "rejected-run.png")
+        browser.goto(f"{stack.api_url}/dags/{RETRAIN}/runs/stack-b/tasks/gate")
+        browser.wait_for_text("gate reject: candidate")
+        time.sleep(1)
+        shots["rejected_gate_log"] = browser.screenshot(SCREENSHOTS / "rejected-gate-log.png")
+
         # Debian's prometheus 2.42 is built without the React UI (/alerts is a 404): its classic UI
         alerts = f"{stack.prometheus_url}/alerts"
         if requests.get(alerts, timeout=30).status_code == 404:
@@ -468,3 +526,58 @@ def test_the_ui_in_a_headless_browser(
         width, height = int.from_bytes(png[16:20], "big"), int.from_bytes(png[20:24], "big")
         assert (width, height) == (1600, 1000), name
         assert len(png) > 20_000, (name, len(png))  # a rendered page, not a blank one
+
+
+# -- the docs' examples, verbatim (last: they add a run) ---------------------------------------
+
+
+def _run_doc_blocks(stack: Stack, tag: str, timeout: float) -> subprocess.CompletedProcess[str]:
+    script = "\n".join(doc_blocks(tag))
+    # only what the blocks source themselves: no RANKER_*/AIRFLOW* of the caller's shell
+    env = {k: v for k, v in os.environ.items() if not k.startswith(("RANKER_", "AIRFLOW"))}
+    env["STACK_DIR"] = str(stack.root)
+    proc = subprocess.run(
+        ["bash", "-euo", "pipefail", "-c", script],
+        cwd=REPO,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=timeout,
+    )
+    assert proc.returncode == 0, (
+        f"the {tag} blocks failed (exit {proc.returncode}):\n{proc.stdout[-3000:]}\n{proc.stderr[-3000:]}"
+    )
+    return proc
+
+
+def test_the_cli_finds_the_stacks_workspace_after_sourcing_env_sh(
+    stack: Stack, base_run: dict[str, Any], observed: dict[str, Any]
+) -> None:
+    out = _run_doc_blocks(stack, "stack-cli-example", timeout=120).stdout
+    models = ranker(stack.home, "models", "list")
+    # the stack's registry, not ./var's: RANKER_HOME came from env.sh
+    assert f"registry {stack.home / 'registry'}  champion: {models['champion']}" in out, out
+    assert re.search(r'^ranker_runs_total\{.*status="success".*\} \d', out, re.M), out
+    observed["stack_cli_example_output"] = out
+
+
+def test_the_rest_examples_in_the_docs_run_verbatim(
+    stack: Stack, base_run: dict[str, Any], observed: dict[str, Any]
+) -> None:
+    started = time.monotonic()
+    out = _run_doc_blocks(stack, "rest-example", timeout=budget("retrain_run", runs=2)).stdout
+    observed["rest_example"] = {"seconds": round(time.monotonic() - started, 1), "output": out}
+    assert "is_paused: False" in out
+    created = re.search(r"^(rest-\d{8}T\d{6}) queued$", out, re.M)
+    assert created, out
+    run_id = created.group(1)
+    run = stack.run(RETRAIN, run_id)
+    assert (run["state"], run["conf"]) == (
+        "success",
+        {"window_end": LAST_DAY.isoformat(), "dry_run": True},
+    ), run
+    assert re.search(rf"^\d\d:\d\d:\d\d {run_id} success$", out, re.M), out
+    assert re.search(r"^  keep_champion +success$", out, re.M), out  # a dry run keeps the champion
+    report = stack.xcom(RETRAIN, run_id, "gate")
+    assert f"  gate {report['decision']}: candidate {report['candidate_version']} vs champion" in out, out
+    assert sum(line.startswith("  gate check ") for line in out.splitlines()) == len(report["checks"]), out
