@@ -93,6 +93,26 @@ def has_data(home: Path) -> bool:
     return (home / "source").exists() and any((home / "source").iterdir())
 
 
+def build_small_workspace(ranker_bin: str, home: Path, today: dt.date, log: Path) -> None:
+    """Fill an empty ``home`` with the small workspace; on a failure remove what the build added
+    (a half-built workspace has data, so a later `up` would take it as ready)."""
+    before = set(home.iterdir()) if home.is_dir() else set()
+    try:
+        for cmd in small_workspace_commands(ranker_bin, home, today):
+            _run(cmd, log)
+        write_text(home / "ranker.toml", SMALL_PIPELINE_CONFIG)
+    except BaseException:
+        added = set(home.iterdir()) - before if home.is_dir() else set()
+        if (home / "source") in before:  # it was there but empty (has_data was False)
+            added |= set((home / "source").iterdir())
+        for path in added:
+            if path.is_dir() and not path.is_symlink():
+                shutil.rmtree(path, ignore_errors=True)
+            else:
+                path.unlink(missing_ok=True)
+        raise
+
+
 def small_workspace_text(ranker_bin: str, home: Path, today: dt.date) -> str:
     """What `up` prints for an empty workspace: the exact commands and the size they make."""
     size = SMALL_WORKSPACE
@@ -521,9 +541,7 @@ class Stack:
             raise StackError(f"{ranker_bin} is missing: run `make setup` before --small-workspace")
         say(f"building the small workspace in {home} (SMALL_WORKSPACE in {Path(__file__).name})")
         started = time.monotonic()
-        for cmd in small_workspace_commands(ranker_bin, home, today):
-            _run(cmd, self.logs / "workspace.log")
-        write_text(home / "ranker.toml", SMALL_PIPELINE_CONFIG)
+        build_small_workspace(ranker_bin, home, today, self.logs / "workspace.log")
         say(
             f"small workspace ready in {time.monotonic() - started:.0f} s: {home} (log {self.logs / 'workspace.log'})"
         )

@@ -7,6 +7,7 @@ import datetime as dt
 import shlex
 from pathlib import Path
 
+import pytest
 from stack_client import stack_module
 
 
@@ -34,3 +35,53 @@ def test_a_workspace_with_data_is_left_alone(tmp_path: Path) -> None:
     assert not stack.has_data(tmp_path)
     (tmp_path / "source" / "impressions").mkdir()
     assert stack.has_data(tmp_path)
+
+
+FAKE_RANKER = """#!/bin/bash
+# writes part of a workspace, like a synth that dies half-way; `features apply` fails when FAIL_APPLY is set
+home=""; args="$*"
+while [ $# -gt 0 ]; do [ "$1" = --home ] && home="$2"; shift; done
+if [[ "$args" == "data synth"* ]]; then
+  mkdir -p "$home/source/impressions" && echo rows > "$home/source/impressions/day.parquet"
+  [ -n "$FAIL_SYNTH" ] && exit 1
+else
+  mkdir -p "$home/feast" && echo registry > "$home/feast/registry.db"
+  [ -n "$FAIL_APPLY" ] && exit 1
+fi
+exit 0
+"""
+
+
+@pytest.mark.parametrize("failing", ["FAIL_SYNTH", "FAIL_APPLY"])
+@pytest.mark.parametrize("source_existed", [False, True])
+def test_a_failed_build_leaves_no_half_built_workspace(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, failing: str, source_existed: bool
+) -> None:
+    stack = stack_module()
+    ranker_bin = tmp_path / "ranker"
+    ranker_bin.write_text(FAKE_RANKER)
+    ranker_bin.chmod(0o755)
+    home = tmp_path / "workspace"
+    home.mkdir()
+    (home / "notes.txt").write_text("the user's")  # what was there stays
+    if source_existed:
+        (home / "source").mkdir()  # empty: has_data is False
+    monkeypatch.setenv(failing, "1")
+    with pytest.raises(stack.StackError, match="failed \\(exit 1\\)"):
+        stack.build_small_workspace(str(ranker_bin), home, dt.date(2026, 12, 4), tmp_path / "logs" / "ws.log")
+    assert not stack.has_data(home)  # a later `up` offers the build again
+    expected = {"notes.txt", "source"} if source_existed else {"notes.txt"}
+    assert {p.name for p in home.iterdir()} == expected
+    assert (home / "notes.txt").read_text() == "the user's"
+
+
+def test_a_build_that_succeeds_writes_the_pipeline_config(tmp_path: Path) -> None:
+    stack = stack_module()
+    ranker_bin = tmp_path / "ranker"
+    ranker_bin.write_text(FAKE_RANKER)
+    ranker_bin.chmod(0o755)
+    home = tmp_path / "workspace"
+    home.mkdir()
+    stack.build_small_workspace(str(ranker_bin), home, dt.date(2026, 12, 4), tmp_path / "ws.log")
+    assert stack.has_data(home)
+    assert (home / "ranker.toml").read_text() == stack.SMALL_PIPELINE_CONFIG
