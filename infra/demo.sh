@@ -30,7 +30,8 @@ WINDOW_DAYS=20 # the shipped window.days; the base model's range is as long (pre
 for value in "$DEMO_DAYS" "$DEMO_USERS" "$DEMO_PINS" "$DEMO_REQUESTS_PER_DAY" ${DEMO_EPOCHS:+"$DEMO_EPOCHS"}; do
   [[ "$value" =~ ^[1-9][0-9]{0,7}$ ]] || { echo "demo: sizes must be positive integers, got '$value'" >&2; exit 2; }
 done
-[[ "$DEMO_START" =~ ^[0-9]{4}-[0-9]{2}-[0-9]{2}$ ]] || { echo "demo: DEMO_START must be YYYY-MM-DD" >&2; exit 2; }
+[[ "$DEMO_START" =~ ^[0-9]{4}-[0-9]{2}-[0-9]{2}$ ]] && [[ "$(date -u -d "$DEMO_START" +%F 2>/dev/null)" == "$DEMO_START" ]] ||
+  { echo "demo: DEMO_START must be a date YYYY-MM-DD, got '$DEMO_START'" >&2; exit 2; }
 if (( DEMO_DAYS < 2 * WINDOW_DAYS + 2 )); then
   echo "demo: DEMO_DAYS must be >= $((2 * WINDOW_DAYS + 2)) (the base's ${WINDOW_DAYS} days + a ${WINDOW_DAYS}-day window + two eval days)" >&2
   exit 2
