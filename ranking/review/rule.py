@@ -5,8 +5,10 @@ HIT@3, with the paired bootstrap CI; the baseline's own lift is 0 with CI [0, 0]
 training seconds per day. The best recipe is the one with the highest lift, less
 ``cost_weight`` for every extra multiple of the cheapest recipe's training time; the
 recommendation is the cheapest recipe whose CI is not below the best's lower bound. When the
-best gain is not significant (its lower bound at or below 0) the baseline is not below it either,
-so the cheapest recipe wins: the naive daily retrain, unless a recipe costs even less.
+best gain is not significant (its lower bound at or below 0) the baseline is recommended: the
+lifts are measured against it, and with no evidence of a gain an ordering by measured seconds
+would follow the machine's load (two reviews of the same recipes on a shared machine ranked naive
+slowest and fastest), not the recipes.
 """
 
 from __future__ import annotations
@@ -19,7 +21,7 @@ from ranking.core.errors import RankerError
 RULE = (
     "Recommended: the cheapest recipe whose served lift's CI is not below the best recipe's lower"
     " bound (best: the highest lift, less cost_weight per extra multiple of the cheapest recipe's"
-    " training time); no significant gain -> the cheapest recipe."
+    " training time); no significant gain -> the baseline."
 )
 
 
@@ -48,8 +50,11 @@ class Recommendation:
     reason: str
 
 
-def recommend(evidence: Sequence[Evidence], cost_weight: float = 0.0) -> Recommendation:
-    """The rule of the module docstring; ties go to the cheaper recipe, then by name."""
+def recommend(
+    evidence: Sequence[Evidence], cost_weight: float = 0.0, baseline: str | None = None
+) -> Recommendation:
+    """The rule of the module docstring; ties go to the cheaper recipe, then by name. ``baseline``:
+    the recipe the lifts are measured against (None: the cheapest stands in for it)."""
     if not evidence:
         raise ReviewError("no recipe has evidence to recommend from")
     if cost_weight < 0:
@@ -65,11 +70,18 @@ def recommend(evidence: Sequence[Evidence], cost_weight: float = 0.0) -> Recomme
     floor = best.ci[0]
     eligible = sorted((e for e in evidence if e.ci[1] >= floor), key=lambda e: (e.seconds_per_day, e.recipe))
     chosen = eligible[0]
+    by_name = {e.recipe: e for e in evidence}
     if not best.significant_gain:
+        if baseline in by_name:
+            chosen = by_name[baseline]
         reason = (
             f"no significant gain: the best recipe, {best.recipe}, has {_pct(best.lift)}"
-            f" [{_pct(best.ci[0])}, {_pct(best.ci[1])}]; {chosen.recipe} is the cheapest"
-            f" ({chosen.seconds_per_day:.0f} s/day)"
+            f" [{_pct(best.ci[0])}, {_pct(best.ci[1])}]; "
+            + (
+                f"keep the baseline, {chosen.recipe}"
+                if chosen.recipe == baseline
+                else f"{chosen.recipe} is the cheapest ({chosen.seconds_per_day:.0f} s/day)"
+            )
         )
     elif chosen.recipe == best.recipe:
         reason = (

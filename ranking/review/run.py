@@ -228,7 +228,7 @@ def run_review(
             review["status"] = TOO_FEW_DAYS
             review["error"] = f"{compared} paired days < min_days {settings.min_days}"
         else:
-            chosen = recommend(evidence, settings.cost_weight)
+            chosen = recommend(evidence, settings.cost_weight, settings.baseline)
             review.update(status=OK, recommended=chosen.recipe, best=chosen.best, reason=chosen.reason)
     except RankerError as exc:
         error = exc

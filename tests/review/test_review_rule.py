@@ -43,6 +43,24 @@ def test_no_significant_gain_recommends_the_cheapest() -> None:
     assert recommend([NAIVE, ev("default", 0.02, -0.001, 0.04, 96)]).recipe == "naive"
 
 
+def test_no_significant_gain_keeps_the_baseline_whatever_the_clock_said() -> None:
+    # two reviews on a shared machine measured naive slower than the recipes that pretrain: an
+    # ordering by seconds followed the load, not the recipes
+    evidence = [
+        ev("naive", 0.0, 0.0, 0.0, 16.6),
+        ev("default", 0.004, -0.01, 0.02, 15.1),
+        ev("base-j", -0.002, -0.012, 0.008, 16.0),
+    ]
+    assert recommend(evidence).recipe == "default"  # without a baseline: the cheapest by the clock
+    got = recommend(evidence, baseline="naive")
+    assert got.recipe == "naive" and "keep the baseline, naive" in got.reason
+    # a significant gain is still followed
+    assert (
+        recommend([*evidence[:1], ev("default", 0.05, 0.02, 0.08, 15.1)], baseline="naive").recipe
+        == "default"
+    )
+
+
 def test_a_recipe_significantly_below_the_best_is_never_recommended_even_if_cheapest() -> None:
     got = recommend(
         [
