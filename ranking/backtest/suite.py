@@ -395,6 +395,8 @@ def render_suite(spec: Mapping[str, Any], recipe: str, result: Mapping[str, Any]
         )
     lines += [
         "",
+        "![what each gate served; the bad candidates it stopped](suite.png)",
+        "",
         "## Bad candidates stopped, by kind",
         "",
         "| kind | what it stands for | " + " | ".join(f"`{g}`" for g in gates) + " |",
@@ -435,6 +437,51 @@ def render_suite(spec: Mapping[str, Any], recipe: str, result: Mapping[str, Any]
     return "\n".join(lines)
 
 
+def plot_suite(spec: Mapping[str, Any], recipe: str, result: Mapping[str, Any], path: Path) -> None:
+    """Top: the save HIT@3 each gate served per day, with always-promote; bottom: each injected bad
+    candidate per gate, stopped (green) or promoted (red)."""
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    gates = list(result)
+    fig, (top, bottom) = plt.subplots(
+        2, 1, figsize=(11, 6 + 0.3 * len(gates)), sharex=True, gridspec_kw={"height_ratios": [3, 1.2]}
+    )
+    always: dict[dt.date, float] = {}
+    for name in gates:
+        forward = result[name]["forward"]
+        xs = [dt.date.fromisoformat(f["day"]) for f in forward]
+        top.plot(xs, [f["served"] for f in forward], marker="o", ms=3, label=f"served by gate `{name}`")
+        always.update({x: f["fresh"] for x, f in zip(xs, forward, strict=True) if f["fresh"] is not None})
+    days = sorted(always)
+    top.plot(days, [always[d] for d in days], ls="--", color="grey", label="always promote")
+    top.set_ylabel("save HIT@3 on the day")
+    top.set_title(f"gate suite {spec['id']} ({recipe}): what each gate served")
+    top.grid(alpha=0.3)
+    top.legend(fontsize=8)
+    for row, name in enumerate(gates):
+        for b in result[name]["injected"]:
+            stopped = b["decision"] == "reject"
+            bottom.scatter(
+                [dt.date.fromisoformat(b["day"])],
+                [row],
+                marker="o" if stopped else "X",
+                color="tab:green" if stopped else "tab:red",
+                s=28 if stopped else 70,
+            )
+    bottom.set_yticks(range(len(gates)), [f"`{g}`" for g in gates])
+    bottom.set_ylim(-0.7, len(gates) - 0.3)
+    bottom.set_title("injected bad candidates: green stopped, red X promoted", fontsize=9)
+    bottom.grid(alpha=0.3, axis="x")
+    fig.autofmt_xdate()
+    fig.tight_layout()
+    with atomic_path(path) as tmp:
+        fig.savefig(tmp, format="png", dpi=110)
+    plt.close(fig)
+
+
 def write_suite_report(
     folder: Path, spec: Mapping[str, Any], recipe: str, result: Mapping[str, Any], wall_seconds: float
 ) -> dict[str, str]:
@@ -442,7 +489,8 @@ def write_suite_report(
     from ranking.core.atomic import atomic_write_text
 
     folder.mkdir(parents=True, exist_ok=True)
-    paths = {"markdown": folder / "suite.md", "json": folder / "suite.json"}
+    paths = {"markdown": folder / "suite.md", "json": folder / "suite.json", "png": folder / "suite.png"}
+    plot_suite(spec, recipe, result, paths["png"])
     atomic_write_text(paths["markdown"], render_suite(spec, recipe, result, wall_seconds))
     atomic_write_json(
         paths["json"],

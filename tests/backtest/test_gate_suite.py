@@ -121,6 +121,7 @@ def test_each_bad_candidate_was_made_as_its_kind_says(suite: tuple[Path, dict, l
 def test_the_report_explains_every_kind_and_the_regret(suite: tuple[Path, dict, list[str]]) -> None:  # type: ignore[type-arg]
     folder, report, _ = suite
     text = (folder / "report" / "suite.md").read_text()
+    assert (folder / "report" / "suite.png").read_bytes().startswith(b"\x89PNG")
     for line in inject.KINDS.values():
         assert line in text
     for gate in report["gates"].values():
