@@ -43,8 +43,11 @@ class GateConfig:
     min_save_hit_at_3: float = 0.0
     min_lift_over_random: float = 0.05
     # candidate vs champion: relative change of save HIT@3 must be >= -tolerance (under rule "ci":
-    # the paired bootstrap CI's lower bound must; under "point": the point estimate)
-    tolerance: float = 0.05
+    # the paired bootstrap CI's lower bound must; under "point": the point estimate). 0.10, not
+    # 0.05: a day's 90% CI half-width is ~6% at 25,000 impressions, so at 5% an equally good
+    # candidate failed about half the days (gate suite: staleness median 2 d, 13/28 promoted;
+    # at 10%: 1 d, 27/28, every broken candidate still stopped; docs/registry.md)
+    tolerance: float = 0.10
     # guardrails (absolute): AUC may drop at most this much, NE may rise at most this much (under
     # rule "ci": the CI's upper bound of the drop / rise)
     max_auc_drop: float = 0.02
@@ -67,18 +70,18 @@ class GateConfig:
     # reference: the MEAN save HIT@3 of the champion and the N-1 champions before it, on the eval
     # day; the candidate may not be worse than it by more than reference_tolerance
     reference_champions: int = 3  # 0: no reference check
-    reference_tolerance: float = 0.05
+    reference_tolerance: float = 0.10
     # trend guard: vs the champion served trend_days before the eval day (the newest former champion
     # trained for a day at least that old), scored today: losses that each pass a moving reference
     # cannot add up past trend_tolerance
     trend_days: int = 7  # 0: no trend check
-    trend_tolerance: float = 0.05
+    trend_tolerance: float = 0.10
     # pooled: when the day's HIT@3-change CI is wider than pool_ci_width, the change vs the champion
     # is judged on the inverse-variance mean of this day's and the last pool_days - 1 recorded days'
     pool_days: int = 5  # 1: never pooled
     pool_ci_width: float = 0.15
-    # leakage: a candidate above the best recent model on the same day by more than max_lift (CI
-    # lower bound) is too good to be true (trained on the eval day)
+    # leakage: a candidate above its champion on the same day by more than max_lift (point
+    # estimate) is too good to be true (trained on the eval day)
     max_lift: float = 0.10  # 0: no leakage check
     # window age: the candidate's window must end at most this many days before the eval day
     max_window_lag_days: int = 3  # 0: no window-age check
@@ -131,6 +134,7 @@ class GateConfig:
 # the first gate (before issue 23): the best of the last 5 champions as the anchor, none of the
 # reference, trend, pooled, leakage and window-age checks; kept for side-by-side backtests
 OLD_GATE = GateConfig(
+    tolerance=0.05,
     anchor_champions=5,
     reference_champions=0,
     trend_days=0,
@@ -480,6 +484,29 @@ def _pooled(
     return mean, [mean - half, mean + half], len(days)
 
 
+def _leakage_check(
+    hit: float, champion_hit: float, lift: float | None, ci: list[float] | None, config: GateConfig
+) -> Check:
+    """Too good to be true: the point lift over the champion above ``max_lift`` and (rule ``ci``)
+    significantly above zero. Honest daily candidates measured -8 % .. +7.6 % against their champion
+    on 54 backtest days, eval-day leaks +11 % .. +30 % (docs/backtest/gate-suite); the first version
+    (the CI's lower bound above max_lift, against the best recent model) let 2 of 3 leaks through.
+    The significance condition keeps a small eval day's noise (±30 %) from reading as a leak."""
+    significant = config.rule != "ci" or ci is None or ci[0] > 0
+    leaked = lift is not None and math.isfinite(lift) and lift > config.max_lift and significant
+    return Check(
+        "leakage",
+        not leaked,
+        lift,
+        config.max_lift,
+        f"save HIT@3 {_fmt(hit)} vs champion {_fmt(champion_hit)}: lift {_fmt(lift)}, "
+        f"{_interval_text(ci, config)}; above {config.max_lift:g}"
+        f"{' and significant' if config.rule == 'ci' else ''} in one day's retrain is too good to be true"
+        " (trained on the eval day? labels joined into features?)",
+        ci,
+    )
+
+
 def run_gate(
     candidate: pd.DataFrame,
     champion: pd.DataFrame | None,
@@ -562,21 +589,12 @@ def run_gate(
         trend = None
         if config.trend_days > 0 and trend_reference is not None:
             trend = (trend_reference[0], _aligned_scores(frame, trend_reference[1]))
-        # the best recent model on this day: what a leakage-free candidate is rarely far above
-        pool = {**ref_scores, **({trend[0]: trend[1]} if trend else {})}
-        pool_hits = {
-            v: ref_hits[v] if v in ref_hits else compute_metrics(request_ids, labels, sc).save_hit_at_3
-            for v, sc in pool.items()
-        }
-        best_version = max(pool, key=lambda v: pool_hits[v])
         compared = [champ_scores]
         if anchor:
             compared.append(anchor[2])
         trend_index = len(compared) if trend else None
         if trend:
             compared.append(trend[1])
-        best_index = len(compared)
-        compared.append(pool[best_version])
         intervals = paired_bootstrap(
             request_ids,
             labels,
@@ -654,7 +672,7 @@ def run_gate(
                 "ci": ref_ci,
             }
         if trend is not None and trend_index is not None:
-            trend_hit = pool_hits[trend[0]]
+            trend_hit = compute_metrics(request_ids, labels, trend[1]).save_hit_at_3
             checks.append(
                 _non_inferior(
                     "trend",
@@ -667,23 +685,7 @@ def run_gate(
                 )
             )
         if config.max_lift > 0:
-            best_hit = pool_hits[best_version]
-            lift = _ratio_change(hit, best_hit)
-            lift_ci = intervals[best_index].hit_change
-            judged = lift_ci[0] if (config.rule == "ci" and lift_ci) else lift
-            checks.append(
-                Check(
-                    "leakage",
-                    judged is None or not math.isfinite(judged) or judged <= config.max_lift,
-                    judged,
-                    config.max_lift,
-                    f"save HIT@3 {_fmt(hit)} vs the best recent model on this day "
-                    f"({best_version}: {_fmt(best_hit)}): lift {_fmt(lift)}, {_interval_text(lift_ci, config)}; "
-                    f"{'the CI lower bound' if config.rule == 'ci' else 'the lift'} above {config.max_lift:g} "
-                    "is too good to be true (trained on the eval day?)",
-                    lift_ci,
-                )
-            )
+            checks.append(_leakage_check(hit, champ_metrics.save_hit_at_3, relative_change, ci, config))
 
     decision = "pass" if all(c.passed for c in checks) else "reject"
     return GateReport(

@@ -20,6 +20,9 @@ from ranking.gate.checks import (
 )
 
 EVAL_DAY = dt.date(2026, 1, 21)
+# these fixtures' candidate is far better than its champion (noise 0.3 vs 1.5): above the leakage
+# limit, which has its own test
+FAR_BETTER_OK = GateConfig(max_lift=1.0)
 FAIR = {
     "eval_date": EVAL_DAY,
     "candidate_window": TrainingWindow(dt.date(2026, 1, 1), EVAL_DAY),
@@ -38,7 +41,9 @@ def check(report, name):  # type: ignore[no-untyped-def]
 
 def test_better_candidate_passes_with_every_check_reported(day) -> None:  # type: ignore[no-untyped-def]
     frame, p = day
-    report = run_gate(with_scores(frame, noisy(p, 0.3, 1)), with_scores(frame, noisy(p, 1.5, 2)), **FAIR)
+    report = run_gate(
+        with_scores(frame, noisy(p, 0.3, 1)), with_scores(frame, noisy(p, 1.5, 2)), FAR_BETTER_OK, **FAIR
+    )
     assert report.decision == "pass", report.failed_checks
     names = [c.name for c in report.checks]
     assert names == [
@@ -100,7 +105,10 @@ def test_worse_candidate_fails_the_change_check(day) -> None:  # type: ignore[no
     assert report.decision == "reject"
     change = check(report, "save_hit_at_3_change")
     assert (
-        not change.passed and change.value is not None and change.value < -0.05 and change.threshold == -0.05
+        not change.passed
+        and change.value is not None
+        and change.value < -GateConfig().tolerance
+        and change.threshold == -GateConfig().tolerance
     )
     # a tolerance wider than the drop lets it through the change check
     wide = run_gate(
@@ -160,12 +168,14 @@ def test_unfair_comparison_fails_closed_unless_overridden(day) -> None:  # type:
     cand, champ = with_scores(frame, noisy(p, 0.3, 1)), with_scores(frame, noisy(p, 1.5, 2))
     trained_on_eval_day = TrainingWindow(dt.date(2026, 1, 2), dt.date(2026, 1, 22))
     unfair = {**FAIR, "champion_window": trained_on_eval_day}
-    report = run_gate(cand, champ, **unfair)
+    report = run_gate(cand, champ, FAR_BETTER_OK, **unfair)
     assert report.failed_checks == ["fair_comparison"]
     assert "champion was trained on the eval day 2026-01-21" in check(report, "fair_comparison").detail
-    overridden = run_gate(cand, champ, GateConfig(allow_unfair=True), **unfair)
+    overridden = run_gate(cand, champ, GateConfig(allow_unfair=True, max_lift=1.0), **unfair)
     assert overridden.decision == "pass" and "overridden" in check(overridden, "fair_comparison").detail
-    unknown = run_gate(cand, champ, eval_date=EVAL_DAY, candidate_window=FAIR["candidate_window"])
+    unknown = run_gate(
+        cand, champ, FAR_BETTER_OK, eval_date=EVAL_DAY, candidate_window=FAIR["candidate_window"]
+    )
     assert unknown.failed_checks == ["fair_comparison"]
     assert "champion's training window is unknown" in check(unknown, "fair_comparison").detail
 
@@ -219,3 +229,25 @@ def test_random_ranking_baseline_matches_a_constant_model() -> None:
     baseline = random_ranking_hit_at_k(frame["request_id"], frame["saved"])
     assert baseline == pytest.approx(3 / 7)
     assert save_hit_at_k(frame["request_id"], frame["saved"], np.zeros(len(frame))) == pytest.approx(baseline)
+
+
+def test_a_candidate_too_far_above_its_champion_is_leakage(day) -> None:  # type: ignore[no-untyped-def]
+    """Honest daily candidates measured -8 % .. +7.6 % against their champion (gate suite, 54 days);
+    a model trained on the eval day +11 % .. +30 %: above max_lift (point estimate) is rejected."""
+    frame, p = day
+    cand, champ = with_scores(frame, noisy(p, 0.3, 1)), with_scores(frame, noisy(p, 1.5, 2))
+    report = run_gate(cand, champ, **FAIR)
+    leak = check(report, "leakage")
+    assert report.relative_change is not None and report.relative_change > 0.10
+    assert not leak.passed and leak.value == report.relative_change and leak.threshold == 0.10
+    assert report.failed_checks == ["leakage"] and "too good to be true" in leak.detail
+    assert run_gate(cand, champ, GateConfig(max_lift=report.relative_change + 0.01), **FAIR).passed
+    # a lift above the limit that the day's CI cannot tell from zero is noise, not a leak (a small eval day)
+    assert report.ci is not None and report.ci[0] > 0
+    from ranking.gate.checks import _leakage_check
+
+    assert _leakage_check(0.5, 0.4, 0.25, [-0.05, 0.55], GateConfig()).passed
+    assert not _leakage_check(0.5, 0.4, 0.25, [0.15, 0.35], GateConfig()).passed
+    assert not _leakage_check(0.5, 0.4, 0.25, [-0.05, 0.55], GateConfig(rule="point")).passed
+    assert _leakage_check(0.44, 0.4, 0.10, [0.02, 0.18], GateConfig()).passed  # at the limit: honest
+    assert "leakage" not in [c.name for c in run_gate(cand, champ, GateConfig(max_lift=0.0), **FAIR).checks]
