@@ -38,10 +38,13 @@ def handle_run(args: argparse.Namespace) -> CommandResult:
     from ranking.cli.config import config_env
     from ranking.cli.main import build_parser
     from ranking.cli.steps import InProcessSteps
+    from ranking.pipeline.run import run_id_lock
 
     steps = InProcessSteps(build_parser(), str(ws.root), args.run_id, args.params)
     with config_env(args):  # every step reads the run's --config, or <home>/ranker.toml
-        pretrained = _first_base(args, ws, build_parser)
+        # the run id is held from the first base on: a second attempt must not pretrain a base too
+        with run_id_lock(str(ws.root), args.run_id):
+            pretrained = _first_base(args, ws, build_parser)
         result = execute(plan, str(ws.root), args.run_id, steps)
     if pretrained is not None:
         result.summary["pretrain"] = pretrained

@@ -68,3 +68,20 @@ def test_a_bad_run_id_is_refused_before_a_lock_is_made(tmp_path: Path) -> None:
     with pytest.raises(RankerError, match="invalid run id"):
         execute(PLAN, str(tmp_path / "home"), "../R", Steps())
     assert not (tmp_path / "home" / "pipeline").exists() and not (tmp_path / "R").exists()
+
+
+def test_the_first_base_is_not_pretrained_by_a_second_attempt(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """The run id is held from the first base on: an attempt that finds it held pretrains nothing
+    (it used to pretrain a base of its own before execute() refused it)."""
+    from ranking.cli.main import main
+    from ranking.pipeline.run import run_id_lock
+
+    home = tmp_path / "home"
+    home.mkdir()
+    with run_id_lock(str(home), "R"):
+        code = main(["run", "--end", "2026-01-06", "--home", str(home), "--run-id", "R", "--json"])
+    err = capsys.readouterr().err
+    assert code == 2 and "run R is already running" in err
+    assert not (home / "pipeline" / "R-pretrain").exists()
