@@ -21,7 +21,7 @@ AIRFLOW_STAMP := $(AFVENV)/.installed-$(shell sha256sum < $(AIRFLOW_LOCK) | cut 
 PYTEST_ARGS ?=
 STACK_ARGS ?=# e.g. --ranker-home $(CURDIR)/var/demo (infra/stack/stack.py --help)
 
-.PHONY: setup setup-trainer wheels servers test lint typecheck test-py test-airflow test-stack stack stack-down stack-status demo bench study backtest lock clean-venvs help
+.PHONY: setup setup-trainer wheels servers test lint typecheck test-py test-airflow test-stack stack stack-down stack-status demo bench study backtest lock lock-check clean-venvs help
 
 help:
 	@echo "make demo   - set up, build a synthetic workspace, run ranker_retrain through Airflow for two days"
@@ -108,6 +108,15 @@ backtest: setup
 
 lock:
 	requirements/compile.sh all
+
+# the committed locks are what `make lock` writes, byte for byte (resolved into a temporary folder,
+# constrained by the committed locks; a package index is needed: CI runs it)
+lock-check:
+	@out=$$(mktemp -d); trap 'rm -rf "$$out"' EXIT; \
+	LOCK_DIR=$$out requirements/compile.sh all >"$$out/log" 2>&1 || { tail -20 "$$out/log"; echo "make lock failed" >&2; exit 1; }; \
+	for f in trainer airflow; do \
+	  diff -u requirements/$$f.lock "$$out/$$f.lock" || { echo "requirements/$$f.lock is not what make lock writes: run make lock (UPGRADE_PACKAGES=... to move a pin)" >&2; exit 1; }; \
+	done; echo "locks reproduce byte for byte"
 
 # on a machine with PyPI: the wheels an air-gapped CUDA host needs (then: make setup DEVICE=cuda
 # TORCH=system WHEELS=DIR there)
