@@ -1,5 +1,6 @@
 """Run parameters of ``ranker_retrain``: the Params (JSON schema, checked when a run is created) and
-the run plan (cross-field rules and the window end, checked by the first task).
+the run plan (cross-field rules and the window end, checked by the first task); the Params of the
+one-step DAGs (pretrain, recipe review, rollback).
 
 Window end rule (one rule for every run type; the eval day is ``window_end``, training days are
 ``[window_end - window_days, window_end)``):
@@ -41,6 +42,9 @@ REASON_MAX = 500
 # cannot import `ranking`; tests/dags/test_id_patterns.py compares the two)
 RUN_ID_PATTERN = r"\A[A-Za-z0-9][A-Za-z0-9_.:+-]{0,127}\Z"
 _UNSAFE_RUN_ID = re.compile(r"[^A-Za-z0-9_.:+-]")  # the complement of the pattern's alphabet
+# the registry's version-id rule, the same string as VERSION_ID_PATTERN in ranking/core/ids.py (compared
+# by the same test)
+VERSION_PATTERN = r"\Av([0-9]{4,9})\Z"
 
 
 class PlanError(ValueError):
@@ -159,6 +163,80 @@ def retrain_params() -> dict[str, Any]:
         default = schema.pop("default")
         params[name] = Param(default, **schema)
     return params
+
+
+def pretrain_params() -> dict[str, Any]:
+    """The Params of ``ranker_pretrain``'s manual runs."""
+    from airflow.sdk import Param
+
+    return {
+        "window_end": Param(
+            None,
+            type=["null", "string"],
+            format="date",
+            title="Daily window end",
+            description="Eval day of the daily window the base is for (YYYY-MM-DD). Empty: yesterday.",
+        ),
+        "reason": Param(
+            None,
+            type=["null", "string"],
+            maxLength=REASON_MAX,
+            title="Reason",
+            description="Recorded with the base's move (default: the range it was trained on).",
+        ),
+    }
+
+
+def review_params() -> dict[str, Any]:
+    """The Params of ``ranker_recipe_review``'s manual runs."""
+    from airflow.sdk import Param
+
+    return {
+        "end": Param(
+            None,
+            type=["null", "string"],
+            format="date",
+            title="Last eval day",
+            description="The last eval day replayed (YYYY-MM-DD). Empty: yesterday.",
+        ),
+        "days": Param(
+            None,
+            type=["null", "integer"],
+            minimum=1,
+            maximum=365,
+            title="Eval days",
+            description="Eval days replayed. Empty: the workspace config's [review] days.",
+        ),
+        "candidate_only": Param(
+            False,
+            type="boolean",
+            title="Candidates only",
+            description="Compare the recipes' fresh candidates only (no gate replay, no served models).",
+        ),
+    }
+
+
+def rollback_params() -> dict[str, Any]:
+    """The Params of ``ranker_rollback`` (manual only): why, and optionally to which version."""
+    from airflow.sdk import Param
+
+    return {
+        "to_version": Param(
+            None,
+            type=["null", "string"],
+            pattern=VERSION_PATTERN,
+            title="Roll back to version",
+            description="e.g. v0003. Empty: the previous champion.",
+        ),
+        "reason": Param(
+            None,
+            type="string",
+            minLength=1,
+            maxLength=REASON_MAX,
+            title="Reason",
+            description="Why (recorded in the registry history with who triggered it).",
+        ),
+    }
 
 
 @dataclass(frozen=True)

@@ -132,7 +132,7 @@ def test_pretrain_dag_is_weekly_and_publishes_the_base_asset(dagbag: BundleDagBa
 
 
 def test_pretrain_args() -> None:
-    from ranker_pretrain import pretrain_args
+    from ranker_dags.one_step_tasks import pretrain_args
 
     assert pretrain_args("2026-03-01", None) == ["pretrain", "--end", "2026-03-01"]
     assert pretrain_args("2026-03-01", " new data ") == [
@@ -209,7 +209,7 @@ def test_dag_file_parses_fast_without_heavy_imports(dag_file: str) -> None:
 def test_recipe_review_dag_is_weekly_and_runs_ranker_review(dagbag: BundleDagBag) -> None:
     from airflow.sdk.exceptions import ParamValidationError
     from airflow.serialization.serialized_objects import DagSerialization
-    from ranker_recipe_review import review_args
+    from ranker_dags.one_step_tasks import review_args
 
     dag = dagbag.dags["ranker_recipe_review"]
     assert type(dag.timetable).__name__ == "CronDataIntervalTimetable"

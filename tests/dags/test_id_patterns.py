@@ -26,8 +26,7 @@ def project_constants() -> dict[str, str]:
 
 
 def test_the_patterns_are_the_same_strings() -> None:
-    from ranker_dags.params import RUN_ID_PATTERN
-    from ranker_rollback import VERSION_PATTERN
+    from ranker_dags.params import RUN_ID_PATTERN, VERSION_PATTERN
 
     project = project_constants()
     assert project["VERSION_ID_PATTERN"] == VERSION_PATTERN
