@@ -22,7 +22,10 @@ from ranking.core.hashing import sha256_file
 
 log = logging.getLogger(__name__)
 
-FORMAT_VERSION = 2  # 2: + dense_optimizer, written from a sharded checkpoint
+# 2: + dense_optimizer, written from a sharded checkpoint; 3: rows equal to their init stored
+# as nothing (ranking.trainer.compact), rebuilt by load_checkpoint
+FORMAT_VERSION = 3
+_PARTS = ("model", "table_optimizer", "dense_optimizer", "sparse")  # the tensors; the rest is meta
 CHECKSUM_SUFFIX = ".sha256"
 _EPOCH_DIR = re.compile(r"^epoch-(\d+)$")
 
@@ -65,9 +68,8 @@ def verify_checkpoint(path: Path) -> str:
     return actual
 
 
-def load_checkpoint(path: Path, verify: bool = True) -> dict[str, Any]:
-    """Load a checkpoint (tensors + plain values only). With ``verify`` a sidecar checksum, when
-    present, must match; a file without a sidecar (e.g. copied by hand) still loads."""
+def _load_file(path: Path, verify: bool) -> dict[str, Any]:
+    """The payload as stored (a format-3 file's compact tensors still compact)."""
     import torch
 
     if not path.is_file():
@@ -87,7 +89,32 @@ def load_checkpoint(path: Path, verify: bool = True) -> dict[str, Any]:
         ) from None
     if not isinstance(payload, dict) or "model" not in payload:
         raise CheckpointError(f"{path} is not a ranker checkpoint (no 'model' state)")
+    written = payload.get("format")
+    if isinstance(written, int) and written > FORMAT_VERSION:
+        raise CheckpointError(
+            f"{path} is a format-{written} checkpoint; this ranker reads formats up to {FORMAT_VERSION}"
+        )
     return payload
+
+
+def load_checkpoint(path: Path, verify: bool = True) -> dict[str, Any]:
+    """Load a checkpoint (tensors + plain values only), every tensor dense whatever the format
+    (format 3's compact tables are rebuilt from their init, ranking.trainer.compact). With
+    ``verify`` a sidecar checksum, when present, must match; a file without a sidecar (e.g.
+    copied by hand) still loads."""
+    from ranking.trainer.compact import expand
+
+    payload = _load_file(path, verify)
+    try:
+        return expand(payload)
+    except CheckpointError as exc:
+        raise CheckpointError(f"cannot load checkpoint {path}: {exc}") from None
+
+
+def checkpoint_meta(path: Path) -> dict[str, Any]:
+    """A checkpoint's plain values (config, seeds, ``table_init``, eval ...) without rebuilding
+    its tensors; not checked against its sidecar (for a file already loaded or verified)."""
+    return {k: v for k, v in _load_file(path, verify=False).items() if k not in _PARTS}
 
 
 def epoch_checkpoint_path(run_dir: Path, epoch: int) -> Path:

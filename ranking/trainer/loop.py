@@ -20,8 +20,10 @@ from typing import Any
 
 from ranking.core.atomic import atomic_write_json, atomic_write_text
 from ranking.core.errors import RankerError, TrainingFailed
+from ranking.core.summaries import TrainSummary
 from ranking.trainer.checkpoint import (
     CheckpointError,
+    checkpoint_meta,
     epoch_checkpoint_path,
     latest_complete_checkpoint,
     load_checkpoint,
@@ -162,6 +164,24 @@ def _load_warm_start(req: TrainRequest) -> tuple[dict[str, Any] | None, dict[str
             " set recipe.warm_start_optimizer = false"
         )
     return state, table_opt
+
+
+def _table_init(req: TrainRequest) -> dict[str, int]:
+    """Per table, the seed whose initial values its never-updated rows hold (the compact export's
+    reference, ranking.trainer.compact): the warm start's own ``table_init`` when its tables are
+    carried, which follows a warm-start chain to the tables' origin; this run's seed from scratch,
+    with a dense-only warm start and with a remedy that re-initialises the tables each epoch."""
+    from ranking.trainer.compact import table_init_seeds
+
+    own = {t.name: req.train_config.seed for t in req.model_config.tables}
+    if req.warm_start is None or req.warm_start_scope == "dense" or req.train_config.remedy != "none":
+        return own
+    try:
+        origin = table_init_seeds(checkpoint_meta(req.warm_start))
+    except CheckpointError as exc:  # gone since it was loaded: the export only grows
+        log.warning("warm start %s: no table init recorded (%s)", req.warm_start, exc)
+        origin = {}
+    return {name: origin.get(name, seed) for name, seed in own.items()}
 
 
 def _latest_on_rank0(run_dir: Path) -> tuple[int, Path] | None:
@@ -357,6 +377,7 @@ class _Trainer:
             "epochs": epochs,
             "window_id": self.req.manifest.window_id,
             "feature_version": self.req.manifest.feature_version,
+            "table_init": _table_init(self.req),
         }
 
     def _score(self, eval_paths: list[Path]) -> Any:
@@ -590,6 +611,8 @@ class _Trainer:
         atomic_write_json(run_dir / "eval.json", {**final_eval, "eval_date": req.manifest.eval.date})
         plot_curve(run_dir / "curve.png", epochs)
         summary["duration_seconds"] = time.perf_counter() - t_start
+        # typed before anything marks the run finished: a field that does not fit fails here
+        summary = TrainSummary.model_validate(summary).body()
         manifest = {
             **{
                 k: summary[k]

@@ -47,6 +47,7 @@ from ranking.core.atomic import atomic_write_json, atomic_write_text
 from ranking.core.hashing import sha256_file
 from ranking.registry.janitor import EXPORT_LOCK_FILE, EXPORT_SCRATCH_PREFIX
 from ranking.trainer.checkpoint import CheckpointError, checksum_path, save_checkpoint
+from ranking.trainer.compact import SPARSE, compact_state
 
 if TYPE_CHECKING:
     import torch
@@ -370,16 +371,23 @@ def _export_through(scratch: Path, src: Path, out: Path, extra: dict[str, Any] |
         dcp.load(flat, storage_reader=_reader(src), no_dist=True)
     except dcp.api.CheckpointException as exc:
         raise CheckpointError(f"cannot export checkpoint {src}: {_first_failure(exc)}") from None
-    payload = {
-        "model": {k[len(MODEL) :]: v for k, v in sorted(flat.items()) if k.startswith(MODEL)},
-        "table_optimizer": {
-            k[len(TABLE_OPT) :]: v for k, v in sorted(flat.items()) if k.startswith(TABLE_OPT)
+    info = {**{k: v for k, v in meta.items() if k != "dense_param_groups"}, **(extra or {})}
+    dense, sparse = compact_state(
+        {
+            "model": {k[len(MODEL) :]: v for k, v in sorted(flat.items()) if k.startswith(MODEL)},
+            "table_optimizer": {
+                k[len(TABLE_OPT) :]: v for k, v in sorted(flat.items()) if k.startswith(TABLE_OPT)
+            },
         },
+        info,
+    )
+    payload = {
+        **dense,
         "dense_optimizer": _dense_optimizer(
             {k: v for k, v in flat.items() if k.startswith(DENSE_OPT)}, meta.get("dense_param_groups", [])
         ),
-        **{k: v for k, v in meta.items() if k != "dense_param_groups"},
-        **(extra or {}),
+        **info,
+        SPARSE: sparse,
     }
     try:
         return save_checkpoint(out, payload)

@@ -121,9 +121,9 @@ def test_incremental_needs_a_champion_warm_start(tiny_home: Path, capsys: pytest
 
 
 def _table_optimizer(run_dir: Path) -> dict:  # type: ignore[type-arg]
-    import torch
+    from ranking.trainer.checkpoint import load_checkpoint
 
-    return torch.load(run_dir / "model.pt", map_location="cpu", weights_only=True)["table_optimizer"]  # type: ignore[no-any-return]
+    return load_checkpoint(run_dir / "model.pt")["table_optimizer"]  # type: ignore[no-any-return]
 
 
 def test_a_warm_start_carries_the_table_optimizer_state_only_when_asked(
