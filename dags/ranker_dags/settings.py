@@ -114,6 +114,16 @@ class OrchestrationSettings:
 
 
 def _problems(s: OrchestrationSettings) -> list[str]:
+    return [
+        *_location_problems(s),
+        *_registry_problems(s),
+        *_cron_problems(s),
+        *_range_problems(s),
+        *_name_problems(s),
+    ]
+
+
+def _location_problems(s: OrchestrationSettings) -> list[str]:
     problems = []
     if s.launcher not in LAUNCHERS:
         problems.append(f"RANKER_LAUNCHER={s.launcher!r} is not one of {', '.join(LAUNCHERS)}")
@@ -127,16 +137,26 @@ def _problems(s: OrchestrationSettings) -> list[str]:
     ):
         if value and not (Path(value).is_absolute() or _VOLUME_NAME.fullmatch(value)):
             problems.append(f"{name} must be an absolute host path or a docker volume name, got {value!r}")
+    return problems
+
+
+def _registry_problems(s: OrchestrationSettings) -> list[str]:
+    problems = []
     if s.registry and "://" not in s.registry and not Path(s.registry).is_absolute():
         problems.append(f"RANKER_REGISTRY must be an fsspec URL or an absolute path, got {s.registry!r}")
     if s.launcher in ("kubernetes", "docker") and registry_needs_mount(s):
-        mount = s.k8s_registry_pvc if s.launcher == "kubernetes" else s.docker_registry
+        on_k8s = s.launcher == "kubernetes"
+        mount = s.k8s_registry_pvc if on_k8s else s.docker_registry
         if not mount:
             problems.append(
                 f"RANKER_REGISTRY={s.registry!r} is a local folder outside the workspace: the {s.launcher} "
-                "launcher needs "
-                + ("RANKER_K8S_REGISTRY_PVC" if s.launcher == "kubernetes" else "RANKER_DOCKER_REGISTRY")
+                "launcher needs " + ("RANKER_K8S_REGISTRY_PVC" if on_k8s else "RANKER_DOCKER_REGISTRY")
             )
+    return problems
+
+
+def _cron_problems(s: OrchestrationSettings) -> list[str]:
+    problems = []
     for name, value in (
         ("RANKER_RETRAIN_CRON", s.cron),
         ("RANKER_PRETRAIN_CRON", s.pretrain_cron),
@@ -145,6 +165,11 @@ def _problems(s: OrchestrationSettings) -> list[str]:
         fields = value.split()
         if len(fields) != 5 or not all(_CRON_FIELD.fullmatch(f) for f in fields):
             problems.append(f"{name} must be a 5-field cron expression, got {value!r}")
+    return problems
+
+
+def _range_problems(s: OrchestrationSettings) -> list[str]:
+    problems = []
     if not 1 <= s.train_nproc <= 64:
         problems.append(f"RANKER_TRAIN_NPROC must be in 1..64, got {s.train_nproc}")
     if not 0 <= s.train_gpus <= 64:
@@ -153,6 +178,11 @@ def _problems(s: OrchestrationSettings) -> list[str]:
         problems.append(f"RANKER_TASK_RETRIES must be in 0..10, got {s.task_retries}")
     if not 1 <= s.retry_delay.total_seconds() <= 3600:
         problems.append(f"RANKER_RETRY_DELAY_S must be in 1..3600, got {s.retry_delay.total_seconds():.0f}")
+    return problems
+
+
+def _name_problems(s: OrchestrationSettings) -> list[str]:
+    problems = []
     if not _IMAGE_REF.fullmatch(s.trainer_image):
         problems.append(f"RANKER_TRAINER_IMAGE is not an image reference: {s.trainer_image!r}")
     for name, value in (
