@@ -21,7 +21,7 @@ AIRFLOW_STAMP := $(AFVENV)/.installed-$(shell sha256sum < $(AIRFLOW_LOCK) | cut 
 PYTEST_ARGS ?=
 STACK_ARGS ?=# e.g. --ranker-home $(CURDIR)/var/demo (infra/stack/stack.py --help)
 
-.PHONY: setup setup-trainer wheels servers test lint typecheck test-py test-airflow test-stack stack stack-down stack-status demo bench study backtest lock lock-check clean-venvs help
+.PHONY: setup setup-trainer wheels servers test lint typecheck test-py test-airflow test-stack stack stack-down stack-status demo bench study backtest lock lock-check clean-venvs help schema
 
 help:
 	@echo "make demo   - set up, build a synthetic workspace, run ranker_retrain through Airflow for two days"
@@ -29,6 +29,7 @@ help:
 	@echo "make stack  - Postgres + Airflow (api-server, scheduler, dag-processor, triggerer) + Prometheus, on 127.0.0.1"
 	@echo "make stack-down | make stack-status"
 	@echo "make setup [DEVICE=cuda] | make bench | make study | make backtest | make lock"
+	@echo "make schema - write the step summaries' JSON Schema and docs/architecture.md's Step summaries from ranking/core/summaries.py"
 
 setup: $(TRAINER_STAMP) $(AIRFLOW_STAMP)
 
@@ -67,6 +68,12 @@ lint: setup
 
 typecheck: setup
 	$(VENV)/bin/mypy
+
+# the step summaries' JSON Schema (docs/schemas/step-summaries.schema.json) and the "Step summaries"
+# section of docs/architecture.md, generated from ranking/core/summaries.py (tests/core/test_summaries.py
+# fails when either is stale)
+schema: setup-trainer
+	$(VENV)/bin/python -m ranking.core.summaries
 
 # A skip for a reason not on tests/conftest.py's ALLOWED_SKIPS (no GPU, no Docker engine, needs root)
 # fails the session under RANKER_STRICT_SKIPS=1.

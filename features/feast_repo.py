@@ -29,7 +29,7 @@ from collections.abc import Iterator
 from dataclasses import asdict, dataclass
 from functools import cache
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, Literal
 
 import yaml
 
@@ -38,6 +38,7 @@ from features.derive import day_start
 from features.schema import FEATURE_SERVICE
 from ranking.core.atomic import atomic_write_json, atomic_write_text, read_json
 from ranking.core.errors import RankerError
+from ranking.core.summaries import MaterializeSummary
 from ranking.core.workspace import Workspace
 
 if TYPE_CHECKING:
@@ -384,6 +385,7 @@ def materialize(
     end_ts = day_start(end + dt.timedelta(days=1)) if end else day_start(snapshot_days[-1])
     store = open_store(ws, settings)
     views = _registered_views(ws, store)
+    mode: Literal["full", "incremental"]
     first = all(not fv.materialization_intervals for fv in views.values())
     if first:
         start_ts = day_start(snapshot_days[0])
@@ -397,12 +399,12 @@ def materialize(
         with quiet_stdout():
             store.materialize_incremental(end_date=end_ts.to_pydatetime())
         mode = "incremental"
-    return {
-        "mode": mode,
-        "start": start_ts.date().isoformat() if start_ts is not None else None,
-        "end": (end or snapshot_days[-1] - dt.timedelta(days=1)).isoformat(),
-        "end_timestamp": end_ts.isoformat(),
-        "feature_views": sorted(views),
-        "online_store": store.config.online_store.type,
-        "duration_seconds": round(time.perf_counter() - started, 3),
-    }
+    return MaterializeSummary(
+        mode=mode,
+        start=start_ts.date() if start_ts is not None else None,
+        end=end or snapshot_days[-1] - dt.timedelta(days=1),
+        end_timestamp=end_ts.to_pydatetime(),
+        feature_views=sorted(views),
+        online_store=store.config.online_store.type,
+        duration_seconds=round(time.perf_counter() - started, 3),
+    ).body()

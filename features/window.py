@@ -29,6 +29,7 @@ from features.validation import WindowChecks
 from ranking.core.atomic import atomic_dir, atomic_write_json, read_json
 from ranking.core.errors import DataValidationError, RankerError
 from ranking.core.hashing import sha256_file
+from ranking.core.summaries import FreshnessSummary, WindowSummary
 from ranking.core.workspace import Workspace
 
 if TYPE_CHECKING:
@@ -417,9 +418,11 @@ WINDOW_SUMMARY_FIELDS = (
 def window_step(req: WindowRequest) -> dict[str, Any]:
     """Build the window; the ``window`` step summary."""
     manifest = build_window(req.workspace, req.end, req.days, req.checks, req.settings)
-    summary = {k: manifest[k] for k in WINDOW_SUMMARY_FIELDS}
-    summary["manifest"] = str(req.workspace.window_manifest(req.end, req.days))
-    return summary
+    summary = WindowSummary(
+        **{k: manifest[k] for k in WINDOW_SUMMARY_FIELDS},
+        manifest=str(req.workspace.window_manifest(req.end, req.days)),
+    )
+    return summary.body()
 
 
 @dataclass(frozen=True)
@@ -444,14 +447,14 @@ def freshness(req: FreshnessRequest) -> dict[str, Any]:
         dt.datetime.combine(end + dt.timedelta(days=1), dt.time(), dt.UTC) if end else dt.datetime.now(dt.UTC)
     )
     lag = max(0.0, (reference - latest_end).total_seconds())
-    summary = {
-        "latest_source_date": latest.isoformat(),
-        "earliest_source_date": days[0].isoformat(),
-        "source_days": len(days),
-        "lag_seconds": lag,
-        "reference": reference.isoformat(timespec="seconds"),
-        "max_lag_hours": max_lag_hours,
-    }
+    summary = FreshnessSummary(
+        latest_source_date=latest,
+        earliest_source_date=days[0],
+        source_days=len(days),
+        lag_seconds=lag,
+        reference=reference.replace(microsecond=0),
+        max_lag_hours=max_lag_hours,
+    ).body()
     if end is not None and latest < end:
         raise DataValidationError(
             f"source data ends at {latest.isoformat()}; {end.isoformat()} has not landed"

@@ -16,6 +16,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from ranking.core.errors import RankerError, RegistryError
+from ranking.core.summaries import GateSummary
 from ranking.core.workspace import Workspace
 from ranking.gate.checks import GateConfig, PastComparison, TrainingWindow, run_gate
 from ranking.registry import Registry, cache_dir, current_actor
@@ -243,5 +244,7 @@ def gate_candidate(req: GateRequest) -> GateResult:
         "who": current_actor(),
     }
     reg.record_verdict(version, verdict)
-    summary = {**body, "duration_seconds": round(time.perf_counter() - started, 3)}
-    return GateResult(summary=summary, passed=report.passed)
+    summary = GateSummary.model_validate(
+        {**body, "duration_seconds": round(time.perf_counter() - started, 3)}
+    )
+    return GateResult(summary=summary.body(), passed=report.passed)

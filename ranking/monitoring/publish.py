@@ -16,6 +16,7 @@ from pathlib import Path
 from typing import Any
 
 from ranking.core.errors import RankerError
+from ranking.core.summaries import MetricsSummary
 from ranking.core.workspace import Workspace
 from ranking.monitoring.delivery import (
     DEFAULT_JOB,
@@ -61,18 +62,20 @@ class PublishResult:
     steps: list[str]
 
     def summary(self) -> dict[str, Any]:
-        return {
-            "run_id": self.run_id,
-            "status": self.status,
-            "failed_step": self.failed_step,
-            "delivery": self.delivery,
-            "target": self.target,
-            "push_ok": None if self.push is None else self.push.ok,
-            "push_attempts": None if self.push is None else self.push.attempts,
-            "push_error": None if self.push is None else self.push.error,
-            "steps": self.steps,
-            "series": len(self.samples),
-        }
+        return MetricsSummary.model_validate(
+            {
+                "run_id": self.run_id,
+                "status": self.status,
+                "failed_step": self.failed_step,
+                "delivery": self.delivery,
+                "target": self.target,
+                "push_ok": None if self.push is None else self.push.ok,
+                "push_attempts": None if self.push is None else self.push.attempts,
+                "push_error": None if self.push is None else self.push.error,
+                "steps": self.steps,
+                "series": len(self.samples),
+            }
+        ).body()
 
 
 def publish_request(request: PublishRequest) -> PublishResult:

@@ -9,6 +9,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from ranking.core.errors import RankerError, RegistryError
+from ranking.core.summaries import DecideSummary
 from ranking.pipeline.policy import decide, request_problem
 from ranking.registry import Registry
 
@@ -59,14 +60,16 @@ def decide_candidate(req: DecideRequest) -> dict[str, Any]:
         reason=req.reason.strip() if req.reason else None,
         run_id=req.run_id,
     )
-    return {
-        **decision.to_dict(),
-        "version": req.candidate,
-        "end": end,
-        "decision": verdict["decision"],
-        "failed_checks": failed,
-        "champion": champion,
-        "champion_trained_for": trained_for,
-        "dry_run": req.dry_run,
-        "force_promote": req.force_promote,
-    }
+    return DecideSummary.model_validate(
+        {
+            **decision.to_dict(),
+            "version": req.candidate,
+            "end": end,
+            "decision": verdict["decision"],
+            "failed_checks": failed,
+            "champion": champion,
+            "champion_trained_for": trained_for,
+            "dry_run": req.dry_run,
+            "force_promote": req.force_promote,
+        }
+    ).body()

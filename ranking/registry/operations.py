@@ -6,6 +6,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any
 
+from ranking.core.summaries import PromoteSummary, RejectSummary
 from ranking.registry.aliases import BASE, CHAMPION
 from ranking.registry.registry import Registry
 
@@ -57,14 +58,14 @@ def promote(req: PromoteRequest) -> dict[str, Any]:
     event, previous = Registry(req.registry).promote(
         req.version, reason=req.reason, force=req.force, run_id=req.run_id, who=req.who
     )
-    return {
-        "version": req.version,
-        "previous": previous,
-        "reason": req.reason,
-        "forced": bool(event and event.forced),
-        "noop": event is None,
-        "seq": event.seq if event else None,
-    }
+    return PromoteSummary(
+        version=req.version,
+        previous=previous,
+        reason=req.reason,
+        forced=bool(event and event.forced),
+        noop=event is None,
+        seq=event.seq if event else None,
+    ).body()
 
 
 def rejection_reason(verdict: dict[str, Any] | None) -> str:
@@ -78,11 +79,9 @@ def reject(req: RejectRequest) -> dict[str, Any]:
     verdict = reg.verdict(req.version) or {}
     reason = req.reason or rejection_reason(verdict)
     reg.record_rejection(req.version, reason, req.run_id, req.who)
-    return {
-        "version": req.version,
-        "failed_checks": list(verdict.get("failed_checks") or []),
-        "reason": reason,
-    }
+    return RejectSummary(
+        version=req.version, failed_checks=list(verdict.get("failed_checks") or []), reason=reason
+    ).body()
 
 
 def rollback(req: RollbackRequest) -> dict[str, Any]:

@@ -1,0 +1,710 @@
+"""The step summaries as types (issue 22): what each ``ranker`` step records in
+``<home>/pipeline/<run id>/<step>.json`` and prints with ``--json``.
+
+Producers build the step's model and hand on :meth:`Summary.body` (a JSON-ready dict of the fields
+they set), so a field that does not fit fails where it is made; every model forbids undeclared
+fields. Readers (``ranking.monitoring``) parse a recorded summary with :func:`parse_summary`,
+which ignores fields it does not know (a newer producer) unless asked to be strict (tests).
+
+The fields every summary has (``step``, ``exit_code``, ``run_id``; ``error`` when the step failed)
+are :class:`StepSummary`'s; the recorder (``ranking.core.results.record_summary``) fills them in.
+A step that failed before it had a summary of its own records a :class:`StepError`.
+
+``python -m ranking.core.summaries`` writes the JSON Schema of every summary
+(``docs/schemas/step-summaries.schema.json``; the Airflow side, which cannot import ``ranking``,
+validates against it) and the "Step summaries" section of ``docs/architecture.md`` from these
+models; ``--check`` fails when either differs (``make schema``; tests/core/test_summaries.py).
+
+Only pydantic and the standard library: ``ranking.core`` is the lowest layer.
+"""
+
+from __future__ import annotations
+
+import argparse
+import datetime as dt
+import json
+import sys
+import types
+import typing
+from collections.abc import Callable, Mapping
+from pathlib import Path
+from typing import Annotated, Any, Literal, Union
+
+from pydantic import (
+    AwareDatetime,
+    BaseModel,
+    ConfigDict,
+    Field,
+    NonNegativeFloat,
+    NonNegativeInt,
+    TypeAdapter,
+)
+
+Phase = Literal["frozen", "joint"]
+Decision = Literal["pass", "reject"]
+Branch = Literal["promote", "record_rejection", "keep_champion"]
+Interval = tuple[float, float]  # a [lower, upper] confidence interval
+Seconds = NonNegativeFloat
+
+
+class Summary(BaseModel):
+    """Every summary model and its parts: undeclared fields are refused; NaN and infinities
+    are written as JSON's NaN/Infinity (what ``json.dumps`` writes), never turned into null."""
+
+    model_config = ConfigDict(
+        extra="forbid",
+        ser_json_inf_nan="constants",
+        use_attribute_docstrings=True,
+    )
+
+    def body(self) -> dict[str, Any]:
+        """The fields the producer set, JSON-ready: what a step hands to the recorder."""
+        return self.model_dump(mode="json", exclude_unset=True)
+
+
+class StepSummary(Summary):
+    """The fields every step summary has."""
+
+    step: str
+    """the step (``ranker`` subcommand) that wrote the summary"""
+    exit_code: int = 0
+    """0 ok, 1 a negative decision (gate rejected, run rejected), 2 a user-fixable error, 70 a crash"""
+    run_id: str | None = None
+    """the pipeline run id (``--run-id``); absent without one"""
+    error: str | None = None
+    """what went wrong (exit code 2); absent when the step succeeded"""
+    error_type: str | None = None
+    """the error's class (``RankerError`` subclasses); only in the ``--json`` line of a failed command"""
+
+
+class StepError(StepSummary):
+    """A step that failed before it had a summary of its own: ``{step, exit_code, error}``."""
+
+    error: str
+    """what went wrong, in one line"""
+
+
+# --------------------------------------------------------------------------------------------
+# data
+# --------------------------------------------------------------------------------------------
+
+
+class WindowSummary(StepSummary):
+    """``ranker features window``: the window built (or reused), from its manifest."""
+
+    step: Literal["window"] = "window"
+    window_id: str
+    """sha256 of the window's end, length and partition keys"""
+    end: dt.date
+    """the eval day; training days are [end - days, end)"""
+    days: int = Field(gt=0)
+    """training days asked for"""
+    rows_train: NonNegativeInt
+    rows_eval: NonNegativeInt
+    label_rate: float = Field(ge=0, le=1)
+    """save rate of the training rows"""
+    days_built: NonNegativeInt
+    """partitions built by this step (training days and the eval day)"""
+    days_reused: NonNegativeInt
+    """partitions reused from earlier windows"""
+    days_repaired: dict[dt.date, str]
+    """rebuilt partitions: date -> why they no longer matched their record"""
+    missing_days: list[dt.date]
+    """training days without source data (allowed by the coverage check)"""
+    feature_version: str
+    """hash of the Feast repository's definitions"""
+    duration_seconds: Seconds
+    manifest: str
+    """path of the window manifest"""
+
+
+class FreshnessSummary(StepSummary):
+    """``ranker features freshness``: the newest source day and its lag."""
+
+    step: Literal["freshness"] = "freshness"
+    latest_source_date: dt.date
+    earliest_source_date: dt.date
+    source_days: int = Field(gt=0)
+    """days with impressions in the source"""
+    lag_seconds: Seconds
+    """how long after the end of the newest day ``reference`` is"""
+    reference: AwareDatetime
+    """the end of ``--end``'s day, else now"""
+    max_lag_hours: NonNegativeFloat | None
+    """the limit the step enforced (null: report only)"""
+
+
+class MaterializeSummary(StepSummary):
+    """``ranker features materialize``: the online store loaded."""
+
+    step: Literal["materialize"] = "materialize"
+    mode: Literal["full", "incremental"]
+    """the first run loads the whole range, later ones go on from where the last stopped"""
+    start: dt.date | None
+    """the first day loaded (full mode; null when incremental)"""
+    end: dt.date
+    """features as of the end of this day"""
+    end_timestamp: AwareDatetime
+    feature_views: list[str]
+    online_store: str
+    """the online store's type (sqlite | redis)"""
+    duration_seconds: Seconds
+
+
+# --------------------------------------------------------------------------------------------
+# training
+# --------------------------------------------------------------------------------------------
+
+
+class EvalSummary(Summary):
+    """Offline metrics of a model on an eval day (``ranking.evaluation.metrics.OfflineMetrics``)."""
+
+    save_hit_at_3: float
+    """saved pins ranked in the top 3 of their slate / all saved pins"""
+    auc: float
+    ne: float
+    """normalized entropy: log loss / entropy of the base save rate (lower is better)"""
+    log_loss: float
+    calibration: float
+    """mean prediction / base rate"""
+    base_rate: float
+    rows: NonNegativeInt
+    requests_with_save: NonNegativeInt
+
+
+class RemedySummary(Summary):
+    """An epoch-start remedy that ran (``ranking.trainer.remedies``)."""
+
+    name: str
+    tables: str
+    table_optimizer: str
+
+
+class EpochSummary(Summary):
+    """One training epoch."""
+
+    epoch: int = Field(ge=1)
+    phase: Phase
+    """frozen: embedding tables not updated; joint: tables and dense tower"""
+    loss: float
+    samples: NonNegativeInt
+    steps: NonNegativeInt
+    samples_per_second: float
+    lookup_ratio: float | None
+    """share of the epoch's time in embedding lookups (null: timing off)"""
+    exposed_lookup_ratio: float | None
+    """share not hidden under other work (null: timing off)"""
+    duration_seconds: Seconds
+    peak_gpu_memory_bytes: NonNegativeInt | None = None
+    """rank 0's peak (CUDA only)"""
+    remedy: RemedySummary | None = None
+    """the remedy run before the epoch, if any"""
+    eval: EvalSummary | None = None
+    """the model after this epoch on the eval day (each epoch with --eval-each-epoch, else the last)"""
+
+
+class TrainWindow(Summary):
+    """The window a run trained on (``ranking.trainer.data.WindowManifest.summary``)."""
+
+    window_id: str
+    manifest: str
+    end: dt.date
+    days: int = Field(gt=0)
+    rows_train: NonNegativeInt
+    rows_eval: NonNegativeInt
+    feature_version: str
+    train_dates: list[dt.date]
+    eval_date: dt.date
+
+
+class WarmStart(Summary):
+    """Where the run's weights came from."""
+
+    source: str | None = None
+    """what was asked and found: ``champion v0003``, ``base (none yet: from scratch)``, ``none``, ``path``
+    (the train job fills it in)"""
+    path: str | None
+    """the checkpoint loaded (null: from scratch)"""
+    scope: str | None
+    """which parameters were loaded (null: from scratch)"""
+
+
+class Lineage(Summary):
+    """Full retrain or incremental continuation (``ranking.trainer.lineage.Lineage``)."""
+
+    kind: Literal["full", "incremental"]
+    parent: str | None
+    """the champion an incremental run continues"""
+    full_retrain_end: dt.date
+    since: dt.date | None
+    """incremental: the first day trained"""
+    reason: str
+
+
+class TrainSummary(StepSummary):
+    """``ranker train``: the training loop's record (``ranking.trainer.loop``), completed by the train
+    job (``ranking.trainer.job``: lineage, effective config, version, total duration)."""
+
+    step: Literal["train"] = "train"
+    run_dir: str
+    schedule: str
+    """the epochs' phases as letters, e.g. ``F,J``"""
+    schedule_spec: str
+    """the schedule as asked (``delayed``, ``joint``, ``F,J,J``)"""
+    pipeline: Literal["sync", "semisync"]
+    """the train pipeline that ran (``auto`` resolved)"""
+    remedy: str
+    seed: int
+    epochs: list[EpochSummary]
+    eval: EvalSummary
+    """the final model on the window's eval day"""
+    samples_per_second: float | None
+    """over all epochs (null when no time was measured)"""
+    wall_seconds_by_phase: dict[Phase, Seconds]
+    lookup_ratio_by_phase: dict[Phase, float]
+    """time-weighted lookup share per phase (empty: timing off)"""
+    exposed_lookup_ratio_by_phase: dict[Phase, float]
+    window: TrainWindow
+    warm_start: WarmStart
+    resumed_after_epoch: int | None
+    """the epoch an earlier attempt's checkpoint ended with (``--resume``)"""
+    world_size: int = Field(ge=1)
+    device: str
+    """cpu | cuda"""
+    sharding: dict[str, str]
+    """table -> sharding plan"""
+    code_version: str
+    started_at: AwareDatetime
+    duration_seconds: Seconds | None = None
+    """the loop's wall time; the job replaces it with the whole job's"""
+    lineage: Lineage | None = None
+    """set by the train job"""
+    effective_config: str | None = None
+    """path of ``effective_config.json`` in the run folder (set by the train job)"""
+    version: str | None = None
+    """the registered version (null: not registered); set by the train job"""
+
+
+# --------------------------------------------------------------------------------------------
+# gate and decisions
+# --------------------------------------------------------------------------------------------
+
+
+class GateCheck(Summary):
+    """One of the gate's checks (``ranking.gate.checks.Check``)."""
+
+    name: str
+    passed: bool
+    value: float | None
+    threshold: float | Interval | None
+    """a bound, or [low, high]"""
+    detail: str
+    ci: Interval | None = None
+    """the paired bootstrap interval of ``value``'s statistic"""
+
+
+class ModelMetrics(EvalSummary):
+    """A registered model's offline metrics on the gate's eval day."""
+
+    version: str
+
+
+class CandidateMetrics(ModelMetrics):
+    random_save_hit_at_3: float
+    """HIT@3 of a random ranking of the same slates"""
+
+
+class AnchorSummary(ModelMetrics):
+    """The best of the last champions on the eval day (the first gate's anchor check)."""
+
+    relative_change: float
+    ci: Interval
+    considered: list[str]
+    left_out: dict[str, str] | None = None
+    """versions that could not be compared, and why"""
+
+
+class ReferenceSummary(Summary):
+    """The champion and the champions before it, on the eval day (the reference check)."""
+
+    models: dict[str, float]
+    """``champion`` or a version -> its save HIT@3"""
+    mean_save_hit_at_3: float
+    relative_change: float
+    ci: Interval
+
+
+class GateThresholds(Summary):
+    """The gate's configuration (``ranking.gate.checks.GateConfig``)."""
+
+    min_save_hit_at_3: float
+    min_lift_over_random: float
+    tolerance: float
+    max_auc_drop: float
+    max_ne_rise: float
+    calibration_low: float
+    calibration_high: float
+    min_score_std: float
+    rule: Literal["ci", "point"]
+    bootstrap_samples: int
+    ci_level: float
+    seed: int
+    anchor_champions: int
+    anchor_tolerance: float
+    reference_champions: int
+    reference_tolerance: float
+    trend_days: int
+    trend_tolerance: float
+    pool_days: int
+    pool_ci_width: float
+    max_lift: float
+    max_window_lag_days: int
+    allow_unfair: bool
+
+
+class GateSummary(StepSummary):
+    """``ranker gate``: every check with its numbers (exit 0 pass, 1 reject)."""
+
+    step: Literal["gate"] = "gate"
+    decision: Decision
+    checks: list[GateCheck]
+    failed_checks: list[str]
+    candidate: CandidateMetrics
+    champion: ModelMetrics | None
+    """null: no champion yet (absolute checks only)"""
+    relative_change: float | None
+    """of save HIT@3, candidate vs champion"""
+    ci: Interval | None
+    """paired bootstrap interval of ``relative_change``"""
+    eval_date: dt.date | None
+    config: GateThresholds
+    anchor: AnchorSummary | None
+    reference: ReferenceSummary | None
+    duration_seconds: Seconds
+
+
+class DecideSummary(StepSummary):
+    """``ranker decide``: the promotion policy's answer for a gated candidate."""
+
+    step: Literal["decide"] = "decide"
+    branch: Branch
+    reason: str
+    """recorded with a promotion or rejection; why, for a kept champion"""
+    force: bool
+    """promote past a failed gate (``ranker promote --force``)"""
+    version: str
+    """the candidate"""
+    end: dt.date
+    decision: Decision
+    """the gate's verdict"""
+    failed_checks: list[str]
+    champion: str | None
+    champion_trained_for: dt.date | None
+    dry_run: bool
+    force_promote: bool
+
+
+class PromoteSummary(StepSummary):
+    """``ranker promote``: the champion alias moved (or already there)."""
+
+    step: Literal["promote"] = "promote"
+    version: str
+    previous: str | None
+    """the champion before (null: the first)"""
+    reason: str
+    forced: bool
+    """promoted without a passing gate verdict"""
+    noop: bool
+    """the version already was the champion: nothing changed"""
+    seq: int | None
+    """the alias event's sequence number (null when nothing changed)"""
+
+
+class RejectSummary(StepSummary):
+    """``ranker reject``: a rejection recorded for a candidate."""
+
+    step: Literal["reject"] = "reject"
+    version: str
+    failed_checks: list[str]
+    """the gate verdict's failed checks"""
+    reason: str
+
+
+# --------------------------------------------------------------------------------------------
+# monitoring and the whole run
+# --------------------------------------------------------------------------------------------
+
+
+class MetricsSummary(StepSummary):
+    """``ranker metrics publish``: a run's summaries turned into metrics and delivered."""
+
+    step: Literal["metrics"] = "metrics"
+    status: Literal["success", "failed"]
+    failed_step: str | None
+    delivery: Literal["pushgateway", "textfile"]
+    target: str
+    """the Pushgateway URL and job, or the textfile's path"""
+    push_ok: bool | None
+    """null: no Pushgateway configured"""
+    push_attempts: int | None
+    push_error: str | None
+    steps: list[str]
+    """the step summaries read"""
+    series: NonNegativeInt
+
+
+class StepBrief(Summary):
+    """One step of ``ranker run``, as the run summary lists it."""
+
+    step: str
+    exit_code: int
+    duration_seconds: Seconds
+    error: str | None = None
+
+
+class RunSummary(StepSummary):
+    """``ranker run``: window → train → gate → promote | reject → metrics publish in one process."""
+
+    step: Literal["run"] = "run"
+    end: dt.date
+    days: int | None
+    """the window length (the builder's default when not asked)"""
+    dry_run: bool
+    decision: Decision | None
+    """the gate's (null: it did not run)"""
+    version: str | None
+    """the candidate trained (or reused) by the run"""
+    promoted: bool
+    forced: bool
+    kept_champion: bool
+    attempt: int = Field(ge=1)
+    """1, or the attempt of a rerun of the same run id"""
+    failed_checks: list[str] = []
+    """the gate's (set once the gate ran)"""
+    failed_step: str | None = None
+    """the step that failed (with ``error``)"""
+    steps: list[StepBrief]
+    champion: str | None
+    """the champion after the run"""
+    duration_seconds: Seconds
+
+
+SUMMARY_MODELS: tuple[type[StepSummary], ...] = (
+    FreshnessSummary,
+    WindowSummary,
+    MaterializeSummary,
+    TrainSummary,
+    GateSummary,
+    DecideSummary,
+    PromoteSummary,
+    RejectSummary,
+    MetricsSummary,
+    RunSummary,
+)
+STEP_MODELS: dict[str, type[StepSummary]] = {m.model_fields["step"].default: m for m in SUMMARY_MODELS}
+
+AnySummary = Annotated[
+    FreshnessSummary
+    | WindowSummary
+    | MaterializeSummary
+    | TrainSummary
+    | GateSummary
+    | DecideSummary
+    | PromoteSummary
+    | RejectSummary
+    | MetricsSummary
+    | RunSummary
+    | StepError,
+    Field(description="A step summary: the step's own, or a step that failed before it had one."),
+]
+
+
+def model_for(step: str) -> type[StepSummary] | None:
+    """The summary model of ``step`` (None: a step without one, e.g. ``apply``)."""
+    return STEP_MODELS.get(step)
+
+
+def parse_summary(data: Mapping[str, Any], step: str | None = None, *, strict: bool = False) -> StepSummary:
+    """A recorded summary as its model: the step's own; :class:`StepError` for a step that failed
+    (``error`` set, exit code >= 2; ``run`` keeps its own, which says how far it got); the common
+    fields alone for a step without a model (other fields kept as extras).
+
+    Fields the model does not declare are ignored (a newer producer), refused with ``strict``.
+    Raises pydantic's ``ValidationError``."""
+    name = step if step is not None else str(data.get("step"))
+    model = STEP_MODELS.get(name)
+    failed = bool(data.get("error")) and _exit_code(data) >= 2
+    if model is None:
+        return StepSummary.model_validate(data, extra="allow")
+    if failed and model is not RunSummary:
+        return StepError.model_validate(data, extra="forbid" if strict else "ignore")
+    return model.model_validate(data, extra="forbid" if strict else "ignore")
+
+
+def _exit_code(data: Mapping[str, Any]) -> int:
+    code = data.get("exit_code", 0)
+    return code if isinstance(code, int) and not isinstance(code, bool) else 0
+
+
+# --------------------------------------------------------------------------------------------
+# the exported schema and the documented contract
+# --------------------------------------------------------------------------------------------
+
+REPO = Path(__file__).resolve().parents[2]
+SCHEMA_PATH = REPO / "docs" / "schemas" / "step-summaries.schema.json"
+DOC_PATH = REPO / "docs" / "architecture.md"
+DOC_BEGIN = (
+    "<!-- step-summaries: generated by `python -m ranking.core.summaries` from ranking/core/summaries.py -->"
+)
+DOC_END = "<!-- step-summaries: end -->"
+SCHEMA_ID = "https://ranker-retrain.invalid/schemas/step-summaries.schema.json"
+
+
+def json_schema() -> dict[str, Any]:
+    """The JSON Schema (draft 2020-12) of every step summary: ``anyOf`` the step models and
+    :class:`StepError`, each model under ``$defs`` with its ``step`` as a ``const``."""
+    schema = TypeAdapter(AnySummary).json_schema(mode="validation")
+    return {
+        "$schema": "https://json-schema.org/draft/2020-12/schema",
+        "$id": SCHEMA_ID,
+        "$comment": "generated by `python -m ranking.core.summaries` (make schema) from ranking/core/summaries.py;"
+        " do not edit",
+        "title": "ranker step summaries",
+        **schema,
+    }
+
+
+def schema_text() -> str:
+    return json.dumps(json_schema(), indent=2, sort_keys=True) + "\n"
+
+
+_GENERIC_NAMES: dict[Any, Callable[[tuple[Any, ...]], str]] = {
+    Annotated: lambda args: _type_name(args[0]),
+    Literal: lambda args: " \\| ".join(str(a) for a in args),
+    Union: lambda args: " \\| ".join(_type_name(a) for a in args),
+    types.UnionType: lambda args: " \\| ".join(_type_name(a) for a in args),
+    list: lambda args: f"[{_type_name(args[0])}]",
+    tuple: lambda args: "[" + ", ".join(_type_name(a) for a in args) + "]",
+    dict: lambda args: "{" + f"{_type_name(args[0])}: {_type_name(args[1])}" + "}",
+}
+_PLAIN_NAMES: dict[Any, str] = {
+    type(None): "null",
+    dt.date: "date",
+    AwareDatetime: "datetime",
+    str: "str",
+    int: "int",
+    float: "float",
+    bool: "bool",
+}
+
+
+def _type_name(annotation: Any) -> str:
+    """A short, readable name of a field's type for the docs."""
+    origin = typing.get_origin(annotation)
+    if origin in _GENERIC_NAMES:
+        return _GENERIC_NAMES[origin](typing.get_args(annotation))
+    if isinstance(annotation, type) and issubclass(annotation, Summary):
+        return annotation.__name__
+    return _PLAIN_NAMES.get(annotation, str(annotation))
+
+
+def _field_rows(model: type[Summary], skip: frozenset[str] = frozenset()) -> list[str]:
+    rows = []
+    for name, info in model.model_fields.items():
+        if name in skip:
+            continue
+        optional = "" if info.is_required() else " (optional)"
+        text = (info.description or "").replace("\n", " ").replace("|", "\\|")
+        rows.append(f"| `{name}` | {_type_name(info.annotation)}{optional} | {text} |")
+    return rows
+
+
+def _parts(model: type[Summary]) -> list[type[Summary]]:
+    """The nested models a model's fields use, depth first, each once."""
+    found: list[type[Summary]] = []
+
+    def walk(annotation: Any) -> None:
+        if isinstance(annotation, type) and issubclass(annotation, Summary):
+            if annotation not in found:
+                found.append(annotation)
+                for info in annotation.model_fields.values():
+                    walk(info.annotation)
+            return
+        for arg in typing.get_args(annotation):
+            walk(arg)
+
+    for info in model.model_fields.values():
+        walk(info.annotation)
+    return found
+
+
+def markdown() -> str:
+    """The "Step summaries" section's body: the common fields, then each step's own."""
+    common = list(StepSummary.model_fields)
+    out = [
+        DOC_BEGIN,
+        "Every summary is one JSON object; its JSON Schema is `docs/schemas/step-summaries.schema.json`"
+        " (the Airflow side validates against it). Fields marked optional may be absent.",
+        "",
+        "Common to every step (`StepSummary`): " + ", ".join(f"`{n}`" for n in common) + ".",
+        "A step that failed before it had a summary of its own records `StepError` "
+        "(`{step, exit_code, error}`).",
+        "",
+        "| field | type | meaning |",
+        "| --- | --- | --- |",
+        *_field_rows(StepSummary),
+    ]
+    described: set[type[Summary]] = set()
+    for model in SUMMARY_MODELS:
+        step = model.model_fields["step"].default
+        out += ["", f"### `{step}` ({model.__name__})", (model.__doc__ or "").strip(), ""]
+        out += ["| field | type | meaning |", "| --- | --- | --- |", *_field_rows(model, frozenset(common))]
+        for part in _parts(model):
+            if part in described:
+                continue
+            described.add(part)
+            out += ["", f"`{part.__name__}`: {(part.__doc__ or '').strip()}", ""]
+            out += ["| field | type | meaning |", "| --- | --- | --- |", *_field_rows(part)]
+    out.append(DOC_END)
+    return "\n".join(out) + "\n"
+
+
+def with_doc_section(doc: str) -> str:
+    """``doc`` with its generated step-summaries block replaced by :func:`markdown`."""
+    start, stop = doc.find(DOC_BEGIN), doc.find(DOC_END)
+    if start < 0 or stop < start:
+        raise ValueError(f"no generated step-summaries block ({DOC_BEGIN} ... {DOC_END}) in the doc")
+    return doc[:start] + markdown() + doc[stop + len(DOC_END) + 1 :]
+
+
+def stale_outputs(schema_path: Path = SCHEMA_PATH, doc_path: Path = DOC_PATH) -> list[str]:
+    """The generated files that differ from a fresh export."""
+    stale = []
+    if not schema_path.is_file() or schema_path.read_text() != schema_text():
+        stale.append(str(schema_path))
+    if not doc_path.is_file() or doc_path.read_text() != with_doc_section(doc_path.read_text()):
+        stale.append(str(doc_path))
+    return stale
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(
+        prog="python -m ranking.core.summaries",
+        description="write the step summaries' JSON Schema and the docs' Step summaries section",
+    )
+    parser.add_argument("--check", action="store_true", help="write nothing; exit 1 when either is stale")
+    args = parser.parse_args(argv)
+    if args.check:
+        stale = stale_outputs()
+        for path in stale:
+            print(f"stale: {path} (run `make schema`)", file=sys.stderr)
+        return 1 if stale else 0
+    SCHEMA_PATH.parent.mkdir(parents=True, exist_ok=True)
+    SCHEMA_PATH.write_text(schema_text())
+    DOC_PATH.write_text(with_doc_section(DOC_PATH.read_text()))
+    print(f"wrote {SCHEMA_PATH.relative_to(REPO)} and the step summaries of {DOC_PATH.relative_to(REPO)}")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
