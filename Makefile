@@ -66,8 +66,11 @@ lint: setup
 	$(VENV)/bin/ruff check .
 	$(VENV)/bin/ruff format --check .
 
+# ranking, features, benchmarks against .venv; dags/ against .venv-airflow (the DAG modules import
+# airflow, which only that environment has), with the same [tool.mypy] settings and a cache of its own
 typecheck: setup
 	$(VENV)/bin/mypy
+	$(VENV)/bin/mypy --python-executable $(AFVENV)/bin/python --cache-dir .mypy_cache/dags dags
 
 # the step summaries' JSON Schema (docs/schemas/step-summaries.schema.json) and the "Step summaries"
 # section of docs/architecture.md, generated from ranking/core/summaries.py (tests/core/test_summaries.py
