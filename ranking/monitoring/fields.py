@@ -54,6 +54,12 @@ def label(value: Any, what: str) -> str:
     return text
 
 
+def day_timestamp(day: dt.date, plus_days: int = 0) -> float:
+    """UTC epoch seconds of midnight ``plus_days`` after ``day``."""
+    moment = dt.datetime(day.year, day.month, day.day, tzinfo=dt.UTC)
+    return (moment + dt.timedelta(days=plus_days)).timestamp()
+
+
 def date_timestamp(value: Any, where: str, plus_days: int = 0) -> float | None:
     """UTC epoch seconds of a YYYY-MM-DD date (midnight) or an ISO datetime (naive = UTC)."""
     if value is None:

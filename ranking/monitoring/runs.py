@@ -11,11 +11,14 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from pydantic import ValidationError
+
 from ranking.core.atomic import atomic_write_json
 from ranking.core.errors import RankerError
+from ranking.core.summaries import GateSummary, PromoteSummary, StepSummary, parse_summary
 from ranking.core.workspace import Workspace, validate_run_id
 from ranking.monitoring.catalogue import KNOWN_STEPS, STATUSES
-from ranking.monitoring.fields import MetricsInputError, as_float, as_list, label
+from ranking.monitoring.fields import MetricsInputError, as_float, label
 
 # Summaries that are not pipeline stages: this command's own summary and the whole-run summary.
 OWN_STEPS = frozenset({"metrics", "metrics-show"})
@@ -25,7 +28,7 @@ NOT_A_STAGE = OWN_STEPS | {"run"}
 @dataclass(frozen=True)
 class RunRecord:
     run_id: str
-    summaries: Mapping[str, Mapping[str, Any]]  # step -> summary
+    summaries: Mapping[str, StepSummary]  # step -> its summary, typed (ranking.core.summaries)
     failures: Mapping[str, Mapping[str, Any]]  # step -> failure record
     status: str  # success | failed
     failed_step: str | None  # a KNOWN_STEPS value when status is failed
@@ -68,18 +71,31 @@ def _read_folder(folder: Path) -> dict[str, dict[str, Any]]:
     }
 
 
-def step_failed(summary: Mapping[str, Any]) -> bool:
+def parse_step_summary(step: str, data: dict[str, Any], path: Path) -> StepSummary:
+    """``data`` (read from ``path``) as ``step``'s summary model; a field that does not fit is a
+    :class:`MetricsInputError` naming the file, the field and the value."""
+    try:
+        return parse_summary(data, step)
+    except ValidationError as exc:
+        problems = "; ".join(
+            f"{'.'.join(str(p) for p in e['loc']) or '(summary)'}: {e['msg']}"
+            + ("" if e["type"] == "missing" else f" (got {e['input']!r:.80})")
+            for e in exc.errors()
+        )
+        raise MetricsInputError(f"{step} summary {path}: {problems}") from None
+
+
+def step_failed(summary: StepSummary) -> bool:
     """Exit code 0 is success and 1 a negative decision (gate rejected); 2 and above failed."""
-    code = summary.get("exit_code", 0)
-    return (isinstance(code, int) and not isinstance(code, bool) and code >= 2) or bool(summary.get("error"))
+    return summary.exit_code >= 2 or bool(summary.error)
 
 
 def promoted(run: RunRecord) -> tuple[bool, bool]:
     """(the champion moved in this run, it was a forced promotion). A no-op promote is no move."""
     promote = run.summaries.get("promote")
-    if promote is None or step_failed(promote) or promote.get("noop"):
+    if not isinstance(promote, PromoteSummary) or step_failed(promote) or promote.noop:
         return False, False
-    return True, bool(promote.get("forced", False))
+    return True, promote.forced
 
 
 def gate_decision(run: RunRecord) -> str | None:
@@ -88,14 +104,9 @@ def gate_decision(run: RunRecord) -> str | None:
     if gate is None:
         reject = run.summaries.get("reject")
         return "reject" if reject is not None and not step_failed(reject) else None
-    if step_failed(gate):
+    if not isinstance(gate, GateSummary) or step_failed(gate):
         return None
-    decision = gate.get("decision")
-    if decision is None:
-        return "reject" if as_list(gate, "failed_checks", "gate summary") else "pass"
-    if decision not in ("pass", "reject"):
-        raise MetricsInputError(f"gate summary: decision must be 'pass' or 'reject', got {decision!r}")
-    return str(decision)
+    return gate.decision
 
 
 def stage_durations(run: RunRecord) -> dict[str, float]:
@@ -104,9 +115,11 @@ def stage_durations(run: RunRecord) -> dict[str, float]:
     for step, summary in run.summaries.items():
         if step in NOT_A_STAGE:
             continue
-        seconds = as_float(summary, "duration_seconds", f"{step} summary")
+        seconds = getattr(summary, "duration_seconds", None)
+        if seconds is None and summary.model_extra:  # a step without a model of its own
+            seconds = as_float(summary.model_extra, "duration_seconds", f"{step} summary")
         if seconds is not None:
-            out[label(step, "stage")] = seconds
+            out[label(step, "stage")] = float(seconds)
     return out
 
 
@@ -138,7 +151,10 @@ def load_run(
     if failed_step is not None:
         validate_run_id(failed_step)
     folder = ws.pipeline / run_id
-    summaries = _read_folder(folder)
+    summaries = {
+        step: parse_step_summary(step, data, folder / f"{step}.json")
+        for step, data in _read_folder(folder).items()
+    }
     failures = _read_folder(folder / "failures")
     # a step that ended in an error still records a summary with its exit code (`ranker run`);
     # a failed publish of this command's own is not a failure of the retrain

@@ -6,13 +6,22 @@ the persistent state; a field that is absent gives no series rather than a made-
 
 from __future__ import annotations
 
-from collections.abc import Mapping
 from dataclasses import dataclass
-from typing import Any
 
+from pydantic import ValidationError
+
+from ranking.core.summaries import (
+    EvalSummary,
+    FreshnessSummary,
+    GateSummary,
+    RunSummary,
+    StepSummary,
+    TrainSummary,
+    WindowSummary,
+)
 from ranking.monitoring.catalogue import CATALOGUE, KNOWN_STEPS, PHASES, PREFIX, STATUSES
-from ranking.monitoring.fields import MetricsInputError, as_dict, as_float, as_list, date_timestamp, label
-from ranking.monitoring.runs import RunRecord, gate_decision, promoted, stage_durations
+from ranking.monitoring.fields import MetricsInputError, as_dict, day_timestamp, label
+from ranking.monitoring.runs import RunRecord, gate_decision, promoted, stage_durations, step_failed
 from ranking.monitoring.state import MetricsState, duration_baselines
 
 MAX_GATE_CHECKS = 64
@@ -56,109 +65,90 @@ def _weighted_mean(pairs: list[tuple[float, float | None]]) -> float | None:
     return sum(v for v, _ in pairs) / len(pairs)
 
 
-def _add_train(out: _Samples, train: Mapping[str, Any]) -> None:
-    where = "train summary"
-    schedule, pipeline = train.get("schedule"), train.get("pipeline")
-    if schedule is not None or pipeline is not None:
-        out.add(
-            "train_info",
-            1,
-            schedule=label(schedule if schedule is not None else "unknown", "schedule"),
-            pipeline=label(pipeline if pipeline is not None else "unknown", "pipeline"),
-        )
-    out.add("train_samples_per_second", as_float(train, "samples_per_second", where))
-    epochs = as_list(train, "epochs", where)
-    out.add("train_epochs", len(epochs) if epochs else None)
+def _add_train(out: _Samples, train: TrainSummary) -> None:
+    out.add(
+        "train_info",
+        1,
+        schedule=label(train.schedule, "schedule"),
+        pipeline=label(train.pipeline, "pipeline"),
+    )
+    out.add("train_samples_per_second", train.samples_per_second)
+    out.add("train_epochs", len(train.epochs) if train.epochs else None)
     lookup: dict[str, list[tuple[float, float | None]]] = {p: [] for p in PHASES}
     exposed: dict[str, list[tuple[float, float | None]]] = {p: [] for p in PHASES}
-    for i, epoch in enumerate(epochs):
-        ewhere = f"{where} epochs[{i}]"
-        if not isinstance(epoch, Mapping):
-            raise MetricsInputError(f"{ewhere}: expected an object, got {epoch!r}")
-        phase = epoch.get("phase")
-        if phase not in PHASES:
-            raise MetricsInputError(f"{ewhere}: phase must be one of {PHASES}, got {phase!r}")
-        number = epoch.get("epoch", i + 1)
-        if isinstance(number, bool) or not isinstance(number, int) or not 0 <= number < 1000:
-            raise MetricsInputError(f"{ewhere}: epoch must be an integer in [0, 1000), got {number!r}")
-        labels = {"epoch": str(number), "phase": phase}
-        seconds = as_float(epoch, "duration_seconds", ewhere)
-        out.add("train_epoch_loss", as_float(epoch, "loss", ewhere), **labels)
-        out.add("train_epoch_samples_per_second", as_float(epoch, "samples_per_second", ewhere), **labels)
+    for i, epoch in enumerate(train.epochs):
+        if not 0 <= epoch.epoch < 1000:
+            raise MetricsInputError(
+                f"train summary epochs[{i}]: epoch must be in [0, 1000), got {epoch.epoch}"
+            )
+        labels = {"epoch": str(epoch.epoch), "phase": epoch.phase}
+        seconds = epoch.duration_seconds
+        out.add("train_epoch_loss", epoch.loss, **labels)
+        out.add("train_epoch_samples_per_second", epoch.samples_per_second, **labels)
         out.add("train_epoch_duration_seconds", seconds, **labels)
-        ratio = as_float(epoch, "lookup_ratio", ewhere)
-        if ratio is not None:
-            lookup[phase].append((ratio, seconds))
+        if epoch.lookup_ratio is not None:
+            lookup[epoch.phase].append((epoch.lookup_ratio, seconds))
         # exported only as measured: a summary without it (timing off, an older trainer) has none
-        exposed_ratio = as_float(epoch, "exposed_lookup_ratio", ewhere)
-        if exposed_ratio is not None:
-            exposed[phase].append((exposed_ratio, seconds))
+        if epoch.exposed_lookup_ratio is not None:
+            exposed[epoch.phase].append((epoch.exposed_lookup_ratio, seconds))
     for phase in PHASES:
         out.add("embedding_lookup_ratio", _weighted_mean(lookup[phase]), phase=phase)
         out.add("embedding_lookup_exposed_ratio", _weighted_mean(exposed[phase]), phase=phase)
 
 
-def _add_eval(out: _Samples, model: str, metrics: Mapping[str, Any] | None, where: str) -> None:
+def _add_eval(out: _Samples, model: str, metrics: EvalSummary | None) -> None:
     if metrics is None:
         return
-    nested = as_dict(metrics, "metrics", where)  # {"version": ..., "metrics": {...}} or flat
-    if nested is not None:
-        metrics = nested
-    out.add("eval_save_hit_at_3_ratio", as_float(metrics, "save_hit_at_3", where), model=model)
-    out.add("eval_auc_ratio", as_float(metrics, "auc", where), model=model)
-    out.add("eval_normalized_entropy", as_float(metrics, "ne", where), model=model)
+    out.add("eval_save_hit_at_3_ratio", metrics.save_hit_at_3, model=model)
+    out.add("eval_auc_ratio", metrics.auc, model=model)
+    out.add("eval_normalized_entropy", metrics.ne, model=model)
 
 
-def _add_gate(out: _Samples, gate: Mapping[str, Any]) -> None:
+def _evaluated(evaluate: StepSummary | None) -> EvalSummary | None:
+    """The metrics of a ``ranker evaluate`` summary (a step without a model of its own: its
+    ``metrics`` object, typed here)."""
+    if evaluate is None or step_failed(evaluate) or not evaluate.model_extra:
+        return None
+    metrics = as_dict(evaluate.model_extra, "metrics", "evaluate summary")
+    if metrics is None:
+        return None
+    try:
+        return EvalSummary.model_validate(metrics, extra="ignore")
+    except ValidationError as exc:
+        raise MetricsInputError(f"evaluate summary metrics: {exc.errors()[0]['msg']}") from None
+
+
+def _add_gate(out: _Samples, gate: GateSummary) -> None:
     where = "gate summary"
-    checks = as_list(gate, "checks", where)
-    if len(checks) > MAX_GATE_CHECKS:
-        raise MetricsInputError(f"{where}: {len(checks)} checks (more than {MAX_GATE_CHECKS})")
-    failed = {
-        str(c.get("name") if isinstance(c, Mapping) else c) for c in as_list(gate, "failed_checks", where)
-    }
+    if len(gate.checks) > MAX_GATE_CHECKS:
+        raise MetricsInputError(f"{where}: {len(gate.checks)} checks (more than {MAX_GATE_CHECKS})")
     seen = set()
-    for i, check in enumerate(checks):
-        cwhere = f"{where} checks[{i}]"
-        if not isinstance(check, Mapping):
-            raise MetricsInputError(f"{cwhere}: expected an object, got {check!r}")
-        name = label(check.get("name"), f"{cwhere} name")
+    for i, check in enumerate(gate.checks):
+        name = label(check.name, f"{where} checks[{i}] name")
         if name in seen:
-            raise MetricsInputError(f"{cwhere}: duplicate check name {name!r}")
+            raise MetricsInputError(f"{where} checks[{i}]: duplicate check name {name!r}")
         seen.add(name)
-        passed = check.get("passed")
-        if passed is None:
-            passed = name not in failed
-        out.add("gate_check_passed", 1.0 if passed else 0.0, check=name)
-        # values may be non-numeric (a reason text): only numbers become series
-        for key, metric in (("value", "gate_check_value"), ("threshold", "gate_check_threshold")):
-            v = check.get(key)
-            if isinstance(v, int | float) and not isinstance(v, bool):
-                out.add(metric, float(v), check=name)
-    for name in sorted(failed - seen):  # a failed check listed without its record
+        out.add("gate_check_passed", 1.0 if check.passed else 0.0, check=name)
+        out.add("gate_check_value", check.value, check=name)
+        # a [low, high] threshold is not one number: no series rather than a wrong one
+        if not isinstance(check.threshold, tuple):
+            out.add("gate_check_threshold", check.threshold, check=name)
+    for name in sorted(set(gate.failed_checks) - seen):  # a failed check listed without its record
         out.add("gate_check_passed", 0.0, check=label(name, f"{where} failed check"))
-    out.add("gate_relative_change", as_float(gate, "relative_change", where))
-    ci = gate.get("ci")
-    if ci is not None:
-        if (
-            not isinstance(ci, list | tuple)
-            or len(ci) != 2
-            or not all(c is None or (isinstance(c, int | float) and not isinstance(c, bool)) for c in ci)
-        ):
-            raise MetricsInputError(f"{where}: ci must be [lower, upper], got {ci!r}")
-        out.add("gate_relative_change_ci_lower", ci[0])
-        out.add("gate_relative_change_ci_upper", ci[1])
+    out.add("gate_relative_change", gate.relative_change)
+    if gate.ci is not None:
+        out.add("gate_relative_change_ci_lower", gate.ci[0])
+        out.add("gate_relative_change_ci_upper", gate.ci[1])
 
 
-def _add_window(out: _Samples, window: Mapping[str, Any]) -> None:
-    where = "window summary"
-    out.add("window_rows", as_float(window, "rows_train", where), split="train")
-    out.add("window_rows", as_float(window, "rows_eval", where), split="eval")
-    out.add("window_length_days", as_float(window, "days", where))
-    out.add("window_days", as_float(window, "days_built", where), state="built")
-    out.add("window_days", as_float(window, "days_reused", where), state="reused")
-    out.add("window_label_rate_ratio", as_float(window, "label_rate", where))
-    out.add("window_end_timestamp_seconds", date_timestamp(window.get("end"), f"{where} end"))
+def _add_window(out: _Samples, window: WindowSummary) -> None:
+    out.add("window_rows", window.rows_train, split="train")
+    out.add("window_rows", window.rows_eval, split="eval")
+    out.add("window_length_days", window.days)
+    out.add("window_days", window.days_built, state="built")
+    out.add("window_days", window.days_reused, state="reused")
+    out.add("window_label_rate_ratio", window.label_rate)
+    out.add("window_end_timestamp_seconds", day_timestamp(window.end))
 
 
 def build_samples(run: RunRecord, state: MetricsState, now: float) -> list[Sample]:
@@ -183,24 +173,24 @@ def build_samples(run: RunRecord, state: MetricsState, now: float) -> list[Sampl
     for stage, seconds in sorted(duration_baselines(state, run.run_id).items()):
         out.add("stage_duration_baseline_seconds", seconds, stage=stage)
     whole = s.get("run")
-    total = as_float(whole, "duration_seconds", "run summary") if whole is not None else None
+    total = whole.duration_seconds if isinstance(whole, RunSummary) else None
     out.add("run_duration_seconds", total if total is not None else (sum(durations.values()) or None))
 
     train = s.get("train")
-    if train is not None:
+    if isinstance(train, TrainSummary):
         _add_train(out, train)
 
     gate = s.get("gate")
-    candidate = as_dict(gate, "candidate", "gate summary") if gate is not None else None
-    if candidate is None:
-        evaluate = s.get("evaluate")
-        if train is not None:
-            candidate = as_dict(train, "eval", "train summary")
-        if candidate is None and evaluate is not None:
-            candidate = evaluate
-    _add_eval(out, "candidate", candidate, "candidate metrics")
-    if gate is not None:
-        _add_eval(out, "champion", as_dict(gate, "champion", "gate summary"), "champion metrics")
+    candidate: EvalSummary | None = None
+    if isinstance(gate, GateSummary):
+        candidate = gate.candidate
+    elif isinstance(train, TrainSummary):
+        candidate = train.eval
+    else:
+        candidate = _evaluated(s.get("evaluate"))
+    _add_eval(out, "candidate", candidate)
+    if isinstance(gate, GateSummary):
+        _add_eval(out, "champion", gate.champion)
         _add_gate(out, gate)
     decision = gate_decision(run)
     if decision is not None:
@@ -212,11 +202,11 @@ def build_samples(run: RunRecord, state: MetricsState, now: float) -> list[Sampl
     out.add("last_promotion_timestamp_seconds", state.last_promotion_timestamp)
 
     window = s.get("window")
-    if window is not None:
+    if isinstance(window, WindowSummary):
         _add_window(out, window)
     freshness = s.get("freshness")
-    if freshness is not None:
-        out.add("feature_freshness_lag_seconds", as_float(freshness, "lag_seconds", "freshness summary"))
+    if isinstance(freshness, FreshnessSummary):
+        out.add("feature_freshness_lag_seconds", freshness.lag_seconds)
     out.add("feature_source_end_timestamp_seconds", state.feature_source_end_timestamp)
     out.add("materialize_end_timestamp_seconds", state.materialize_end_timestamp)
     out.add("metrics_push_failures_total", state.push_failures_total)

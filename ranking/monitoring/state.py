@@ -19,9 +19,10 @@ from typing import Any
 from filelock import FileLock
 
 from ranking.core.atomic import atomic_write_json
+from ranking.core.summaries import FreshnessSummary, MaterializeSummary
 from ranking.core.workspace import Workspace
 from ranking.monitoring.catalogue import DURATION_HISTORY, KNOWN_STEPS, STATUSES
-from ranking.monitoring.fields import date_timestamp
+from ranking.monitoring.fields import day_timestamp
 from ranking.monitoring.runs import RunRecord, gate_decision, promoted, read_json_object, stage_durations
 
 COUNTED_RUNS_KEPT = 500  # run ids remembered so that re-publishing a run never double-counts
@@ -131,17 +132,11 @@ def advance_state(state: MetricsState, run: RunRecord, now: float) -> MetricsSta
         new.last_failure_timestamp = now
 
     freshness = run.summaries.get("freshness")
-    if freshness is not None:
-        source_end = date_timestamp(
-            freshness.get("latest_source_date"), "freshness summary latest_source_date", plus_days=1
-        )
-        if source_end is not None:
-            new.feature_source_end_timestamp = source_end
+    if isinstance(freshness, FreshnessSummary):
+        new.feature_source_end_timestamp = day_timestamp(freshness.latest_source_date, plus_days=1)
     materialize = run.summaries.get("materialize")
-    if materialize is not None:
-        end = date_timestamp(materialize.get("end"), "materialize summary end")
-        if end is not None:
-            new.materialize_end_timestamp = end
+    if isinstance(materialize, MaterializeSummary):
+        new.materialize_end_timestamp = day_timestamp(materialize.end)
 
     if run.status == "success":
         for stage, seconds in stage_durations(run).items():

@@ -23,7 +23,9 @@ def test_the_committed_schema_and_docs_equal_a_fresh_export() -> None:
     """`make schema` (python -m ranking.core.summaries) rewrites both; run it after changing a model."""
     assert s.stale_outputs() == [], "stale: run `make schema`"
     schema = json.loads(s.SCHEMA_PATH.read_text())
-    steps = {d["properties"]["step"].get("const") for d in schema["$defs"].values() if "step" in d["properties"]}
+    steps = {
+        d["properties"]["step"].get("const") for d in schema["$defs"].values() if "step" in d["properties"]
+    }
     assert set(s.STEP_MODELS) <= steps
 
 

@@ -14,6 +14,7 @@ from pathlib import Path
 from typing import Any
 
 from ranking.core.atomic import atomic_write_json
+from ranking.core.summaries import example_summaries
 from ranking.core.workspace import Workspace
 from ranking.monitoring.publish import PublishResult
 from ranking.monitoring.publish import publish as publish_run
@@ -34,9 +35,17 @@ def publish(ws: Workspace, run_id: str, now: float = NOW, **kw: Any) -> dict[str
     return values(publish_run(ws, run_id, now=now, **kw))
 
 
+EXAMPLES = {step: summary.body() for step, summary in example_summaries().items()}
+EVAL = EXAMPLES["train"]["eval"]  # a model's complete offline metrics
+EPOCH = {k: v for k, v in EXAMPLES["train"]["epochs"][0].items() if k != "eval"}  # a complete epoch record
+
+
 def write_summary(ws: Workspace, run_id: str, step: str, body: dict[str, Any], exit_code: int = 0) -> None:
+    """``body`` over the step's complete example summary (ranking.core.summaries), as the step
+    would record it: the fields a test names are the test's, the others a valid summary's."""
     atomic_write_json(
-        ws.step_summary_path(run_id, step), {"step": step, "exit_code": exit_code, "run_id": run_id, **body}
+        ws.step_summary_path(run_id, step),
+        {**EXAMPLES.get(step, {}), "step": step, "exit_code": exit_code, "run_id": run_id, **body},
     )
 
 
@@ -45,6 +54,7 @@ def epoch(n: int, phase: str, loss: float, sps: float, lookup: float, exposed: f
     if not 0.0 <= exposed <= lookup <= 1.0:
         raise ValueError(f"an epoch with lookup {lookup} and exposed {exposed} cannot be measured")
     return {
+        **EPOCH,
         "epoch": n,
         "phase": phase,
         "loss": loss,
@@ -106,7 +116,7 @@ def write_contract_run(
             "world_size": 2,
             "device": "cpu",
             "epochs": epochs,
-            "eval": {"save_hit_at_3": 0.41, "auc": 0.74, "ne": 0.93},
+            "eval": {**EVAL, "save_hit_at_3": 0.41, "auc": 0.74, "ne": 0.93},
             "samples_per_second": 4300.0,
             "duration_seconds": train_seconds,
         },
@@ -132,8 +142,14 @@ def write_contract_run(
         "gate",
         {
             "decision": decision,
-            "candidate": {"version": f"v-{run_id}", "save_hit_at_3": 0.41, "auc": 0.74, "ne": 0.93},
-            "champion": {"version": "v-prev", "save_hit_at_3": 0.405, "auc": 0.735, "ne": 0.94}
+            "candidate": {
+                **EXAMPLES["gate"]["candidate"],
+                "version": f"v-{run_id}",
+                "save_hit_at_3": 0.41,
+                "auc": 0.74,
+                "ne": 0.93,
+            },
+            "champion": {**EVAL, "version": "v-prev", "save_hit_at_3": 0.405, "auc": 0.735, "ne": 0.94}
             if champion
             else None,
             "checks": checks,

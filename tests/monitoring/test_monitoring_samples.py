@@ -7,7 +7,7 @@ import json
 import math
 
 import pytest
-from monitoring_fixtures import NOW, publish, write_contract_run, write_summary
+from monitoring_fixtures import EPOCH, EVAL, EXAMPLES, NOW, publish, write_contract_run, write_summary
 
 from ranking.core.workspace import Workspace
 from ranking.monitoring.catalogue import KNOWN_STEPS, MODELS, PHASES, STATUSES
@@ -102,7 +102,8 @@ def test_ratio_series_are_between_0_and_1_and_labels_are_bounded(ws: Workspace) 
 def test_the_exposed_share_is_exported_only_as_measured(ws: Workspace) -> None:
     """A summary without the exposed share (timing off, an older trainer) exports none: it is not
     stood in for by the lookup share, not even for the sync pipeline."""
-    epoch = {"epoch": 1, "phase": "joint", "lookup_ratio": 0.2, "duration_seconds": 3.0}
+    epoch = {**EPOCH, "epoch": 1, "phase": "joint", "lookup_ratio": 0.2, "duration_seconds": 3.0}
+    del epoch["exposed_lookup_ratio"]
     write_summary(ws, "r1", "train", {"pipeline": "sync", "schedule": "joint", "epochs": [epoch]})
     v = publish(ws, "r1")
     assert v['ranker_embedding_lookup_ratio{phase="joint"}'] == pytest.approx(0.2)
@@ -115,7 +116,7 @@ def test_the_exposed_share_is_exported_only_as_measured(ws: Workspace) -> None:
 
 
 def test_candidate_falls_back_to_train_eval_without_gate(ws: Workspace) -> None:
-    write_summary(ws, "r1", "train", {"eval": {"save_hit_at_3": 0.3, "auc": 0.7, "ne": 0.95}})
+    write_summary(ws, "r1", "train", {"eval": {**EVAL, "save_hit_at_3": 0.3, "auc": 0.7, "ne": 0.95}})
     v = publish(ws, "r1")
     assert v['ranker_eval_save_hit_at_3_ratio{model="candidate"}'] == 0.3
     assert not any('model="champion"' in k for k in v)
@@ -133,23 +134,39 @@ def test_the_run_summary_gives_the_run_duration(ws: Workspace) -> None:
 @pytest.mark.parametrize(
     ("step", "body", "message"),
     [
-        ("window", {"rows_train": "many"}, "'rows_train' must be a number"),
-        ("train", {"epochs": [{"epoch": 1, "phase": "warm"}]}, "phase must be one of"),
-        ("train", {"epochs": [{"epoch": "one", "phase": "joint"}]}, "epoch must be an integer"),
-        ("train", {"epochs": {"1": {}}}, "'epochs' must be a list"),
-        ("gate", {"decision": "maybe"}, "decision must be"),
-        ("gate", {"checks": [{"name": 'bad"label'}]}, "not a safe label value"),
-        ("gate", {"checks": [{"name": "a"}, {"name": "a"}]}, "duplicate check name"),
-        ("gate", {"ci": [0.1]}, "ci must be"),
+        ("window", {"rows_train": "many"}, "rows_train: Input should be a valid integer.*'many'"),
+        ("window", {"rows_train": None}, "rows_train: Input should be a valid integer"),
+        ("window", {"days": None}, r"window\.json: days: "),
+        (
+            "train",
+            {"epochs": [{**EPOCH, "phase": "warm"}]},
+            "epochs.0.phase: Input should be 'frozen' or 'joint'",
+        ),
+        ("train", {"epochs": [{**EPOCH, "epoch": "one"}]}, "epochs.0.epoch: Input should be a valid integer"),
+        ("train", {"epochs": [{**EPOCH, "epoch": 1000}]}, r"epoch must be in \[0, 1000\)"),
+        ("train", {"epochs": {"1": {}}}, "epochs: Input should be a valid list"),
+        ("train", {"eval": {"auc": 0.5}}, "eval.save_hit_at_3: Field required"),
+        ("gate", {"decision": "maybe"}, "decision: Input should be 'pass' or 'reject'"),
+        (
+            "gate",
+            {"checks": [{**EXAMPLES["gate"]["checks"][0], "name": 'bad"label'}]},
+            "not a safe label value",
+        ),
+        ("gate", {"checks": [EXAMPLES["gate"]["checks"][0]] * 2}, "duplicate check name"),
+        ("gate", {"ci": [0.1]}, "ci.1: Field required"),
         ("train", {"schedule": "F J J"}, "schedule"),
-        ("window", {"end": "yesterday"}, "not an ISO date"),
+        ("window", {"end": "yesterday"}, "end: Input should be a valid date"),
+        ("window", {"surprise": 1, "rows_train": "many"}, "rows_train"),  # unknown fields: ignored by readers
         ("window", [1, 2], "expected a JSON object"),
     ],
 )
 def test_malformed_fields_raise_clear_errors(ws: Workspace, step: str, body, message: str) -> None:
+    """Every summary is read through its model (ranking.core.summaries): a field that does not
+    fit names the file, the field and the value."""
     path = ws.step_summary_path("d1", step)
     path.parent.mkdir(parents=True)
-    path.write_text(json.dumps(body))
+    recorded = {**EXAMPLES[step], "step": step, **body} if isinstance(body, dict) else body
+    path.write_text(json.dumps(recorded))
     with pytest.raises(MetricsInputError, match=message):
         publish_run(ws, "d1", now=NOW)
     assert not state_path(ws).exists()  # nothing half-updated
@@ -157,6 +174,6 @@ def test_malformed_fields_raise_clear_errors(ws: Workspace, step: str, body, mes
 
 
 def test_nan_metric_values_pass_through(ws: Workspace) -> None:
-    write_summary(ws, "d1", "train", {"eval": {"save_hit_at_3": float("nan"), "auc": 0.5, "ne": 1.0}})
+    write_summary(ws, "d1", "train", {"eval": {**EVAL, "save_hit_at_3": float("nan"), "auc": 0.5, "ne": 1.0}})
     v = publish(ws, "d1")
     assert math.isnan(v['ranker_eval_save_hit_at_3_ratio{model="candidate"}'])
