@@ -39,8 +39,6 @@ if TYPE_CHECKING:
 
 log = logging.getLogger(__name__)
 
-# (home, run id, argv without --home/--run-id/--json) -> (exit code, summary): a `ranker` step
-StepRunner = Callable[[Path, str, list[str]], tuple[int, dict[str, Any]]]
 # (checkpoint, eval parquet, reset_tables) -> scores frame
 Scorer = Callable[[Path, Path, bool], "pd.DataFrame"]
 
@@ -119,7 +117,6 @@ class GateSuite:
     days: Sequence[dt.date]
     injections: Sequence[inject.Injection]
     gates: Mapping[str, GateConfig]
-    steps: StepRunner
     scorer: Scorer
     window_builder: WindowBuilder
     on_progress: Callable[[str], None] | None = None
@@ -147,14 +144,10 @@ class GateSuite:
         if self.on_progress:
             self.on_progress(text)
 
-    def _step(self, home: Path, run_id: str, argv: list[str]) -> dict[str, Any]:
-        code, summary = self.steps(home, run_id, argv)
-        if code != 0:
-            raise BacktestError(
-                f"recipe {self.run.recipe.name}: `ranker {' '.join(argv)}` failed (exit {code}): "
-                f"{summary.get('error') or 'see its log'}"
-            )
-        return summary
+    def _failed(self, what: str, code: int, error: str | None) -> BacktestError:
+        return BacktestError(
+            f"recipe {self.run.recipe.name}: {what} failed (exit {code}): {error or 'see its log'}"
+        )
 
     def _base(self, day: dt.date) -> Path | None:
         """The recipe's base for ``day`` (pretrained when due, as the weekly DAG would), or None."""
@@ -168,21 +161,47 @@ class GateSuite:
         base = reg.base()
         if base_is_due(config, day, reg.record(base).train.get("train_end") if base else None):
             self._say(f"pretrain for {day}")
-            self._step(
-                self.run.home, f"suite-pretrain__{day.isoformat()}", ["pretrain", "--end", day.isoformat()]
-            )
+            self._pretrain(day)
             base = reg.base()
         if base is None:
             raise BacktestError(f"recipe {self.run.recipe.name}: no base model after pretraining for {day}")
         return reg.local_dir(base, cache_dir(Workspace.resolve(self.run.home))) / "model.pt"
 
-    def _train(self, home: Path, out: Path, end: dt.date, extra: list[str]) -> Path:
+    def _pretrain(self, day: dt.date) -> None:
+        """What the weekly DAG would do before ``day``: ``ranker pretrain`` in the recipe's home."""
+        from ranking.config.loader import load
+        from ranking.pipeline.pretrain import execute_pretrain, plan_for
+        from ranking.pipeline.steps import InProcessSteps
+
+        home = Workspace.resolve(self.run.home)
+        effective = load(home.root)
+        run_id = f"suite-pretrain__{day.isoformat()}"
+        plan = plan_for(effective.config, day)
+        result = execute_pretrain(plan, effective, str(home.root), run_id, InProcessSteps(home, run_id))
+        if result.exit_code != 0:
+            raise self._failed(f"pretrain for {day}", result.exit_code, result.summary.get("error"))
+
+    def _train(
+        self, home: Path, out: Path, end: dt.date, warm: Path | None, config_file: Path | None = None
+    ) -> Path:
+        """A candidate trained on the window ending ``end`` by the recipe in ``home`` (or
+        ``config_file``), from ``warm``, into ``out``, not registered."""
+        from dataclasses import replace
+
+        from ranking.config.loader import load
+        from ranking.config.requests import train_job
+        from ranking.pipeline import steps
+
         if (out / "model.pt").is_file() and (out / "eval_scores.parquet").is_file():
             return out
+        ws = Workspace.resolve(home)
         run_id = f"suite__{out.name.replace('@', '__')}"
-        self._step(
-            home, run_id, ["train", "--end", end.isoformat(), "--out", str(out), "--no-register", *extra]
-        )
+        job = train_job(load(ws.root, config_file), ws, end, run_id=run_id, out=out, register=False)
+        if warm is not None:
+            job = replace(job, warm_start=str(warm))
+        outcome = steps.InProcessSteps(ws, run_id).run("train", lambda: steps.train(job))
+        if outcome.exit_code != 0:
+            raise self._failed(f"training {out.name}", outcome.exit_code, outcome.error)
         return out
 
     def _crafted_home(self, injection: inject.Injection, folder: Path) -> Path:
@@ -228,7 +247,7 @@ class GateSuite:
             started = time.perf_counter()
             self._manifest(day)
             base = self._base(day)
-            warm = ["--warm-start", str(base)] if base is not None else []
+            warm = base
             out = self._train(self.run.home, self.folder / "candidates" / day.isoformat(), day, warm)
             key = f"c-{day.isoformat()}"
             self.store.add(Model(key, day, out / "model.pt", out / "eval_scores.parquet"))
@@ -237,7 +256,7 @@ class GateSuite:
             self._say(f"day {i + 1}/{len(self.days)} {day} built in {time.perf_counter() - started:.0f} s")
 
     def _inject(
-        self, injection: inject.Injection, clean: str, clean_dir: Path, warm: list[str], config_file: Path
+        self, injection: inject.Injection, clean: str, clean_dir: Path, warm: Path | None, config_file: Path
     ) -> None:
         day, kind = injection.day, injection.kind
         folder = self.folder / "injected" / injection.key
@@ -251,7 +270,7 @@ class GateSuite:
         trained_for = day
         if kind in ("shuffled_labels", "zeroed_feature", "leakage"):
             home = self._crafted_home(injection, folder)
-            self._train(home, out, day, [*warm, "--config", str(config_file)])
+            self._train(home, out, day, warm, config_file)
         elif kind == "lr_x100":
             import json
 
@@ -265,7 +284,7 @@ class GateSuite:
                 text = config_file.read_text() if config_file.is_file() else ""
                 folder.mkdir(parents=True, exist_ok=True)
                 lr_file.write_text(text + extra)
-            self._train(self.run.home, out, day, [*warm, "--config", str(lr_file)])
+            self._train(self.run.home, out, day, warm, lr_file)
         elif kind == "stale_window":
             trained_for = day - dt.timedelta(days=inject.STALE_DAYS)
             self._manifest(trained_for)

@@ -114,20 +114,12 @@ def _suite(args: argparse.Namespace, ws, spec, bt, started: float) -> CommandRes
     from ranking.backtest.engine import source_days
     from ranking.backtest.inject import parse_injections
     from ranking.backtest.suite import GateSuite, checkpoint_scorer, write_suite_report
-    from ranking.cli.main import build_parser
-    from ranking.cli.steps import InProcessSteps
 
     span = source_days(ws)
     window_days = max(run.effective.config.window.days for run in bt.runs)
     earliest = span[0] + dt.timedelta(days=window_days) if span else None
     injections = parse_injections(args.inject, spec.eval_days, earliest)
     gates = _gates(args.gate)
-    parser = build_parser()
-
-    def steps(home: Path, run_id: str, argv: list[str]) -> tuple[int, dict]:  # type: ignore[type-arg]
-        outcome = InProcessSteps(parser, str(home), run_id).run(argv)
-        return outcome.exit_code, {**outcome.summary, "error": outcome.error}
-
     summary: dict[str, object] = {"backtest_dir": str(bt.folder), "recipes": {}}
     lines = []
     bt.build_windows()  # every day's window and base range, in the backtested workspace, up front
@@ -138,7 +130,6 @@ def _suite(args: argparse.Namespace, ws, spec, bt, started: float) -> CommandRes
             spec.eval_days,
             injections,
             gates,  # type: ignore[arg-type]
-            steps,
             checkpoint_scorer,
             bt.window_builder,
             on_progress=lambda text: print(f"backtest: {text}", file=sys.stderr, flush=True),

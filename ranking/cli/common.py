@@ -14,22 +14,14 @@ import json
 import math
 import sys
 from collections.abc import Callable
-from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
 from ranking.core.errors import RankerError
+from ranking.core.results import CommandResult, record_summary
 from ranking.core.workspace import Workspace, validate_run_id
 
 if TYPE_CHECKING:
     from ranking.config.loader import EffectiveConfig
-
-
-@dataclass
-class CommandResult:
-    summary: dict[str, Any] = field(default_factory=dict)
-    exit_code: int = 0
-    text: str | None = None  # human-readable output when --json is not given
-    quiet: bool = False  # print and record nothing (e.g. non-zero ranks of a torchrun job)
 
 
 Handler = Callable[[argparse.Namespace], CommandResult]
@@ -143,17 +135,9 @@ def positive_int(value: str) -> int:
 
 def emit(args: argparse.Namespace, step: str, result: CommandResult) -> None:
     """Print the result and, with --run-id, record it as this pipeline run's step summary."""
-    from ranking.core.atomic import atomic_write_json
-
     if result.quiet:
         return
-    summary = dict(result.summary)
-    summary.setdefault("step", step)
-    summary.setdefault("exit_code", result.exit_code)
-    run_id = getattr(args, "run_id", None)
-    if run_id:
-        summary.setdefault("run_id", run_id)
-        atomic_write_json(workspace(args).step_summary_path(run_id, step), summary)
+    summary = record_summary(workspace(args), getattr(args, "run_id", None), step, result)
     if getattr(args, "json", False):
         print(json.dumps(summary, sort_keys=True, default=str))
     elif result.text:

@@ -87,7 +87,13 @@ def bindings() -> dict[str, tuple[Binding, ...]]:
             Binding("batch_size", "recipe.batch_size"),
             _MODEL_FILE,
         ),
-        "run": (),
+        "run": (
+            Binding("days", "window.days"),
+            Binding("epochs", "recipe.epochs"),
+            Binding("schedule", "recipe.schedule"),
+            Binding("pipeline", "recipe.pipeline"),
+            *_gate_bindings(),
+        ),
         "pretrain": tuple(
             Binding(dest, f"pretrain.{dest}") for dest in ("days", "gap_days", "schedule", "epochs", "seed")
         ),

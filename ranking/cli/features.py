@@ -15,6 +15,7 @@ from typing import TYPE_CHECKING
 from ranking.cli.common import (
     CommandResult,
     add_common,
+    effective_config,
     fraction,
     non_negative,
     parse_date,
@@ -25,8 +26,6 @@ from ranking.core.errors import RankerError
 
 if TYPE_CHECKING:
     from features.feast_repo import StoreSettings
-
-DEFAULT_WINDOW_DAYS = 20
 
 
 def _env_lag_hours() -> float | None:
@@ -61,24 +60,11 @@ def _materialize(args: argparse.Namespace) -> CommandResult:
 
 
 def _window(args: argparse.Namespace) -> CommandResult:
-    from features.validation import WindowChecks
-    from features.window import WindowRequest, window_step
+    from ranking.config.requests import window_request
+    from ranking.pipeline.steps import window
 
-    checks = WindowChecks(
-        min_coverage=args.min_coverage,
-        min_label_rate=args.min_label_rate,
-        max_label_rate=args.max_label_rate,
-        max_null_rate=args.max_null_rate,
-    )
-    s = window_step(WindowRequest(workspace(args), args.end, args.days, checks, store_settings(args)))
-    repaired = (
-        f" ({len(s['days_repaired'])} rebuilt: no longer matched their record)" if s["days_repaired"] else ""
-    )
-    text = (
-        f"window {s['end']} ({s['days']}d): {s['rows_train']:,} train rows, {s['rows_eval']:,} eval rows,"
-        f" {s['days_built']} days built, {s['days_reused']} reused{repaired} -> {s['manifest']}"
-    )
-    return CommandResult(s, text=text)
+    # --days and the checks are bound to [window]: given flags are in the effective config
+    return window(window_request(effective_config(args).config, workspace(args), args.end))
 
 
 def _freshness(args: argparse.Namespace) -> CommandResult:
@@ -110,11 +96,12 @@ def register(sub: argparse._SubParsersAction) -> None:  # type: ignore[type-arg]
     p.add_argument(
         "--end", type=parse_date, required=True, help="eval day; training days are [end-days, end)"
     )
-    p.add_argument("--days", type=positive_int, default=DEFAULT_WINDOW_DAYS, help="1..3660")
-    p.add_argument("--min-coverage", type=fraction, default=0.9, help="fraction of training days required")
-    p.add_argument("--min-label-rate", type=fraction, default=0.001)
-    p.add_argument("--max-label-rate", type=fraction, default=0.5)
-    p.add_argument("--max-null-rate", type=fraction, default=0.5, help="per feature column and day")
+    # bound flags (ranking.cli.config.bindings): an unset one takes the config's value
+    p.add_argument("--days", type=positive_int, default=None, help="window length in days")
+    p.add_argument("--min-coverage", type=fraction, default=None, help="fraction of training days required")
+    p.add_argument("--min-label-rate", type=fraction, default=None)
+    p.add_argument("--max-label-rate", type=fraction, default=None)
+    p.add_argument("--max-null-rate", type=fraction, default=None, help="per feature column and day")
     p.set_defaults(handler=_window, step="window")
 
     p = add_common(fsub.add_parser("freshness", help="newest source day and its lag"))

@@ -3,36 +3,21 @@
 from __future__ import annotations
 
 import argparse
-from typing import Any
 
-from ranking.cli.common import CommandResult, add_common, parse_date, workspace
-from ranking.cli.options import add_gate_options, add_registry_option, gate_config, version_arg
-
-
-def _text(summary: dict[str, Any]) -> str:
-    champion = (summary.get("champion") or {}).get("version")
-    lines = [
-        f"gate {summary['decision']}: {summary['candidate']['version']} vs "
-        f"{champion or 'no champion (first run)'} on {summary['eval_date']}"
-    ]
-    lines += [f"  [{'ok' if c['passed'] else 'FAIL'}] {c['name']}: {c['detail']}" for c in summary["checks"]]
-    return "\n".join(lines)
+from ranking.cli.common import CommandResult, add_common, effective_config, parse_date, workspace
+from ranking.cli.options import add_gate_options, add_registry_option, version_arg
 
 
 def handle_gate(args: argparse.Namespace) -> CommandResult:
-    from ranking.gate.run import GateRequest, gate_candidate
+    from ranking.config.requests import gate_request
+    from ranking.pipeline.steps import gate
 
-    result = gate_candidate(
-        GateRequest(
-            ws=workspace(args),
-            candidate=args.candidate,
-            registry=args.registry,
-            end=args.end,
-            config=gate_config(args),
-            run_id=args.run_id,
+    config = effective_config(args).config  # the gate flags are bound: given ones are in it
+    return gate(
+        gate_request(
+            config, workspace(args), args.candidate, args.end, registry=args.registry, run_id=args.run_id
         )
     )
-    return CommandResult(result.summary, exit_code=0 if result.passed else 1, text=_text(result.summary))
 
 
 def register(sub: argparse._SubParsersAction) -> None:  # type: ignore[type-arg]

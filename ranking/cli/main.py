@@ -7,7 +7,6 @@ module's ``register(subparsers)`` adds its commands with ``set_defaults(handler=
 from __future__ import annotations
 
 import argparse
-import errno
 import importlib
 import json
 import logging
@@ -19,7 +18,7 @@ from typing import Any, NoReturn
 
 from ranking.cli.common import emit
 from ranking.cli.config import RankerParser
-from ranking.core.errors import RankerError
+from ranking.core.errors import RankerError, as_user_error
 
 # (module, what it provides) — order is the order of `ranker --help`
 _GROUPS = [
@@ -55,33 +54,6 @@ class _Parser(RankerParser):
 
     def error(self, message: str) -> NoReturn:
         raise UsageError(f"{message} (see `{self.prog} --help`)")
-
-
-# errno values that are the environment's, not the code's: the user fixes them (free space,
-# permissions, a writable mount, the right path); anything else stays a traceback
-_USER_ERRNO = {
-    errno.ENOSPC: "no space left on device",
-    errno.EDQUOT: "disk quota exceeded",
-    errno.EROFS: "read-only file system",
-    errno.EACCES: "permission denied",
-    errno.EPERM: "operation not permitted",
-    errno.ENOTDIR: "not a folder (a path component is a file)",
-    errno.ENAMETOOLONG: "file name too long",
-}
-
-
-def as_user_error(exc: BaseException) -> RankerError | None:
-    """The one mapping of exceptions to user-fixable errors (exit 2, one line): RankerError as
-    it is, an OSError of the environment (disk full, read-only, permissions) naming its path;
-    None for anything else (a bug of ours: the caller lets it propagate as a traceback)."""
-    if isinstance(exc, RankerError):
-        return exc
-    if isinstance(exc, OSError) and exc.errno in _USER_ERRNO:
-        what = _USER_ERRNO[exc.errno]
-        where = exc.filename if exc.filename is not None else "(path not reported)"
-        code = errno.errorcode.get(exc.errno, str(exc.errno))
-        return RankerError(f"{what} ({code}): {where}")
-    return None
 
 
 def _fail(command: str | None, error: RankerError, want_json: bool) -> int:

@@ -4,9 +4,8 @@ from __future__ import annotations
 
 import argparse
 import os
-from pathlib import Path
 
-from ranking.cli.common import CommandResult, add_common, positive_int, workspace
+from ranking.cli.common import CommandResult, add_common, effective_config, positive_int, workspace
 from ranking.core.errors import RankerError
 
 
@@ -57,38 +56,23 @@ def _workspace_origin(home: str | None) -> str:
     return "the default ./var: neither --home nor $RANKER_HOME is set"
 
 
-def _textfile(value: str | None) -> Path | None:
-    if value is None:
-        return None
-    path = Path(value).expanduser()
-    if path.suffix != ".prom" or any(ord(c) < 32 for c in value):
-        raise RankerError(f"--textfile {value!r}: must be a path ending in .prom")
-    return path.resolve()
-
-
 def _publish(args: argparse.Namespace) -> CommandResult:
-    from ranking.monitoring.publish import PublishRequest, publish_request
+    from ranking.config.requests import publish_request
+    from ranking.pipeline.steps import publish
 
     if not args.run_id:
         raise RankerError("metrics publish needs --run-id (the pipeline run whose summaries to read)")
-    if args.failed_step is not None and args.status == "success":
-        raise RankerError("--failed-step only goes with --status failed")
-    result = publish_request(
-        PublishRequest(
-            workspace=workspace(args),
-            run_id=args.run_id,
-            status=args.status,
-            failed_step=args.failed_step,
-            pushgateway=args.pushgateway,
-            job=args.job,
-            push_attempts=args.push_attempts,
-            textfile=_textfile(args.textfile),
-        )
+    # --pushgateway, --job and --textfile are bound to [metrics]: given ones are in the config
+    config = effective_config(args).config
+    request = publish_request(
+        config,
+        workspace(args),
+        args.run_id,
+        status=args.status,
+        failed_step=args.failed_step,
+        push_attempts=args.push_attempts,
     )
-    text = f"run {result.run_id} ({result.status}): {len(result.samples)} series -> {result.delivery} {result.target}"
-    if result.push is not None and not result.push.ok:
-        text += f" (push failed: {result.push.error})"
-    return CommandResult(summary=result.summary(), text=text)
+    return publish(request)
 
 
 def _show(args: argparse.Namespace) -> CommandResult:

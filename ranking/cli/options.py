@@ -6,7 +6,6 @@ import argparse
 from typing import TYPE_CHECKING, Any
 
 from ranking.cli.common import (
-    effective_config,
     fraction_below_one,
     non_negative,
     positive_int,
@@ -15,7 +14,7 @@ from ranking.cli.common import (
 from ranking.core.ids import is_version_id
 
 if TYPE_CHECKING:
-    from ranking.gate.checks import GateConfig
+    pass
 
 
 def version_arg(value: str) -> str:
@@ -156,32 +155,6 @@ def add_gate_options(parser: argparse.ArgumentParser) -> None:
         parser.add_argument(option, type=kind, default=None, help=text)
     for option, _, text in GATE_FLAGS:
         parser.add_argument(option, action="store_true", help=text)
-
-
-def gate_passthrough(args: argparse.Namespace) -> list[str]:
-    """The gate options of ``args`` as command-line words (``ranker run`` hands them to the gate)."""
-    words: list[str] = []
-    for option, _, _, _ in GATE_OPTIONS:
-        value = getattr(args, flag_dest(option), None)
-        if value is not None:
-            words += [option, str(value)]
-    words += [option for option, _, _ in GATE_FLAGS if getattr(args, flag_dest(option), False)]
-    return words
-
-
-def gate_config(args: argparse.Namespace) -> GateConfig:
-    """The pipeline config's gate section (the GATE_CONFIG_ONLY keys too), with the thresholds
-    given as flags over it."""
-    from ranking.gate.checks import GateConfig
-
-    values: dict[str, Any] = effective_config(args).config.gate.model_dump()
-    for option, name, _, _ in GATE_OPTIONS:
-        if getattr(args, flag_dest(option), None) is not None:
-            values[name] = getattr(args, flag_dest(option))
-    for option, name, _ in GATE_FLAGS:
-        if getattr(args, flag_dest(option), False):
-            values[name] = True
-    return GateConfig(**values)
 
 
 def registry_of(args: argparse.Namespace) -> str:

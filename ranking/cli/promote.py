@@ -6,11 +6,13 @@ import argparse
 
 from ranking.cli.common import CommandResult, add_common
 from ranking.cli.options import add_registry_option, reason_arg, registry_of, version_arg
-from ranking.registry.operations import PromoteRequest, promote
+from ranking.registry.operations import PromoteRequest
 
 
 def handle_promote(args: argparse.Namespace) -> CommandResult:
-    summary = promote(
+    from ranking.pipeline.steps import promote
+
+    return promote(
         PromoteRequest(
             registry=registry_of(args),
             version=args.version,
@@ -20,13 +22,6 @@ def handle_promote(args: argparse.Namespace) -> CommandResult:
             who=args.who,
         )
     )
-    if summary["noop"]:
-        text = f"{summary['version']} already is the champion; nothing changed"
-    else:
-        text = f"champion: {summary['previous'] or '(none)'} -> {summary['version']}" + (
-            " (forced)" if summary["forced"] else ""
-        )
-    return CommandResult(summary, text=text)
 
 
 def register(sub: argparse._SubParsersAction) -> None:  # type: ignore[type-arg]

@@ -6,11 +6,13 @@ import argparse
 
 from ranking.cli.common import CommandResult, add_common
 from ranking.cli.options import add_registry_option, reason_arg, registry_of, version_arg
-from ranking.registry.operations import RejectRequest, reject
+from ranking.registry.operations import RejectRequest
 
 
 def handle_reject(args: argparse.Namespace) -> CommandResult:
-    summary = reject(
+    from ranking.pipeline.steps import reject
+
+    return reject(
         RejectRequest(
             registry=registry_of(args),
             version=args.version,
@@ -19,7 +21,6 @@ def handle_reject(args: argparse.Namespace) -> CommandResult:
             who=args.who,
         )
     )
-    return CommandResult(summary, text=f"recorded rejection of {summary['version']}: {summary['reason']}")
 
 
 def register(sub: argparse._SubParsersAction) -> None:  # type: ignore[type-arg]

@@ -6,13 +6,16 @@ import argparse
 import logging
 from typing import Any
 
-from ranking.cli.common import CommandResult, add_common, parse_date, positive_int, workspace
-from ranking.cli.options import (
-    add_gate_options,
-    add_promotion_options,
-    add_registry_option,
-    gate_passthrough,
+from ranking.cli.common import (
+    CommandResult,
+    add_common,
+    effective_config,
+    parse_date,
+    positive_int,
+    workspace,
 )
+from ranking.cli.options import add_gate_options, add_promotion_options, add_registry_option
+from ranking.core.workspace import Workspace
 from ranking.pipeline.run import RunPlan, execute, new_run_id
 from ranking.trainer.config import PIPELINES
 
@@ -20,57 +23,52 @@ log = logging.getLogger(__name__)
 
 
 def handle_run(args: argparse.Namespace) -> CommandResult:
+    # the run's flags are bound to their config keys (ranking.cli.config.bindings), so this one
+    # effective config carries them, below --params, to every step's request
     plan = RunPlan(
         end=args.end,
-        days=args.days,
-        epochs=args.epochs,
-        schedule=args.schedule,
-        pipeline=args.pipeline,
+        effective=effective_config(args),
         dry_run=args.dry_run,
         force_promote=args.force_promote,
         reason=args.reason,
         registry=args.registry,
-        gate_args=tuple(gate_passthrough(args)),
     )
     ws = workspace(args)
     if not args.run_id:
         args.run_id = new_run_id(args.end)  # the CLI then records this summary as <run id>/run.json
-    from ranking.cli.config import config_env
-    from ranking.cli.main import build_parser
-    from ranking.cli.steps import InProcessSteps
     from ranking.pipeline.run import run_id_lock
+    from ranking.pipeline.steps import InProcessSteps
 
-    steps = InProcessSteps(build_parser(), str(ws.root), args.run_id, args.params)
-    with config_env(args):  # every step reads the run's --config, or <home>/ranker.toml
-        # the run id is held from the first base on: a second attempt must not pretrain a base too
-        with run_id_lock(str(ws.root), args.run_id):
-            pretrained = _first_base(args, ws, build_parser)
-        result = execute(plan, str(ws.root), args.run_id, steps)
+    # the run id is held from the first base on: a second attempt must not pretrain a base too
+    with run_id_lock(str(ws.root), args.run_id):
+        pretrained = _first_base(args, ws)
+    result = execute(plan, str(ws.root), args.run_id, InProcessSteps(ws, args.run_id))
     if pretrained is not None:
-        result.summary["pretrain"] = pretrained
+        from ranking.core.summaries import FirstBase
+
+        result.summary["pretrain"] = FirstBase.model_validate(pretrained).body()
     return CommandResult(result.summary, exit_code=result.exit_code, text=result.text)
 
 
-def _first_base(args: argparse.Namespace, ws: Any, build_parser: Any) -> dict[str, Any] | None:
+def _first_base(args: argparse.Namespace, ws: Workspace) -> dict[str, Any] | None:
     """A recipe on the base model with no base yet: pretrain one first (what the weekly
     ranker_pretrain DAG does), under its own run id; if that fails the run still goes on, its
-    train step starting from scratch ("base (none yet)"), and the summary says why."""
-    from ranking.cli.config import effective_config
-    from ranking.cli.steps import InProcessSteps
+    train step starting from scratch ("base (none yet)"), and the summary says why. The base is
+    the weekly one: the workspace's config and the run's Params it shares with the daily model,
+    not the run's window or recipe flags."""
+    from ranking.config.loader import load, parse_params
     from ranking.pipeline.pretrain import base_params, execute_pretrain, plan_for, uses_base
+    from ranking.pipeline.steps import InProcessSteps
     from ranking.registry import Registry
 
-    config = effective_config(args).config
-    if not uses_base(config) or Registry.for_workspace(ws, args.registry).base() is not None:
+    if not uses_base(effective_config(args).config):
         return None
+    if Registry.for_workspace(ws, args.registry).base() is not None:
+        return None
+    base_source = load(ws.root, args.config, params=base_params(parse_params(args.params)))
     run_id = f"{args.run_id}-pretrain"
-    plan = plan_for(config, args.end, args.registry, reason=f"first base, for run {args.run_id}")
-    result = execute_pretrain(
-        plan,
-        str(ws.root),
-        run_id,
-        InProcessSteps(build_parser(), str(ws.root), run_id, base_params(args.params)),
-    )
+    plan = plan_for(base_source.config, args.end, args.registry, reason=f"first base, for run {args.run_id}")
+    result = execute_pretrain(plan, base_source, str(ws.root), run_id, InProcessSteps(ws, run_id))
     if result.exit_code != 0:
         log.warning(
             "ranker run: no base model and pretraining one failed (%s); training from scratch",
@@ -90,9 +88,7 @@ def register(sub: argparse._SubParsersAction) -> None:  # type: ignore[type-arg]
         help="the whole retrain without Airflow: window, train, gate, promote or reject, metrics",
     )
     p.add_argument("--end", type=parse_date, required=True, help="window end = eval day (YYYY-MM-DD)")
-    p.add_argument(
-        "--days", type=positive_int, default=None, help="window length (default: the window builder's)"
-    )
+    p.add_argument("--days", type=positive_int, default=None, help="window length")
     p.add_argument("--epochs", type=positive_int, default=None)
     p.add_argument("--schedule", default=None, help="embedding schedule, e.g. delayed or F,J,J")
     p.add_argument("--pipeline", choices=PIPELINES, default=None)

@@ -13,7 +13,7 @@ from ranking.cli.common import (
     progress_printer,
     workspace,
 )
-from ranking.trainer.config import PIPELINES, TrainConfig
+from ranking.trainer.config import PIPELINES
 
 
 def _int_list(value: str) -> tuple[int, ...]:
@@ -54,8 +54,9 @@ def register(sub: argparse._SubParsersAction) -> None:  # type: ignore[type-arg]
         default=None,
         help="warm start trained on the window ending this many days earlier (default: the window length)",
     )
-    p.add_argument("--pipeline", choices=PIPELINES, default=TrainConfig.pipeline)
-    p.add_argument("--batch-size", type=positive_int, default=1024)
+    # bound to recipe.pipeline / recipe.batch_size: an unset flag takes the config's value
+    p.add_argument("--pipeline", choices=PIPELINES, default=None)
+    p.add_argument("--batch-size", type=positive_int, default=None)
     p.add_argument("--model-config", type=Path, default=None)
     p.add_argument("--parallel", type=positive_int, default=None, help="runs at a time (default: CPU cores)")
     p.add_argument("--name", default=None, help="study folder under <home>/studies (default study-<end>)")

@@ -281,7 +281,7 @@ class MetricsSection(_Section):
     @field_validator("textfile")
     @classmethod
     def _textfile(cls, value: str | None) -> str | None:
-        if value is not None and not value.endswith(".prom"):
+        if value is not None and (not value.endswith(".prom") or any(ord(c) < 32 for c in value)):
             raise ValueError("must be a path ending in .prom")
         return value
 

@@ -1,5 +1,9 @@
 """Errors the CLI turns into a clear one-line message and a non-zero exit code."""
 
+from __future__ import annotations
+
+import errno
+
 
 class RankerError(Exception):
     """A problem with input, configuration or state that the user can fix; exit code 2."""
@@ -17,3 +21,30 @@ class TrainingFailed(RankerError):
 
 class RegistryError(RankerError):
     """Model registry problem: unknown version, checksum mismatch, alias conflict."""
+
+
+# errno values that are the environment's, not the code's: the user fixes them (free space,
+# permissions, a writable mount, the right path); anything else stays a traceback
+_USER_ERRNO = {
+    errno.ENOSPC: "no space left on device",
+    errno.EDQUOT: "disk quota exceeded",
+    errno.EROFS: "read-only file system",
+    errno.EACCES: "permission denied",
+    errno.EPERM: "operation not permitted",
+    errno.ENOTDIR: "not a folder (a path component is a file)",
+    errno.ENAMETOOLONG: "file name too long",
+}
+
+
+def as_user_error(exc: BaseException) -> RankerError | None:
+    """The one mapping of exceptions to user-fixable errors (exit 2, one line): RankerError as
+    it is, an OSError of the environment (disk full, read-only, permissions) naming its path;
+    None for anything else (a bug of ours: the caller lets it propagate as a traceback)."""
+    if isinstance(exc, RankerError):
+        return exc
+    if isinstance(exc, OSError) and exc.errno in _USER_ERRNO:
+        what = _USER_ERRNO[exc.errno]
+        where = exc.filename if exc.filename is not None else "(path not reported)"
+        code = errno.errorcode.get(exc.errno, str(exc.errno))
+        return RankerError(f"{what} ({code}): {where}")
+    return None

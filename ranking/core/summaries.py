@@ -462,6 +462,17 @@ class StepBrief(Summary):
     error: str | None = None
 
 
+class FirstBase(Summary):
+    """The base model ``ranker run`` pretrained first (a recipe on the base, and no base yet)."""
+
+    run_id: str
+    """the pretrain's own run id (``<run id>-pretrain``)"""
+    exit_code: int
+    version: str | None
+    """the base's version (null: pretraining failed, and the run trained from scratch)"""
+    error: str | None
+
+
 class RunSummary(StepSummary):
     """``ranker run``: window → train → gate → promote | reject → metrics publish in one process."""
 
@@ -487,6 +498,8 @@ class RunSummary(StepSummary):
     champion: str | None
     """the champion after the run"""
     duration_seconds: Seconds
+    pretrain: FirstBase | None = None
+    """the first base, when the run pretrained one before its window"""
 
 
 SUMMARY_MODELS: tuple[type[StepSummary], ...] = (

@@ -17,44 +17,32 @@ import datetime as dt
 import logging
 import secrets
 import time
+from collections.abc import Mapping
 from dataclasses import dataclass
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-from ranking.config.model import RecipeSection
+from ranking.config.requests import BASE_INHERITS, BASE_OWN
 from ranking.core.errors import RankerError
 from ranking.pipeline.run import RunResult, StepRunner, registry_env
 
+if TYPE_CHECKING:
+    from ranking.config.loader import EffectiveConfig
+
 log = logging.getLogger(__name__)
 
-# The base is not a daily model: every recipe key is set for it explicitly (flags, above the
-# config file), from scratch, except these, which it takes from the daily recipe: a daily warm
-# start loads the base, so both share the architecture and the optimizers; the pipeline and the
-# batch size are how batches are fed
-BASE_INHERITS = ("model_file", "table_optimizer", "dense_optimizer", "pipeline", "batch_size")
-# the base's own, from [pretrain]
-BASE_OWN = ("schedule", "epochs", "seed")
-# read only by an incremental recipe (the base never is one), and no flag unsets it
-BASE_UNREAD = ("full_retrain_every_days",)
+__all__ = ["BASE_INHERITS", "BASE_OWN", "PretrainPlan", "execute_pretrain", "plan_for", "uses_base"]
 
 
-def base_params(params: str | None) -> str | None:
-    """A daily run's ``--params`` as its first base's pretrain reads them: Params sit above flags, so
-    the keys the base sets itself (``window.*``, every ``recipe.*`` key outside BASE_INHERITS) are
-    dropped, or a run's recipe (remedy, schedule, epochs, window) would leak into the weekly base."""
-    if not params:
-        return params
-    import json
-
-    values = json.loads(params)
-    if not isinstance(values, dict):
-        return params  # the steps refuse it with their own message
-    kept = {
+def base_params(params: Mapping[str, Any]) -> dict[str, Any]:
+    """A daily run's Params (``--params``) as its first base reads them: the keys the base sets
+    itself (``window.*``, every ``recipe.*`` key outside BASE_INHERITS) are dropped, or a run's
+    recipe (remedy, schedule, epochs, window) would leak into the weekly base."""
+    return {
         key: value
-        for key, value in values.items()
+        for key, value in params.items()
         if not key.startswith("window.")
         and not (key.startswith("recipe.") and key.split(".", 2)[1] not in BASE_INHERITS)
     }
-    return json.dumps(kept) if kept else None
 
 
 @dataclass(frozen=True)
@@ -115,33 +103,23 @@ def plan_for(
     )
 
 
-def base_recipe_args(plan: PretrainPlan) -> list[str]:
-    """The ``ranker train`` flags of the base's recipe: the plan's schedule, epochs and seed, and
-    every other recipe key not in BASE_INHERITS or BASE_UNREAD at the built-in recipe's value
-    from scratch (so the daily recipe's warm start, lineage or remedy never reach the base)."""
-    base = RecipeSection(warm_start="none", schedule=plan.schedule, epochs=plan.epochs, seed=plan.seed)
-    words: list[str] = []
-    for key in RecipeSection.model_fields:
-        if key in BASE_INHERITS or key in BASE_UNREAD:
-            continue
-        value = getattr(base, key)
-        option = "--" + key.replace("_", "-")
-        if isinstance(value, bool):
-            words.append(option if value else f"--no-{key.replace('_', '-')}")
-        elif value is None:  # a new key defaulting to unset: no flag can say so
-            raise TypeError(f"recipe.{key}: the base cannot set it by flag; name it in BASE_UNREAD")
-        else:
-            words += [option, str(value)]
-    return words
-
-
 def new_pretrain_run_id(end: dt.date) -> str:
     stamp = dt.datetime.now(dt.UTC).strftime("%Y%m%dT%H%M%SZ")
     return f"pretrain__{end.isoformat()}__{stamp}-{secrets.token_hex(2)}"
 
 
-def execute_pretrain(plan: PretrainPlan, home: str, run_id: str, runner: StepRunner) -> RunResult:
-    """Window, train, register, move ``base``; exit 0, or 2 with the failed step named."""
+def execute_pretrain(
+    plan: PretrainPlan, effective: EffectiveConfig, home: str, run_id: str, runner: StepRunner
+) -> RunResult:
+    """Window, train, register, move ``base``; exit 0, or 2 with the failed step named. The
+    base trains with :func:`~ranking.config.requests.base_config` of ``effective``: every recipe
+    key set for it, so the daily recipe never reaches it."""
+    from ranking.config.requests import train_job, window_request
+    from ranking.core.workspace import Workspace
+    from ranking.pipeline import steps
+
+    ws = Workspace.resolve(home)
+    base = base_effective(effective, plan)
     started = time.perf_counter()
     end = plan.base_end.isoformat()
     summary: dict[str, Any] = {
@@ -159,12 +137,13 @@ def execute_pretrain(plan: PretrainPlan, home: str, run_id: str, runner: StepRun
     with registry_env(plan.registry):
         try:
             plan.base_start  # noqa: B018 - refuses a range before year 1
-            window = runner.run(["features", "window", "--end", end, "--days", str(plan.days)])
+            window = runner.run(
+                "window", lambda: steps.window(window_request(base.config, ws, plan.base_end, plan.days))
+            )
             if window.exit_code != 0:
                 raise _Failed("window", window.error)
-            train = runner.run(
-                ["train", "--end", end, "--days", str(plan.days), *base_recipe_args(plan), "--resume"]
-            )
+            job = train_job(base, ws, plan.base_end, days=plan.days, run_id=run_id, resume=True)
+            train = runner.run("train", lambda: steps.train(job))
             if train.exit_code != 0:
                 raise _Failed("train", train.error)
             version = train.summary.get("version")
@@ -172,10 +151,9 @@ def execute_pretrain(plan: PretrainPlan, home: str, run_id: str, runner: StepRun
                 raise _Failed("train", "the base run was not registered")
             summary["version"] = version
             summary["eval"] = train.summary.get("eval")
-            from ranking.core.workspace import Workspace
             from ranking.registry import Registry
 
-            reg = Registry.for_workspace(Workspace.resolve(home), plan.registry)
+            reg = Registry.for_workspace(ws, plan.registry)
             reason = plan.reason or f"pretrained on [{plan.base_start}, {end}) for windows from {plan.end}"
             event, previous = reg.set_base(str(version), reason=reason, run_id=run_id)
             summary["previous_base"] = previous if event is not None else None
@@ -208,3 +186,21 @@ class _Failed(Exception):
         super().__init__(step)
         self.step = step
         self.error = error
+
+
+def base_effective(effective: EffectiveConfig, plan: PretrainPlan) -> EffectiveConfig:
+    """The effective config the base trains with: the plan's schedule, epochs and seed and every
+    other recipe key reset (:func:`~ranking.config.requests.base_config`), each recipe key's
+    source recorded as ``pretrain`` unless the base shares it with the daily recipe."""
+    from dataclasses import replace
+
+    from ranking.config.requests import base_config
+
+    config = base_config(effective.config, schedule=plan.schedule, epochs=plan.epochs, seed=plan.seed)
+    sources = {
+        key: (
+            "pretrain" if key.startswith("recipe.") and key.split(".", 1)[1] not in BASE_INHERITS else source
+        )
+        for key, source in effective.sources.items()
+    }
+    return replace(effective, config=config, sources=sources)

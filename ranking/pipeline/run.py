@@ -1,9 +1,11 @@
 """``ranker run`` — the whole retrain without Airflow: window → train → gate → promote | reject →
-metrics publish. Each step is the same ``ranker`` subcommand the DAG calls, run in-process through
-its own parser and handler under one pipeline run id, so every step's summary lands in
-``<home>/pipeline/<run id>/<step>.json`` exactly as it would from the DAG. What follows the gate is
-the promotion policy's answer (:func:`ranking.pipeline.decide.decide_candidate`, the function behind
-``ranker decide``, which the DAG's branch calls too).
+metrics publish. Each step is the function behind the ``ranker`` subcommand the DAG calls
+(:mod:`ranking.pipeline.steps`), called in this process with its typed request built from the
+run's one effective config (:mod:`ranking.config.requests`), under one pipeline run id, so every
+step's summary lands in ``<home>/pipeline/<run id>/<step>.json`` exactly as it would from the DAG.
+What follows the gate is the promotion policy's answer
+(:func:`ranking.pipeline.decide.decide_candidate`, the function behind ``ranker decide``, which
+the DAG's branch calls too).
 """
 
 from __future__ import annotations
@@ -14,33 +16,20 @@ import logging
 import os
 import secrets
 import time
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass
-from typing import Any, Protocol
+from typing import TYPE_CHECKING, Any, Protocol
 
 from ranking.core.errors import RankerError
+from ranking.core.summaries import RunSummary
 from ranking.pipeline.policy import KEEP_CHAMPION, PROMOTE, request_problem
+from ranking.pipeline.steps import StepOutcome
+
+if TYPE_CHECKING:
+    from ranking.config.loader import EffectiveConfig
+    from ranking.core.results import CommandResult
 
 log = logging.getLogger(__name__)
-
-
-@dataclass
-class StepOutcome:
-    step: str
-    exit_code: int
-    summary: dict[str, Any]
-    duration_seconds: float
-    error: str | None = None
-
-    def brief(self) -> dict[str, Any]:
-        out: dict[str, Any] = {
-            "step": self.step,
-            "exit_code": self.exit_code,
-            "duration_seconds": round(self.duration_seconds, 3),
-        }
-        if self.error:
-            out["error"] = self.error
-        return out
 
 
 @dataclass(frozen=True)
@@ -48,20 +37,26 @@ class RunPlan:
     """What ``ranker run`` was asked to do (validated before any step runs)."""
 
     end: dt.date
-    days: int | None = None
-    epochs: int | None = None
-    schedule: str | None = None
-    pipeline: str | None = None
+    # the run's config: defaults < env < file < the run's flags < --params; every step's request
+    # is built from it (None: the workspace's, without flags)
+    effective: EffectiveConfig | None = None
     dry_run: bool = False
     force_promote: bool = False
     reason: str | None = None
     registry: str | None = None
-    gate_args: tuple[str, ...] = ()  # gate threshold options, as `ranker gate` takes them
 
     def __post_init__(self) -> None:
         problem = request_problem(dry_run=self.dry_run, force_promote=self.force_promote, reason=self.reason)
         if problem:
             raise RankerError(problem)
+
+    def config_of(self, home: str) -> EffectiveConfig:
+        if self.effective is not None:
+            return self.effective
+        from ranking.config.loader import load
+        from ranking.core.workspace import Workspace
+
+        return load(Workspace.resolve(home).root)
 
 
 def new_run_id(end: dt.date) -> str:
@@ -70,12 +65,12 @@ def new_run_id(end: dt.date) -> str:
 
 
 class StepRunner(Protocol):
-    """Runs one ``ranker`` step (argv without --home/--run-id/--json) and records its outcome;
-    the CLI provides the in-process implementation (:class:`ranking.cli.steps.InProcessSteps`)."""
+    """Runs one step in this process and records its outcome
+    (:class:`ranking.pipeline.steps.InProcessSteps`)."""
 
     outcomes: list[StepOutcome]
 
-    def run(self, argv: list[str]) -> StepOutcome: ...
+    def run(self, step: str, call: Callable[[], CommandResult]) -> StepOutcome: ...
 
 
 @dataclass
@@ -225,13 +220,20 @@ def execute(plan: RunPlan, home: str, run_id: str, runner: StepRunner) -> RunRes
 def _execute(
     plan: RunPlan, home: str, run_id: str, runner: StepRunner, rerun: Rerun | None = None
 ) -> RunResult:
+    from ranking.config import requests
+    from ranking.core.workspace import Workspace
+    from ranking.pipeline import steps
+    from ranking.registry import registry_url
+    from ranking.registry.operations import PromoteRequest, RejectRequest
+
     started = time.perf_counter()
-    end = plan.end.isoformat()
-    registry = ["--registry", plan.registry] if plan.registry else []
+    ws = Workspace.resolve(home)
+    effective = plan.config_of(home)
+    config = effective.config
     summary: dict[str, Any] = {
         "run_id": run_id,
-        "end": end,
-        "days": plan.days,
+        "end": plan.end.isoformat(),
+        "days": config.window.days,
         "dry_run": plan.dry_run,
         "decision": None,
         "version": None,
@@ -243,50 +245,37 @@ def _execute(
     exit_code = 0
     finished = False
     try:
-        window = ["features", "window", "--end", end] + (["--days", str(plan.days)] if plan.days else [])
-        outcome = runner.run(window)
+        outcome = runner.run("window", lambda: steps.window(requests.window_request(config, ws, plan.end)))
         if outcome.exit_code != 0:
             raise _StepFailed(outcome)
-        summary["days"] = outcome.summary.get("days", plan.days)  # the builder's default when not given
+        summary["days"] = outcome.summary.get("days", config.window.days)
 
         if rerun is not None and rerun.train is not None:
-            kept = rerun.train
-            if (kept.get("window") or {}).get("window_id") != outcome.summary.get("window_id"):
-                raise RankerError(
-                    f"the window of run {run_id} changed since its attempt that trained"
-                    f" {kept.get('version')} (source data replaced?): use a new --run-id"
-                )
-            log.info(
-                "ranker run: attempt %d reuses %s trained by an earlier one", rerun.attempt, kept["version"]
-            )
-            train_summary: dict[str, Any] = kept
-            runner.outcomes.append(StepOutcome("train", 0, kept, 0.0))  # reused: listed, not rerun
+            train_summary = _reused_train(rerun, outcome.summary, run_id, runner)
         else:
-            # --resume (as the DAG does): an earlier attempt's run folder continues after its last
+            # resume (as the DAG does): an earlier attempt's run folder continues after its last
             # complete epoch instead of failing on the folder it left
-            train = ["train", "--end", end, "--resume"]
-            for flag, value in (
-                ("--days", plan.days),
-                ("--epochs", plan.epochs),
-                ("--schedule", plan.schedule),
-                ("--pipeline", plan.pipeline),
-            ):
-                if value is not None:
-                    train += [flag, str(value)]
-            outcome = runner.run(train)
+            job = requests.train_job(effective, ws, plan.end, run_id=run_id, resume=True)
+            outcome = runner.run("train", lambda: steps.train(job))
             if outcome.exit_code != 0:
                 raise _StepFailed(outcome)
             train_summary = outcome.summary
         version = _registered_version(train_summary, home, run_id, plan.registry)
         summary["version"] = version
 
-        gate = runner.run(["gate", "--candidate", version, "--end", end, *plan.gate_args, *registry])
+        gate = runner.run(
+            "gate",
+            lambda: steps.gate(
+                requests.gate_request(config, ws, version, plan.end, registry=plan.registry, run_id=run_id)
+            ),
+        )
         if gate.exit_code not in (0, 1):
             raise _StepFailed(gate)
         summary["decision"] = gate.summary.get("decision")
         summary["failed_checks"] = gate.summary.get("failed_checks", [])
 
         decision = _decide(plan, home, run_id, version)
+        registry = registry_url(ws, plan.registry)
         if decision["branch"] == KEEP_CHAMPION:
             log.info("ranker run: keeping the champion: %s", decision["reason"])
             if plan.dry_run:
@@ -294,16 +283,17 @@ def _execute(
             else:
                 summary["kept_champion"] = True
         elif decision["branch"] == PROMOTE:
-            promote = ["promote", version, "--reason", decision["reason"], *registry]
-            if decision["force"]:
-                promote.append("--force")
-            outcome = runner.run(promote)
+            promote = PromoteRequest(
+                registry, version, decision["reason"], force=bool(decision["force"]), run_id=run_id
+            )
+            outcome = runner.run("promote", lambda: steps.promote(promote))
             if outcome.exit_code != 0:
                 raise _StepFailed(outcome)
             summary["promoted"] = not outcome.summary.get("noop", False)
             summary["forced"] = bool(outcome.summary.get("forced"))
         else:
-            outcome = runner.run(["reject", version, "--reason", decision["reason"], *registry])
+            reject = RejectRequest(registry, version, decision["reason"], run_id=run_id)
+            outcome = runner.run("reject", lambda: steps.reject(reject))
             if outcome.exit_code != 0:
                 raise _StepFailed(outcome)
             exit_code = 1
@@ -320,11 +310,14 @@ def _execute(
         exit_code, finished = 2, True
     finally:
         # a crash (not a RankerError) propagates after this, so it is published as a failure too
-        _publish_metrics(runner, summary.get("failed_step") or (None if finished else "run"))
+        _publish_metrics(
+            runner, effective, ws, run_id, summary.get("failed_step") or (None if finished else "run")
+        )
 
     summary["steps"] = [o.brief() for o in runner.outcomes]
     summary["champion"] = _champion(home, plan.registry)
     summary["duration_seconds"] = round(time.perf_counter() - started, 3)
+    summary = RunSummary.model_validate(summary).body()  # a field that does not fit fails here
     text = (
         f"run {run_id}: version {summary['version'] or '-'}, gate {summary['decision'] or '-'}, "
         f"{'promoted' if summary['promoted'] else 'not promoted'}; champion {summary['champion'] or '(none)'}"
@@ -333,11 +326,36 @@ def _execute(
     return RunResult(summary, exit_code=exit_code, text=text)
 
 
-def _publish_metrics(runner: StepRunner, failed_step: str | None) -> None:
+def _reused_train(rerun: Rerun, window: dict[str, Any], run_id: str, runner: StepRunner) -> dict[str, Any]:
+    """The train summary of an earlier attempt whose version this one reuses (its window must be
+    this attempt's); listed among the steps, not run again."""
+    kept = rerun.train
+    assert kept is not None
+    if (kept.get("window") or {}).get("window_id") != window.get("window_id"):
+        raise RankerError(
+            f"the window of run {run_id} changed since its attempt that trained"
+            f" {kept.get('version')} (source data replaced?): use a new --run-id"
+        )
+    log.info("ranker run: attempt %d reuses %s trained by an earlier one", rerun.attempt, kept["version"])
+    runner.outcomes.append(StepOutcome("train", 0, kept, 0.0))
+    return kept
+
+
+def _publish_metrics(
+    runner: StepRunner, effective: EffectiveConfig, ws: Any, run_id: str, failed_step: str | None
+) -> None:
     """Publish whatever happened, like the DAG's final task; a failed publish never fails the run."""
-    status = ["--status", "failed", "--failed-step", failed_step] if failed_step else ["--status", "success"]
+    from ranking.config.requests import publish_request
+    from ranking.pipeline import steps
+
+    status = "failed" if failed_step else "success"
     try:
-        published = runner.run(["metrics", "publish", *status])
+        published = runner.run(
+            "metrics",
+            lambda: steps.publish(
+                publish_request(effective.config, ws, run_id, status=status, failed_step=failed_step)
+            ),
+        )
     except Exception as exc:  # monitoring must never turn a retrain into a failure
         log.warning("ranker run: metrics publish crashed: %s", exc)
         return

@@ -3,8 +3,10 @@
 :func:`run_train_job` is the whole command. It resolves the window, the warm start (a checkpoint,
 the registry's champion, or none) and the model config, then trains here (CPU or one GPU) or,
 with ``nproc > 1``, launches the same job under torchrun (``torch.distributed.run``, gloo on CPU,
-nccl on GPU) and relays rank 0's summary; last it registers the run. Launched by an external
-``torchrun -m ranking.cli train ...`` (multi-node) every rank trains and rank 0 reports.
+nccl on GPU) and relays rank 0's summary; last it registers the run. The workers get the job
+itself, serialized into the run folder (:func:`job_to_dict`, ``ranking.trainer.worker``), not a
+command line. Launched by an external ``torchrun -m ranking.cli train ...`` (multi-node) every
+rank trains and rank 0 reports.
 """
 
 from __future__ import annotations
@@ -31,6 +33,7 @@ log = logging.getLogger(__name__)
 
 MAX_NPROC = 64
 LAUNCH_SUMMARY = ".launch-summary.json"  # in the run folder: rank 0 of a launched job writes it
+WORKER_JOB = ".worker-job.json"  # in the run folder: the job every launched worker runs
 
 
 @dataclass(frozen=True)
@@ -69,7 +72,6 @@ class TrainJob:
     # the pipeline config's optimizers: they replace the model config's (a warm start's included)
     table_optimizer: OptimizerConfig | None = None
     dense_optimizer: OptimizerConfig | None = None
-    config_file: Path | None = None  # the pipeline config file, handed to launched workers
     # the effective pipeline config and each value's source, recorded in the run folder
     # (provenance of the job, not part of what it asks for: left out of equality)
     effective_config: dict[str, Any] | None = field(default=None, compare=False)
@@ -160,7 +162,9 @@ def run_train_job(job: TrainJob) -> dict[str, Any] | None:
 
         summary["version"] = register_run(job.workspace, run_dir, job.run_id)
     summary["duration_seconds"] = time.perf_counter() - started
-    return summary
+    from ranking.core.summaries import TrainSummary
+
+    return TrainSummary.model_validate(summary).body()  # a field that does not fit fails here
 
 
 def run_folder(job: TrainJob) -> Path:
@@ -278,65 +282,77 @@ def worker_job(job: TrainJob, run_dir: Path, warm: Path | None) -> TrainJob:
         run_id=None,
         nproc=1,
         model_config=job.model_config.resolve() if job.model_config is not None else None,
-        config_file=job.config_file.resolve() if job.config_file is not None else None,
         effective_config=None,
         register=False,
         summary_file=run_dir / LAUNCH_SUMMARY,
     )
 
 
-def train_argv(job: TrainJob) -> list[str]:
-    """``ranker train`` arguments that run ``job`` (``run_id`` and ``nproc`` are the caller's)."""
-    argv = [
-        "train",
-        f"--home={job.workspace.root}",
-        f"--end={job.end.isoformat()}",
-        f"--days={job.days}",
-        f"--schedule={job.schedule}",
-        f"--pipeline={job.pipeline}",
-        f"--warm-start={job.warm_start}",
-        f"--warm-start-scope={job.warm_start_scope}",
-        f"--remedy={job.remedy}",
-        f"--full-retrain-warm-start={job.full_retrain_warm_start}",
-        f"--seed={job.seed}",
-        f"--batch-size={job.batch_size}",
-        f"--shuffle-buffer={job.shuffle_buffer}",
-    ]
-    optional = {
-        "--out": job.out,
-        "--epochs": job.epochs,
-        "--full-retrain-every-days": job.full_retrain_every_days,
-        "--train-since": job.train_since.isoformat() if job.train_since else None,
-        "--threads": job.threads,
-        "--model-config": job.model_config,
-        "--summary-file": job.summary_file,
-        "--config": job.config_file,  # the workers read the same pipeline config (its optimizers)
-    }
-    argv += [f"{flag}={value}" for flag, value in optional.items() if value is not None]
-    switches = {
-        "--resume": job.resume,
-        "--warm-start-optimizer": job.warm_start_optimizer,
-        "--incremental": job.incremental,
-        "--no-eval-each-epoch": not job.eval_each_epoch,
-        "--no-register": not job.register,
-        "--no-progress": not job.progress,
-    }
-    return argv + [flag for flag, on in switches.items() if on]
+_DATES = ("end", "train_since")
+_PATHS = ("out", "model_config", "summary_file")
+_OPTIMIZERS = ("table_optimizer", "dense_optimizer")
+
+
+def job_to_dict(job: TrainJob) -> dict[str, Any]:
+    """The job as JSON values (what a launched worker reads back with :func:`job_from_dict`)."""
+    from dataclasses import asdict, fields
+
+    out: dict[str, Any] = {}
+    for f in fields(job):
+        value = getattr(job, f.name)
+        if f.name == "workspace":
+            value = str(value.root)
+        elif value is None:
+            pass
+        elif f.name in _DATES:
+            value = value.isoformat()
+        elif f.name in _PATHS:
+            value = str(value)
+        elif f.name in _OPTIMIZERS:
+            value = asdict(value)
+        out[f.name] = value
+    return out
+
+
+def job_from_dict(raw: dict[str, Any]) -> TrainJob:
+    from dataclasses import fields
+
+    known = {f.name for f in fields(TrainJob)}
+    if set(raw) - known or "workspace" not in raw or "end" not in raw:
+        raise RankerError(f"not a train job: keys {sorted(set(raw) - known) or sorted(raw)}")
+    values: dict[str, Any] = {}
+    for name, value in raw.items():
+        if name == "workspace":
+            value = Workspace(Path(value))
+        elif value is None:
+            pass
+        elif name in _DATES:
+            value = dt.date.fromisoformat(value)
+        elif name in _PATHS:
+            value = Path(value)
+        elif name in _OPTIMIZERS:
+            value = OptimizerConfig(**value)
+        values[name] = value
+    return TrainJob(**values)
 
 
 def _launch(job: TrainJob, run_dir: Path, warm: Path | None) -> dict[str, Any]:
     """Run the job under torchrun with ``nproc`` workers; return rank 0's summary."""
-    from ranking.core.atomic import read_json
+    from ranking.core.atomic import atomic_write_json, read_json
     from ranking.trainer.distributed import torchrun_command
 
     worker = worker_job(job, run_dir, warm)
     summary_file = run_dir / LAUNCH_SUMMARY
     run_dir.mkdir(parents=True, exist_ok=True)
     summary_file.unlink(missing_ok=True)
-    cmd = torchrun_command(job.nproc, train_argv(worker))
+    atomic_write_json(run_dir / WORKER_JOB, job_to_dict(worker))
+    cmd = torchrun_command(job.nproc, [str(run_dir / WORKER_JOB)], module="ranking.trainer.worker")
     log.info("launching %d workers: %s", job.nproc, " ".join(cmd))
     env = {**os.environ, "OMP_NUM_THREADS": os.environ.get("OMP_NUM_THREADS", "1")}
-    proc = subprocess.run(cmd, env=env, check=False)
+    try:
+        proc = subprocess.run(cmd, env=env, check=False)
+    finally:
+        (run_dir / WORKER_JOB).unlink(missing_ok=True)
     if proc.returncode != 0:
         raise TrainingFailed(f"torchrun workers failed (exit {proc.returncode}); see their errors above")
     if not summary_file.is_file():

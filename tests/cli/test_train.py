@@ -14,7 +14,7 @@ from ranking.cli.main import build_parser
 from ranking.cli.train import train_job
 from ranking.core.workspace import Workspace
 from ranking.trainer.checkpoint import load_checkpoint
-from ranking.trainer.job import TrainJob, train_argv, worker_job
+from ranking.trainer.job import TrainJob, job_from_dict, job_to_dict, worker_job
 from tests.trainer.conftest import DAYS, END, ranker_cmd, ranker_env
 
 EPOCH_FIELDS = {
@@ -60,7 +60,7 @@ def test_the_command_line_becomes_one_train_job(tmp_path: Path) -> None:
         seed=7,
         batch_size=64,
         shuffle_buffer=0,
-        model_config=Path("cfg.json"),
+        model_config=Path("cfg.json").resolve(),  # the config records the file by its full path
         threads=3,
         eval_each_epoch=False,
         register=False,
@@ -76,11 +76,12 @@ def test_the_command_line_becomes_one_train_job(tmp_path: Path) -> None:
         ("--no-eval-each-epoch", "--no-progress", "--schedule", "joint", "--pipeline", "sync"),
     ],
 )
-def test_a_worker_command_line_runs_the_worker_job(tmp_path: Path, argv: tuple[str, ...]) -> None:
-    """What torchrun re-invokes (`python -m ranking.cli train ...`) parses back to the same job."""
+def test_a_worker_reads_back_the_job_it_was_launched_with(tmp_path: Path, argv: tuple[str, ...]) -> None:
+    """What torchrun's workers get (the job serialized into the run folder, not a command line)
+    reads back to the same job, through JSON."""
     job = _job("--home", str(tmp_path), "--end", "2026-11-10", "--nproc", "3", *argv)
     worker = worker_job(job, tmp_path / "runs" / "r", tmp_path / "champion" / "model.pt")
-    assert _job(*train_argv(worker)[1:]) == worker
+    assert job_from_dict(json.loads(json.dumps(job_to_dict(worker)))) == worker
 
 
 @pytest.mark.slow

@@ -91,3 +91,32 @@ def test_every_bound_dest_is_a_flag_of_its_step() -> None:
         assert missing == [], (step, missing)
     gate_run = {a.dest for a in _step_parser("run")._actions}
     assert {b.dest for b in bindings()["gate"]} <= gate_run  # ranker run hands them to its gate
+
+
+def test_no_bound_flag_writes_a_default_of_its_own() -> None:
+    """A bound flag takes its key's effective value when not given: a default of its own would be
+    a second default, shown nowhere and used never (until someone parses without the config)."""
+    for step, table in bindings().items():
+        actions = {a.dest: a for a in _step_parser(step)._actions if a.option_strings}
+        own = {b.dest: actions[b.dest].default for b in table if actions[b.dest].default not in (None, False)}
+        assert own == {}, (step, own)
+
+
+def test_flag_choices_come_from_the_config_models_constants() -> None:
+    """Where a config key has a fixed set of values, its flag offers exactly that set."""
+    from typing import get_args
+
+    from ranking.config.model import PipelineConfig
+
+    compared = set()
+    for step, table in bindings().items():
+        actions = {a.dest: a for a in _step_parser(step)._actions if a.option_strings}
+        for b in table:
+            section, name = b.key.split(".")
+            annotation = type(getattr(PipelineConfig(), section)).model_fields[name].annotation
+            allowed = get_args(annotation) if getattr(annotation, "__origin__", None) is not None else ()
+            choices = actions[b.dest].choices
+            if choices is not None and allowed and all(isinstance(v, str) for v in allowed):
+                assert tuple(choices) == tuple(allowed), (step, b.dest, choices, allowed)
+                compared.add(b.key)
+    assert {"recipe.pipeline", "recipe.remedy", "recipe.warm_start_scope"} <= compared

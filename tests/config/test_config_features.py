@@ -23,6 +23,7 @@ from ranking.cli.main import build_parser, main
 from ranking.config import load
 from ranking.config.model import PipelineConfig
 from ranking.core.errors import RankerError
+from ranking.core.summaries import example_summaries
 from ranking.core.workspace import Workspace
 
 STORE_ENV = ("RANKER_OFFLINE_STORE", "RANKER_ONLINE_STORE", "RANKER_REDIS_URL")
@@ -215,11 +216,8 @@ def test_materialize_and_window_open_the_configured_store(
         ws: Workspace, end: dt.date, days: int = 20, checks: Any = None, settings: Any = None
     ) -> dict[str, Any]:
         got["window"] = (days, checks.min_coverage, settings)
-        return {k: [] if k == "days_repaired" else 0 for k in window.WINDOW_SUMMARY_FIELDS} | {
-            "end": end.isoformat(),
-            "days": days,
-            "days_repaired": {},
-        }
+        example = example_summaries()["window"].model_dump(mode="json")  # every field valid
+        return {k: example[k] for k in window.WINDOW_SUMMARY_FIELDS} | {"end": end.isoformat(), "days": days}
 
     monkeypatch.setattr(feast_repo, "materialize", fake_materialize)
     monkeypatch.setattr(window, "build_window", fake_build_window)

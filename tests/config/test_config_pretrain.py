@@ -11,12 +11,12 @@ from typing import Any
 
 import pytest
 
-from ranking.cli import features, train
-from ranking.cli.common import CommandResult
 from ranking.cli.main import main
 from ranking.config import load
 from ranking.config.model import RecipeSection
-from ranking.pipeline.pretrain import BASE_INHERITS, BASE_OWN, BASE_UNREAD
+from ranking.core.results import CommandResult
+from ranking.pipeline import steps
+from ranking.pipeline.pretrain import BASE_INHERITS, BASE_OWN
 
 # a daily recipe with every key away from its default; warm_start_scope = dense and a carried
 # optimizer exclude each other, so the two recipes below between them move every key
@@ -69,17 +69,17 @@ def seen(monkeypatch: pytest.MonkeyPatch) -> dict[str, Any]:
     itself is other tests'); the base's registration then fails, which ends the pretrain."""
     seen: dict[str, Any] = {}
 
-    def window(args: Any) -> CommandResult:
-        seen["window_days"] = args.days
-        return CommandResult({"days": args.days, "window_id": "w"})
+    def window(request: Any) -> CommandResult:
+        seen["window_days"] = request.days
+        return CommandResult({"days": request.days, "window_id": "w"})
 
-    def training(args: Any) -> CommandResult:
-        seen["job"] = train.train_job(args)
-        seen["recipe"] = args.pipeline_config.config.recipe
+    def training(job: Any) -> CommandResult:
+        seen["job"] = job
+        seen["recipe"] = RecipeSection(**job.effective_config["config"]["recipe"])
         return CommandResult({"version": "v0001", "run_dir": "unused"})
 
-    monkeypatch.setattr(features, "_window", window)
-    monkeypatch.setattr(train, "_train", training)
+    monkeypatch.setattr(steps, "window", window)
+    monkeypatch.setattr(steps, "train", training)
     return seen
 
 
@@ -101,7 +101,7 @@ def test_the_base_trains_from_scratch_whatever_the_daily_recipe(
     for key in RecipeSection.model_fields:
         if key in BASE_INHERITS:
             assert getattr(base, key) == getattr(daily, key), key
-        elif key not in BASE_OWN and key not in BASE_UNREAD:
+        elif key not in BASE_OWN:
             assert getattr(base, key) == getattr(neutral, key), key
     # what the base shares with the daily model: its architecture, optimizers and batches
     assert job.batch_size == 256 and job.pipeline == "sync" and job.model_config == home / "model.json"
@@ -110,5 +110,5 @@ def test_the_base_trains_from_scratch_whatever_the_daily_recipe(
 
 def test_every_recipe_key_is_reset_or_named_as_the_bases_own_or_shared() -> None:
     """A new recipe key is reset to its default for the base unless it is named on purpose."""
-    named = [*BASE_INHERITS, *BASE_OWN, *BASE_UNREAD]
+    named = [*BASE_INHERITS, *BASE_OWN]
     assert len(named) == len(set(named)) and set(named) < set(RecipeSection.model_fields)

@@ -114,11 +114,12 @@ LAYERS: tuple[frozenset[str], ...] = (
     frozenset({"ranking.core"}),
     frozenset({"features"}),
     frozenset({"ranking.evaluation"}),
+    frozenset({"ranking.monitoring"}),  # step summaries -> metrics; the steps publish through it
     frozenset({"ranking.registry"}),
     frozenset({"ranking.trainer"}),
     frozenset({"ranking.gate"}),
     frozenset({"ranking.config"}),
-    frozenset({"ranking.pipeline", "ranking.monitoring", "ranking.study"}),
+    frozenset({"ranking.pipeline", "ranking.study"}),
     frozenset({"ranking.backtest"}),  # replays the pipeline (ranker run, ranker pretrain)
     frozenset({"ranking.review"}),  # the weekly recipe review, on the backtest engine
     frozenset({"ranking.cli"}),

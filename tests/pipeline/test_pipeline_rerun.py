@@ -53,11 +53,11 @@ def test_an_unfinished_attempt_is_archived(tmp_path: Path) -> None:
 def test_a_rerun_resumes_the_failed_attempt_and_a_finished_run_is_refused(
     tmp_path: Path, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    import ranking.cli.gate as gate_cli
     from features import feast_repo
     from features.testing import make_tiny_workspace
     from ranking.core.workspace import Workspace
     from ranking.monitoring.runs import load_run
+    from ranking.pipeline import steps
 
     home = tmp_path / "home"
     make_tiny_workspace(home, start=dt.date(2026, 1, 1), days=7, build=False)
@@ -66,15 +66,15 @@ def test_a_rerun_resumes_the_failed_attempt_and_a_finished_run_is_refused(
             "--run-id", "R", "--force-promote", "--reason", "bootstrap"]  # fmt: skip
     folder = home / "pipeline" / "R"
 
-    real_gate = gate_cli.handle_gate
+    real_gate = steps.gate
 
-    def gate_fails(args: object) -> object:
+    def gate_fails(request: object) -> object:
         raise RankerError("the gate could not read the eval day (injected)")
 
-    monkeypatch.setattr(gate_cli, "handle_gate", gate_fails)
+    monkeypatch.setattr(steps, "gate", gate_fails)
     code, first = _run(capsys, *argv)
     assert code == 2 and first["failed_step"] == "gate" and first["version"] == "v0001"
-    monkeypatch.setattr(gate_cli, "handle_gate", real_gate)
+    monkeypatch.setattr(steps, "gate", real_gate)
 
     code, second = _run(capsys, *argv)
     assert code == 0, second

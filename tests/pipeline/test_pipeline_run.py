@@ -8,8 +8,7 @@ from pathlib import Path
 
 import pytest
 
-from ranking.cli.main import build_parser, main
-from ranking.cli.steps import InProcessSteps
+from ranking.cli.main import main
 from ranking.core.errors import RankerError
 from ranking.pipeline.run import RunPlan
 
@@ -19,14 +18,6 @@ def test_force_promote_needs_a_reason_and_excludes_dry_run() -> None:
         RunPlan(end=dt.date(2026, 1, 21), force_promote=True)
     with pytest.raises(RankerError, match="contradict"):
         RunPlan(end=dt.date(2026, 1, 21), force_promote=True, reason="x", dry_run=True)
-
-
-def test_a_step_its_parser_refuses_is_recorded_as_exit_2(tmp_path: Path) -> None:
-    steps = InProcessSteps(build_parser(), str(tmp_path), "r1")
-    outcome = steps.run(["gate", "--candidate", "not-a-version"])
-    assert outcome.exit_code == 2 and outcome.step == "gate"
-    assert "refused by its parser" in (outcome.error or "")
-    assert steps.outcomes == [outcome]
 
 
 def test_a_failing_step_stops_the_run_and_is_recorded(

@@ -6,14 +6,17 @@ from __future__ import annotations
 
 import datetime as dt
 import threading
+from collections.abc import Callable
 from pathlib import Path
 
 import pytest
 
 from ranking.core.errors import RankerError
-from ranking.pipeline.run import RunPlan, StepOutcome, execute
+from ranking.core.results import CommandResult
+from ranking.pipeline.run import RunPlan, execute
+from ranking.pipeline.steps import StepOutcome
 
-PLAN = RunPlan(end=dt.date(2026, 1, 6), days=4)
+PLAN = RunPlan(end=dt.date(2026, 1, 6))
 
 
 class Steps:
@@ -23,13 +26,13 @@ class Steps:
     def __init__(self, during: object = None) -> None:
         self.during = during
         self.outcomes: list[StepOutcome] = []
-        self.calls: list[list[str]] = []
+        self.calls: list[str] = []
 
-    def run(self, argv: list[str]) -> StepOutcome:
-        self.calls.append(argv)
+    def run(self, step: str, call: Callable[[], CommandResult]) -> StepOutcome:
+        self.calls.append(step)
         if self.during is not None and len(self.calls) == 1:
             self.during()  # type: ignore[operator]
-        outcome = StepOutcome(argv[0], 2, {}, 0.0, error="stopped by the test")
+        outcome = StepOutcome(step, 2, {}, 0.0, error="stopped by the test")
         self.outcomes.append(outcome)
         return outcome
 
@@ -52,7 +55,7 @@ def test_a_second_attempt_of_a_running_run_id_is_refused_before_any_step(tmp_pat
 
     first = Steps(during=start_the_second)
     result = execute(PLAN, home, "R", first)
-    assert result.summary["failed_step"] == "features" and first.calls[0][:2] == ["features", "window"]
+    assert result.summary["failed_step"] == "window" and first.calls[0] == "window"
     assert second.calls == [], "the second attempt ran steps into the first one's run"
     assert len(refused) == 1
     message = str(refused[0])
@@ -61,7 +64,7 @@ def test_a_second_attempt_of_a_running_run_id_is_refused_before_any_step(tmp_pat
 
     third = Steps()  # the first attempt ended: the run id is free again
     execute(PLAN, home, "R", third)
-    assert third.calls[0][:2] == ["features", "window"]
+    assert third.calls[0] == "window"
 
 
 def test_a_bad_run_id_is_refused_before_a_lock_is_made(tmp_path: Path) -> None:

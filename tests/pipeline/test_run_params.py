@@ -9,39 +9,38 @@ from typing import Any
 
 import pytest
 
-from ranking.cli import features, gate, train
-from ranking.cli.common import CommandResult
 from ranking.cli.main import main
-from ranking.cli.options import gate_config
 from ranking.core.errors import RankerError
+from ranking.core.results import CommandResult
+from ranking.pipeline import steps
 
 
 @pytest.fixture
 def seen(monkeypatch: pytest.MonkeyPatch) -> dict[str, Any]:
-    """Stand-ins for the window, train and gate handlers that record what each step was given
+    """Stand-ins for the window, train and gate steps that record the request each was given
     (the registry and training themselves are other tests'); the gate stops the run."""
     seen: dict[str, Any] = {}
 
-    def window(args: Any) -> CommandResult:
-        seen["window_days"] = args.days
-        return CommandResult({"days": args.days, "window_id": "w"})
+    def window(request: Any) -> CommandResult:
+        seen["window_days"] = request.days
+        return CommandResult({"days": request.days, "window_id": "w"})
 
-    def training(args: Any) -> CommandResult:
+    def training(job: Any) -> CommandResult:
         seen["train"] = {
-            "epochs": args.epochs,
-            "schedule": args.schedule,
-            "warm_start": args.warm_start,
-            "sources": dict(args.pipeline_config.sources),
+            "epochs": job.epochs,
+            "schedule": job.schedule,
+            "warm_start": job.warm_start,
+            "sources": job.effective_config["sources"],
         }
         return CommandResult({"version": "v0001", "run_dir": "unused"})
 
-    def gating(args: Any) -> CommandResult:
-        seen["gate"] = gate_config(args)
-        raise RankerError("stopped by the test after the gate parsed its arguments")
+    def gating(request: Any) -> CommandResult:
+        seen["gate"] = request.config
+        raise RankerError("stopped by the test after the gate got its request")
 
-    monkeypatch.setattr(features, "_window", window)
-    monkeypatch.setattr(train, "_train", training)
-    monkeypatch.setattr(gate, "handle_gate", gating)
+    monkeypatch.setattr(steps, "window", window)
+    monkeypatch.setattr(steps, "train", training)
+    monkeypatch.setattr(steps, "gate", gating)
     return seen
 
 
@@ -92,17 +91,16 @@ def test_a_first_base_keeps_its_own_recipe_under_the_runs_params(
     schedule, epochs, window) became the weekly base's. The base gets only what it shares."""
     jobs: dict[str, Any] = {}
 
-    def training(args: Any) -> CommandResult:
-        job = train.train_job(args)
-        jobs[args.run_id] = (job.remedy, job.days, job.schedule, job.epochs, job.batch_size)
+    def training(job: Any) -> CommandResult:
+        jobs[job.run_id] = (job.remedy, job.days, job.schedule, job.epochs, job.batch_size)
         return CommandResult({"version": "v0001", "run_dir": "unused"})
 
-    def gating(args: Any) -> CommandResult:
+    def gating(request: Any) -> CommandResult:
         raise RankerError("stopped by the test")
 
-    monkeypatch.setattr(features, "_window", lambda a: CommandResult({"days": a.days, "window_id": "w"}))
-    monkeypatch.setattr(train, "_train", training)
-    monkeypatch.setattr(gate, "handle_gate", gating)
+    monkeypatch.setattr(steps, "window", lambda r: CommandResult({"days": r.days, "window_id": "w"}))
+    monkeypatch.setattr(steps, "train", training)
+    monkeypatch.setattr(steps, "gate", gating)
     home = tmp_path / "home"
     home.mkdir()
     params = {
