@@ -16,6 +16,7 @@ import logging
 import os
 import subprocess
 import time
+from collections.abc import Iterator
 from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -80,7 +81,6 @@ class TrainJob:
 def run_train_job(job: TrainJob) -> dict[str, Any] | None:
     """Run the job; the ``train`` step summary, or None where this process reports nothing (a
     non-zero rank, or a launched worker whose summary goes to its launcher)."""
-    from ranking.trainer.data import read_window_manifest
     from ranking.trainer.distributed import launched_by_torchrun
     from ranking.trainer.schedule import resolve_schedule
 
@@ -98,6 +98,45 @@ def run_train_job(job: TrainJob) -> dict[str, Any] | None:
     run_dir = run_folder(job)
     if job.summary_file is not None and job.summary_file.resolve().parent != run_dir:
         raise RankerError("--summary-file must lie in the run folder")
+    if launched_by_torchrun():  # every rank of one job: the launcher (or the operator) holds it
+        return _train_in(job, run_dir, schedule, started)
+    with run_folder_lock(run_dir):
+        return _train_in(job, run_dir, schedule, started)
+
+
+def run_folder_lock(run_dir: Path) -> Any:
+    """Hold ``run_dir`` for this job: a second ``ranker train`` into the same folder (the same
+    ``--run-id`` or ``--out``) while one trains is refused in one line, instead of both writing
+    its checkpoints and registering two versions. The operating system's lock (``filelock``), in
+    a file beside the folder: a killed job holds nothing, and the folder stays the run's own."""
+    import contextlib
+
+    from filelock import FileLock, Timeout
+
+    @contextlib.contextmanager
+    def held() -> Iterator[None]:
+        run_dir.parent.mkdir(parents=True, exist_ok=True)
+        path = run_dir.parent / f".{run_dir.name}.train.lock"
+        lock = FileLock(path, timeout=0, preserve_lock_file=True)
+        try:
+            lock.acquire()
+        except Timeout:
+            raise RankerError(
+                f"run folder {run_dir} is in use by another training job (it holds {path}): wait"
+                " for it to finish, or train into another --out / --run-id"
+            ) from None
+        try:
+            yield
+        finally:
+            lock.release()
+
+    return held()
+
+
+def _train_in(job: TrainJob, run_dir: Path, schedule: Any, started: float) -> dict[str, Any] | None:
+    from ranking.trainer.data import read_window_manifest
+    from ranking.trainer.distributed import launched_by_torchrun
+
     manifest = read_window_manifest(job.workspace.window_manifest(job.end, job.days))
     plan = training_plan(job)
     since = job.train_since or plan.since
