@@ -12,11 +12,11 @@ from __future__ import annotations
 import argparse
 import json
 from pathlib import Path
-from typing import Any
 
 from ranking.cli.common import CommandResult, add_common, workspace
 from ranking.core.errors import RankerError
 from ranking.core.ids import validate_run_id
+from ranking.core.summaries import GateSummary, StepSummary, TrainSummary
 from ranking.core.workspace import Workspace
 
 
@@ -31,7 +31,12 @@ def register(sub: argparse._SubParsersAction) -> None:  # type: ignore[type-arg]
     p.set_defaults(handler=_report, step="report")
 
 
-def _summary(ws: Workspace, run_id: str, step: str, required: bool) -> dict[str, Any] | None:
+def _summary(ws: Workspace, run_id: str, step: str, required: bool) -> StepSummary | None:
+    """The run's recorded ``step`` summary through its model (ranking.core.summaries)."""
+    from pydantic import ValidationError
+
+    from ranking.core.summaries import parse_summary
+
     path = ws.step_summary_path(run_id, step)
     if not path.is_file():
         if required:
@@ -45,15 +50,19 @@ def _summary(ws: Workspace, run_id: str, step: str, required: bool) -> dict[str,
         raise RankerError(f"{path} is not a JSON step summary ({exc})") from None
     if not isinstance(data, dict):
         raise RankerError(f"{path} is not a JSON object")
-    return data
+    try:
+        return parse_summary(data, step)
+    except ValidationError as exc:
+        first = exc.errors()[0]
+        where = ".".join(str(part) for part in first["loc"])
+        raise RankerError(f"{path}: not a {step} summary ({where}: {first['msg']})") from None
 
 
-def _run_folder(train: dict[str, Any], run_id: str) -> Path:
-    raw = train.get("run_dir")
-    folder = Path(str(raw)) if raw else None
-    if folder is None or not (folder / "train_manifest.json").is_file():
+def _run_folder(train: TrainSummary, run_id: str) -> Path:
+    folder = Path(train.run_dir)
+    if not (folder / "train_manifest.json").is_file():
         raise RankerError(
-            f"run {run_id}'s train summary names no training run folder here (run_dir: {raw!r})"
+            f"run {run_id}'s train summary names no training run folder here (run_dir: {train.run_dir!r})"
         )
     return folder
 
@@ -66,24 +75,28 @@ def _report(args: argparse.Namespace) -> CommandResult:
     ws = workspace(args)
     run_id = validate_run_id(args.run)
     train = _summary(ws, run_id, "train", required=True)
-    assert train is not None
+    if not isinstance(train, TrainSummary):
+        raise RankerError(
+            f"run {run_id}'s train step failed ({getattr(train, 'error', None)}): nothing to report"
+        )
     gate = _summary(ws, run_id, "gate", required=False)
-    if gate is not None and gate.get("decision") not in ("pass", "reject"):
-        gate = None  # a gate that errored judged nothing
+    judged = gate if isinstance(gate, GateSummary) else None  # a gate that errored judged nothing
     folder = _run_folder(train, run_id)
-    champion = (gate or {}).get("champion") or {}
+    champion = judged.champion if judged is not None else None
+    train_fields = train.model_dump(mode="json")
     plot_curve(
         folder / "curve.png",
-        list(train.get("epochs") or []),
-        labels=curve_labels(train, run_id),
-        champion_metric=champion.get("save_hit_at_3"),
-        champion_version=champion.get("version"),
+        train_fields["epochs"],
+        labels=curve_labels(train_fields, run_id),
+        champion_metric=champion.save_hit_at_3 if champion is not None else None,
+        champion_version=champion.version if champion is not None else None,
     )
-    atomic_write_text(folder / "report.md", render_report(train, gate, run_id))
+    gate_fields = judged.model_dump(mode="json") if judged is not None else None
+    atomic_write_text(folder / "report.md", render_report(train_fields, gate_fields, run_id))
     summary = {
         "run_id": run_id,
         "report": str(folder / "report.md"),
         "curve": str(folder / "curve.png"),
-        "decision": (gate or {}).get("decision"),
+        "decision": judged.decision if judged is not None else None,
     }
     return CommandResult(summary, text=f"report: {summary['report']}\ncurve:  {summary['curve']}")

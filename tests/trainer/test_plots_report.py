@@ -9,6 +9,7 @@ from typing import Any
 import pytest
 
 from ranking.cli.main import main
+from ranking.core.summaries import example_summaries
 from ranking.trainer.plots import AXIS_RANGES, CurveLabels, curve_figure
 from ranking.trainer.run_report import curve_labels, render_report
 
@@ -116,9 +117,15 @@ def _workspace(tmp_path: Path, run_id: str, gate: bool) -> Path:
     (run_dir / "train_manifest.json").write_text("{}")
     steps = home / "pipeline" / run_id
     steps.mkdir(parents=True)
-    (steps / "train.json").write_text(json.dumps({**TRAIN, "run_dir": str(run_dir)}))
+    # what the steps record: complete summaries (the report reads them through their models)
+    examples = example_summaries()
+    train = examples["train"].model_dump(mode="json") | {"run_dir": str(run_dir)}
+    (steps / "train.json").write_text(json.dumps(train))
     if gate:
-        (steps / "gate.json").write_text(json.dumps(GATE))
+        judged = examples["gate"].model_dump(mode="json")
+        (steps / "gate.json").write_text(
+            json.dumps(judged | {k: GATE[k] for k in ("decision", "checks", "failed_checks")})
+        )
     return home
 
 
@@ -137,6 +144,10 @@ def test_ranker_report_before_the_gate_and_on_bad_input(
     assert main(["report", "--run", "r2", "--home", str(home)]) == 0
     assert "not gated yet" in (home / "runs" / "r2" / "report.md").read_text()
     capsys.readouterr()
+    (home / "pipeline" / "r2" / "train.json").write_text(json.dumps({"step": "train", "run_dir": "x"}))
+    assert main(["report", "--run", "r2", "--home", str(home)]) == 2  # not a train summary
+    err = capsys.readouterr().err.strip()
+    assert len(err.splitlines()) == 1 and "not a train summary" in err, err
     assert main(["report", "--run", "nope", "--home", str(home)]) == 2
     err = capsys.readouterr().err.strip()
     assert len(err.splitlines()) == 1 and "has no train summary" in err, err
