@@ -2,7 +2,9 @@
 
 Two kinds. A *file* checkpoint (the run's ``model.pt`` export): atomic ``torch.save`` + sidecar,
 loaded with ``weights_only=True`` (memory-mapped), so payloads hold only tensors and plain Python
-values. An *epoch* checkpoint: a folder written shard by shard by every rank
+values; :func:`load_checkpoint` is the one loader every reader goes through, and hands back every
+tensor dense whatever the format (format 3's compact tables rebuilt from their recorded init,
+ranking.trainer.compact; format 2 as stored). An *epoch* checkpoint: a folder written shard by shard by every rank
 (ranking.trainer.state), whose sidecar lists the sha256 of every file in it.
 
 Either is *complete* when the sidecar exists and every digest matches; a crash before the sidecar

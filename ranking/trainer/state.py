@@ -19,14 +19,23 @@ Keys and global shapes do not depend on the world size (column-wise: as long as 
 sharding type, which keeps every table's column blocks), so DCP reshards on load: a checkpoint
 written by 2 ranks resumes on 1 and the reverse.
 
-The export (``model.pt``, :func:`export_checkpoint`) is one ``torch.save`` file in the format
-every reader already loads with ``weights_only=True``: ``{"format": 2, "model": {key: tensor},
-"table_optimizer": {key: tensor}, "dense_optimizer": {"state", "param_groups"}, "model_config",
-"train_config", "epoch", "epochs", "window_id", "feature_version", "world_size", ...}``. It is
-written by one process reading the epoch checkpoint into file-backed (mmap) tensors, so the
-process's memory never holds the model: pages stream from the shard files to the export. Those
-files are allocated before they are mapped and the free space (scratch + export) is checked
-first, so a full disk is an ENOSPC naming the export, never a SIGBUS.
+The export (``model.pt``, :func:`export_checkpoint`) is one ``torch.save`` file that every reader
+loads through ``ranking.trainer.checkpoint.load_checkpoint`` (``weights_only=True``), format 3:
+``{"format": 3, "model": {key: tensor}, "table_optimizer": {key: tensor}, "sparse": {"model" |
+"table_optimizer": {key: {"shape", "rows", "values", "init", "sha256"}}}, "dense_optimizer":
+{"state", "param_groups"}, "model_config", "train_config", "table_init", "epoch", "epochs",
+"window_id", "feature_version", "world_size", ...}``. A table whose rows are mostly still their
+initial value (a hashed table's capacity is set by the config, not the data) sits in ``sparse``:
+only the rows that differ bitwise from the init of ``table_init``'s seed, with their indices;
+the table optimizer's state likewise against zeros (ranking.trainer.compact). ``load_checkpoint``
+rebuilds them, checks each against the sha256 taken of the dense tensor here, and hands every
+reader the dense ``model`` / ``table_optimizer`` as before; format 2 (every tensor dense, no
+``sparse``) still loads as it is. The export is written by one process reading the epoch
+checkpoint into file-backed (mmap) tensors and comparing them with the init one block of rows at
+a time, so the process's memory never holds the model: pages stream from the shard files to the
+export (only the differing rows are copied). Those files are allocated before they are mapped and
+the free space (scratch + the dense size of the export) is checked first, so a full disk is an
+ENOSPC naming the export, never a SIGBUS.
 """
 
 from __future__ import annotations
