@@ -247,4 +247,6 @@ def test_cli_refuses_a_window_built_with_other_feature_definitions(
     )
     assert rc == 2
     assert "was built with feature definitions '0123456789abcdef'" in capsys.readouterr().err
-    assert not (tmp_path / "runs").exists()
+    # no run folder: only the lock the refused job held beside where it would have been
+    runs = tmp_path / "runs"
+    assert [p.name for p in runs.iterdir() if not p.name.endswith(".train.lock")] == []
