@@ -303,10 +303,11 @@ def _base_model_config(job: TrainJob, run_dir: Path, warm: Path | None) -> Model
     if job.resume and (run_dir / "model_config.json").is_file():
         return load_model_config(run_dir / "model_config.json")
     if warm is not None:
-        from ranking.trainer.checkpoint import load_checkpoint
+        from ranking.trainer.checkpoint import checkpoint_meta
         from ranking.trainer.scoring import model_config_of
 
-        return model_config_of(warm, load_checkpoint(warm))
+        # the config alone (the tables are rebuilt, and the file verified, when training loads it)
+        return model_config_of(warm, checkpoint_meta(warm))
     return default_model_config()
 
 
