@@ -33,8 +33,8 @@ from torch import nn
 
 from benchmarks.common import write_synthetic_window
 from benchmarks.workers import run_workers
-from ranking.trainer.model import RankerModel, TrainBatch
-from ranking.trainer.timing import SectionClock
+from ranking.trainer.distributed.timing import SectionClock
+from ranking.trainer.models.model import RankerModel, TrainBatch
 
 
 class PlainTables(nn.Module):
@@ -81,7 +81,7 @@ class PlainDense(nn.Module):
 
 class PlainTrainer:
     def __init__(self, cfg: Any, seed: int, device: torch.device, world_size: int) -> None:
-        from ranking.trainer.model import build_dense_optimizer
+        from ranking.trainer.models.model import build_dense_optimizer
 
         torch.manual_seed(seed)
         model = RankerModel(cfg, device=torch.device("cpu"))
@@ -131,7 +131,7 @@ class PlainTrainer:
 def _batches(
     manifest_path: Path, cfg: Any, batch_size: int, rank: int, world: int, device: torch.device
 ) -> list[TrainBatch]:
-    from ranking.trainer.data import list_units, plan_epoch, read_window_manifest, train_batches
+    from ranking.trainer.datasets.window import list_units, plan_epoch, read_window_manifest, train_batches
 
     manifest = read_window_manifest(manifest_path)
     plan = plan_epoch(list_units([p.path for p in manifest.train]), world, batch_size, seed=0, epoch=1)
@@ -150,7 +150,7 @@ class _Torchrec:
         self.stack = build_sharded(cfg, seed=0, ctx=ctx)
 
     def run_epoch(self, batches: list[TrainBatch], frozen: bool, clock: SectionClock) -> None:
-        from ranking.trainer.pipelines import CpuPipeline
+        from ranking.trainer.distributed.pipelines import CpuPipeline
 
         self.stack.task.model.embeddings_frozen = frozen
         CpuPipeline(self.stack.dmp, self.stack.optimizer, clock, semisync=False).run_epoch(
@@ -189,8 +189,8 @@ def worker(args: argparse.Namespace) -> int:
 
     warnings.filterwarnings("ignore")
     logging.disable(logging.WARNING)
-    from ranking.trainer import distributed
-    from ranking.trainer.config import default_model_config
+    from ranking.trainer.distributed import setup as distributed
+    from ranking.trainer.models.config import default_model_config
 
     ctx = distributed.init_distributed(prefer_cuda=args.device == "cuda")
     device = ctx.device
@@ -239,8 +239,8 @@ import json, sys, os
 from pathlib import Path
 import torch
 from benchmarks import baseline
-from ranking.trainer import distributed
-from ranking.trainer.config import default_model_config
+from ranking.trainer.distributed import setup as distributed
+from ranking.trainer.models.config import default_model_config
 
 def status(field):
     for line in open("/proc/self/status"):

@@ -21,7 +21,7 @@ def write_synthetic_window(home: Path, rows: int, days: int, seed: int = 3) -> P
 
 def synthetic_window(home: Path, rows: int, days: int, seed: int = 3) -> Any:
     """:func:`write_synthetic_window`, read back as the trainer's ``WindowManifest``."""
-    from ranking.trainer.data import read_window_manifest
+    from ranking.trainer.datasets.window import read_window_manifest
 
     return read_window_manifest(write_synthetic_window(home, rows, days, seed))
 
@@ -31,9 +31,9 @@ def timed_epoch(
 ) -> dict[str, float]:
     """One epoch of ``batches`` through the trainer's CPU pipeline: samples/s, the lookup shares
     and each timed section per step (ms)."""
-    from ranking.trainer.pipelines import CpuPipeline
+    from ranking.trainer.distributed.pipelines import CpuPipeline
+    from ranking.trainer.distributed.timing import SectionClock
     from ranking.trainer.schedule import FROZEN
-    from ranking.trainer.timing import SectionClock
 
     frozen = phase == FROZEN
     stack.task.model.embeddings_frozen = frozen

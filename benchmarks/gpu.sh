@@ -68,7 +68,7 @@ rm -rf "$HOME_DIR"
 import sys
 from pathlib import Path
 from benchmarks.train import END
-from ranking.trainer.config import default_model_config
+from ranking.trainer.models.config import default_model_config
 from features.windowgen import write_window
 home, rows = Path(sys.argv[1]), int(sys.argv[2])
 manifest = write_window(home, END, 4, rows // 4, seed=3, row_group_size=50_000, eval_rows=5000)

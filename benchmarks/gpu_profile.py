@@ -83,10 +83,10 @@ def profile_epoch(
     import torch
     from torch.profiler import ProfilerActivity, profile, schedule
 
-    from ranking.trainer.data import list_units, plan_epoch, train_batches
-    from ranking.trainer.input import InputOptions, default_cache_root, ready_batches
-    from ranking.trainer.pipelines import CpuPipeline, run_torchrec_epoch, torchrec_pipeline
-    from ranking.trainer.timing import SectionClock
+    from ranking.trainer.datasets.input import InputOptions, default_cache_root, ready_batches
+    from ranking.trainer.datasets.window import list_units, plan_epoch, train_batches
+    from ranking.trainer.distributed.pipelines import CpuPipeline, run_torchrec_epoch, torchrec_pipeline
+    from ranking.trainer.distributed.timing import SectionClock
 
     cuda = ctx.device.type == "cuda"
     plan = plan_epoch(list_units([p.path for p in manifest.train]), 1, args.batch_size, seed=0, epoch=2)
@@ -150,10 +150,10 @@ def main(argv: list[str]) -> int:
     warnings.filterwarnings("ignore")
     logging.disable(logging.WARNING)
 
-    from ranking.trainer import distributed
-    from ranking.trainer.config import load_model_config
-    from ranking.trainer.data import read_window_manifest
+    from ranking.trainer.datasets.window import read_window_manifest
+    from ranking.trainer.distributed import setup as distributed
     from ranking.trainer.loop import build_sharded
+    from ranking.trainer.models.config import load_model_config
 
     manifest = read_window_manifest(args.manifest)
     cfg = load_model_config(args.model_config)

@@ -1,9 +1,9 @@
 """Input-pipeline benchmark: ``python -m benchmarks.input [--rows N] [--repeats R] [--json-out F]``.
 
 Measured in one run, on the same window, against the inline path it replaces
-(``ranking.trainer.data.train_batches``: decode + shuffle + cut in the training process):
+(``ranking.trainer.datasets.window.train_batches``: decode + shuffle + cut in the training process):
 - **streaming rate**: rows/s of a whole epoch made into ready ``TrainBatch`` es, for the inline
-  path and the input pipeline (``ranking.trainer.input.ready_batches``) with its encoded cache
+  path and the input pipeline (``ranking.trainer.datasets.input.ready_batches``) with its encoded cache
   cold (every row group decoded: inline, or in 1 worker process) and warm (memory-mapped);
 - **training**: CPU samples/s of streamed joint epochs (semi-sync, one process) fed by the inline
   path vs by the input pipeline (warm cache, background thread), on the same model.
@@ -58,9 +58,9 @@ def main(argv: list[str]) -> int:
     logging.disable(logging.WARNING)
 
     from benchmarks.common import synthetic_window
-    from ranking.trainer.config import default_model_config
-    from ranking.trainer.data import list_units, plan_epoch, train_batches
-    from ranking.trainer.input import InputOptions, ready_batches
+    from ranking.trainer.datasets.input import InputOptions, ready_batches
+    from ranking.trainer.datasets.window import list_units, plan_epoch, train_batches
+    from ranking.trainer.models.config import default_model_config
 
     cfg = default_model_config(embedding_dim=args.embedding_dim)
     buffer = 100_000  # TrainConfig's default shuffle buffer
@@ -131,12 +131,12 @@ def main(argv: list[str]) -> int:
 def _training(home: Path, args: argparse.Namespace, cfg: Any) -> dict[str, Any]:
     """Streamed joint semi-sync epochs on one CPU process, fed inline vs by the pipeline."""
     from benchmarks.common import synthetic_window
-    from ranking.trainer import distributed
-    from ranking.trainer.data import list_units, plan_epoch, train_batches
-    from ranking.trainer.input import InputOptions, ready_batches
+    from ranking.trainer.datasets.input import InputOptions, ready_batches
+    from ranking.trainer.datasets.window import list_units, plan_epoch, train_batches
+    from ranking.trainer.distributed import setup as distributed
+    from ranking.trainer.distributed.pipelines import CpuPipeline
+    from ranking.trainer.distributed.timing import SectionClock
     from ranking.trainer.loop import build_sharded
-    from ranking.trainer.pipelines import CpuPipeline
-    from ranking.trainer.timing import SectionClock
 
     manifest = synthetic_window(home / "train", args.train_rows, days=4, seed=4)
     units = list_units([p.path for p in manifest.train])

@@ -6,7 +6,7 @@ the baseline's workers build them (``benchmarks.baseline._batches``), the stack 
 ``ranking.trainer.loop.build_sharded``. After a few warm-up steps, ``torch.profiler``
 (CPU activity, no shapes, no stacks) records, on rank 0:
 
-- ``kjt_build``: building the batches (``ranking.trainer.data.to_train_batch``, where the
+- ``kjt_build``: building the batches (``ranking.trainer.datasets.window.to_train_batch``, where the
   KeyedJaggedTensor is made) from the same ids;
 - ``lookup_frozen`` / ``lookup_joint``: the sharded EBC's forward on a batch's KJT and its
   ``wait()`` (``EmbeddingInjector.lookup``, what ``CpuPipeline`` calls), without / with autograd;
@@ -352,7 +352,7 @@ def ours(modes: dict[str, Any], rounds: int) -> dict[str, float]:
     (``SectionClock.section`` with ``track_async`` and ``settles``, empty, unprofiled; the disabled
     clock's for scale), and the operators our batch's int32 lengths cost inside fbgemm's TBE
     (offsets computed from the lengths and cast to int64; profiled, frozen lookup)."""
-    from ranking.trainer.timing import SectionClock
+    from ranking.trainer.distributed.timing import SectionClock
 
     def section(clock: SectionClock) -> None:
         with clock.section("lookup_forward", track_async=True, settles=True):
@@ -372,7 +372,7 @@ def _chunks_of(batches: list[Any]) -> list[Any]:
     """The Chunks the batches were built from (ids [rows, features] C-contiguous, as decoded)."""
     import numpy as np
 
-    from ranking.trainer.data import Chunk
+    from ranking.trainer.datasets.window import Chunk
 
     out = []
     for b in batches:
@@ -390,12 +390,12 @@ def worker(args: argparse.Namespace) -> dict[str, Any] | None:
 
     from benchmarks.baseline import PlainTables, _batches
     from benchmarks.common import timed_epoch
-    from ranking.trainer import distributed
-    from ranking.trainer.config import default_model_config
-    from ranking.trainer.data import to_train_batch
+    from ranking.trainer.datasets.window import to_train_batch
+    from ranking.trainer.distributed import setup as distributed
+    from ranking.trainer.distributed.pipelines import EmbeddingInjector
     from ranking.trainer.loop import build_sharded
-    from ranking.trainer.model import RankerModel
-    from ranking.trainer.pipelines import EmbeddingInjector
+    from ranking.trainer.models.config import default_model_config
+    from ranking.trainer.models.model import RankerModel
     from ranking.trainer.schedule import FROZEN, JOINT
 
     distributed.quiet_library_noise()

@@ -62,7 +62,7 @@ def _fit(xs: list[float], ys: list[float]) -> tuple[float, float]:
 
 
 def _model_config(home: Path, rows: int) -> Path:
-    from ranking.trainer.config import default_model_config
+    from ranking.trainer.models.config import default_model_config
 
     path = home / f"model_config_{rows}.json"
     table_rows = {"user_id": rows, "pin_id": rows, "user_stats__country": 256, "pin_stats__category": 512}

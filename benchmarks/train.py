@@ -33,7 +33,7 @@ from benchmarks.common import END, median_of, synthetic_window, timed_epoch
 
 
 def _epoch_batches(manifest: Any, cfg: Any, batch_size: int) -> list[Any]:
-    from ranking.trainer.data import list_units, plan_epoch, train_batches
+    from ranking.trainer.datasets.window import list_units, plan_epoch, train_batches
 
     plan = plan_epoch(list_units([p.path for p in manifest.train]), 1, batch_size, seed=0, epoch=1)
     return list(train_batches(plan, 0, cfg, 100_000, seed=0, epoch=1))
@@ -58,7 +58,7 @@ def _frozen_limit(joint: dict[str, float]) -> dict[str, float]:
 def _gather_vs_memcpy(stack: Any, batches: list[Any], cfg: Any, repeats: int) -> dict[str, float]:
     import torch
 
-    from ranking.trainer.pipelines import EmbeddingInjector
+    from ranking.trainer.distributed.pipelines import EmbeddingInjector
 
     dims = sum(t.embedding_dim for t in cfg.tables)
     lookup = EmbeddingInjector(stack.task.model.sparse_arch).lookup
@@ -95,7 +95,7 @@ def _kjt_build(cfg: Any, batch_size: int, repeats: int = 15) -> dict[str, float]
     import torch
     from torchrec import KeyedJaggedTensor
 
-    from ranking.trainer.data import Chunk, to_train_batch
+    from ranking.trainer.datasets.window import Chunk, to_train_batch
 
     rng = np.random.default_rng(0)
     ids = np.stack([rng.integers(0, t.num_embeddings, batch_size) for t in cfg.tables], axis=1)
@@ -130,8 +130,8 @@ def _kjt_build(cfg: Any, batch_size: int, repeats: int = 15) -> dict[str, float]
 _RSS_CHILD = r"""
 import json, sys
 from pathlib import Path
-from ranking.trainer.config import default_model_config
-from ranking.trainer.data import list_units, plan_epoch, read_window_manifest, train_batches
+from ranking.trainer.models.config import default_model_config
+from ranking.trainer.datasets.window import list_units, plan_epoch, read_window_manifest, train_batches
 import torch, torchrec  # the trainer's imports: part of the baseline
 
 def status(field):
@@ -168,7 +168,7 @@ def _two_process(home: Path, args: argparse.Namespace) -> dict[str, Any]:
 
     out: dict[str, Any] = {}
     cfg_path = home / "bench_model_config.json"
-    from ranking.trainer.config import default_model_config
+    from ranking.trainer.models.config import default_model_config
 
     cfg_path.write_text(default_model_config(embedding_dim=args.embedding_dim).to_json())
     ranker = str(Path(sys.executable).with_name("ranker"))
@@ -224,9 +224,9 @@ def _two_process(home: Path, args: argparse.Namespace) -> dict[str, Any]:
 def _streamed_epoch(stack: Any, manifest: Any, cfg: Any, batch_size: int) -> float:
     """Samples/s of one joint semi-sync epoch streamed from parquet, end to end (read + decode +
     shuffle + train)."""
-    from ranking.trainer.data import list_units, plan_epoch, train_batches
-    from ranking.trainer.pipelines import CpuPipeline
-    from ranking.trainer.timing import SectionClock
+    from ranking.trainer.datasets.window import list_units, plan_epoch, train_batches
+    from ranking.trainer.distributed.pipelines import CpuPipeline
+    from ranking.trainer.distributed.timing import SectionClock
 
     plan = plan_epoch(list_units([p.path for p in manifest.train]), 1, batch_size, seed=0, epoch=2)
     stack.task.model.embeddings_frozen = False
@@ -273,9 +273,9 @@ def main(argv: list[str]) -> int:
     logging.disable(logging.WARNING)
     import torch
 
-    from ranking.trainer import distributed
-    from ranking.trainer.config import default_model_config
+    from ranking.trainer.distributed import setup as distributed
     from ranking.trainer.loop import build_sharded
+    from ranking.trainer.models.config import default_model_config
     from ranking.trainer.schedule import FROZEN, JOINT
 
     cfg = default_model_config(embedding_dim=args.embedding_dim)

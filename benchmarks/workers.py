@@ -10,7 +10,7 @@ import tempfile
 from pathlib import Path
 from typing import Any
 
-from ranking.trainer.distributed import torchrun_command
+from ranking.trainer.distributed.setup import torchrun_command
 
 
 def run_workers(module: str, nproc: int, manifest: Path, flags: list[str], what: str) -> dict[str, Any]:

@@ -22,7 +22,7 @@ from typing import Any
 
 SCHEDULE_NAMES = ("delayed", "joint", "frozen", "joint_then_frozen")
 SCHEDULE_LIST_PATTERN = r"^[FJ](,[FJ]){0,9}$"
-PIPELINES = ("auto", "sync", "semisync")  # ranking.trainer.config.PIPELINES (no project import here)
+PIPELINES = ("auto", "sync", "semisync")  # ranking.trainer.models.config.PIPELINES (no project import here)
 WARM_STARTS = ("none", "champion", "base")
 WARM_START_SCOPES = ("all", "dense")
 # Param -> pipeline config key: the steps get the Params that are set as `--params JSON`, a layer

@@ -299,7 +299,7 @@ class CliReplayer:
         return proc.returncode, summary
 
     def score(self, checkpoint: Path, eval_parquet: Path) -> Any:
-        from ranking.trainer.scoring import score_checkpoint
+        from ranking.trainer.evaluation.scoring import score_checkpoint
 
         return score_checkpoint(checkpoint, eval_parquet)
 

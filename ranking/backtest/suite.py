@@ -528,13 +528,13 @@ def write_suite_report(
 def checkpoint_scorer(checkpoint: Path, eval_parquet: Path, reset_tables: bool) -> pd.DataFrame:
     """Scores of a checkpoint on an eval partition; ``reset_tables``: with every embedding table
     replaced by its initialisation (the model's own seed), the dense layers as trained."""
-    from ranking.trainer.scoring import score_checkpoint
+    from ranking.trainer.evaluation.scoring import score_checkpoint
 
     if not reset_tables:
         return score_checkpoint(checkpoint, eval_parquet)
-    from ranking.trainer.checkpoint import load_checkpoint
-    from ranking.trainer.init import seed_tables
-    from ranking.trainer.scoring import build_scoring_model, model_config_of, score_model
+    from ranking.trainer.checkpointing.checkpoint import load_checkpoint
+    from ranking.trainer.evaluation.scoring import build_scoring_model, model_config_of, score_model
+    from ranking.trainer.models.init import seed_tables
 
     payload = load_checkpoint(checkpoint)
     cfg = model_config_of(checkpoint, payload)

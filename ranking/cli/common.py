@@ -151,7 +151,7 @@ def progress_printer(what: str, *, unit: str, label: str) -> Callable[[str, int,
     """A progress callback ``(item, done, total, elapsed seconds)`` for long commands: a tqdm bar
     on a terminal, else one ``<what>_progress`` log event per item (with ``<label>=item`` and an
     ETA), so a scheduler's log shows how far a run got."""
-    from ranking.trainer.progress import log_event
+    from ranking.trainer.reports.progress import log_event
 
     bar = None
     if sys.stderr.isatty():

@@ -1,4 +1,4 @@
-"""``ranker evaluate``: score a checkpoint on an eval day (ranking.trainer.evaluate runs it)."""
+"""``ranker evaluate``: score a checkpoint on an eval day (ranking.trainer.evaluation.evaluate runs it)."""
 
 from __future__ import annotations
 
@@ -9,7 +9,7 @@ from ranking.cli.common import CommandResult, add_common, parse_date, positive_i
 
 
 def _evaluate(args: argparse.Namespace) -> CommandResult:
-    from ranking.trainer.evaluate import EvaluateJob, run_evaluate_job
+    from ranking.trainer.evaluation.evaluate import EvaluateJob, run_evaluate_job
 
     summary = run_evaluate_job(
         EvaluateJob(

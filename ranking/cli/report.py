@@ -3,7 +3,7 @@
 Reads the run's step summaries (``<home>/pipeline/R/train.json``, and ``gate.json`` once the
 candidate was judged) and writes, beside the model, ``curve.png`` again (labelled with version,
 run, window and eval day; the champion's save HIT@3 on the eval day as a reference line; the fixed
-axis ranges of ranking/trainer/plots.py) and ``report.md`` (recipe, candidate vs champion, the
+axis ranges of ranking/trainer/reports/plots.py) and ``report.md`` (recipe, candidate vs champion, the
 gate table). The retrain DAG's gate task runs it after the gate; ``make demo`` prints the paths.
 """
 
@@ -69,8 +69,8 @@ def _run_folder(train: TrainSummary, run_id: str) -> Path:
 
 def _report(args: argparse.Namespace) -> CommandResult:
     from ranking.core.atomic import atomic_write_text
-    from ranking.trainer.plots import plot_curve
-    from ranking.trainer.run_report import curve_labels, render_report
+    from ranking.trainer.reports.plots import plot_curve
+    from ranking.trainer.reports.run_report import curve_labels, render_report
 
     ws = workspace(args)
     run_id = validate_run_id(args.run)

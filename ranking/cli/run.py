@@ -17,7 +17,7 @@ from ranking.cli.common import (
 from ranking.cli.options import add_gate_options, add_promotion_options, add_registry_option
 from ranking.core.workspace import Workspace
 from ranking.pipeline.run import RunPlan, execute, new_run_id
-from ranking.trainer.config import PIPELINES
+from ranking.trainer.models.config import PIPELINES
 
 log = logging.getLogger(__name__)
 

@@ -13,7 +13,7 @@ from ranking.cli.common import (
     progress_printer,
     workspace,
 )
-from ranking.trainer.config import PIPELINES
+from ranking.trainer.models.config import PIPELINES
 
 
 def _int_list(value: str) -> tuple[int, ...]:

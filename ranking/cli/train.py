@@ -19,7 +19,7 @@ from ranking.cli.common import (
     workspace,
 )
 from ranking.config.model import WARM_START_SCOPES
-from ranking.trainer.config import PIPELINES, REMEDIES
+from ranking.trainer.models.config import PIPELINES, REMEDIES
 
 if TYPE_CHECKING:
     from ranking.trainer.job import TrainJob

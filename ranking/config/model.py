@@ -3,7 +3,7 @@
 
 Defaults are not written twice: they are read from the dataclasses the steps already use
 (``features.feast_repo.StoreSettings``, ``features.validation.WindowChecks``,
-``ranking.gate.checks.GateConfig``, ``ranking.trainer.config.TrainConfig``), so the config can
+``ranking.gate.checks.GateConfig``, ``ranking.trainer.models.config.TrainConfig``), so the config can
 never disagree with a step run without one. Every model forbids unknown keys and non-finite
 floats, and is strict about types (``epochs = "3"`` in a file is an error, not a silent
 conversion).
@@ -20,7 +20,7 @@ from features.feast_repo import OFFLINE_STORES, ONLINE_STORES, StoreSettings, va
 from features.validation import WindowChecks
 from ranking.gate.checks import RULES as GATE_RULES
 from ranking.gate.checks import GateConfig
-from ranking.trainer.config import DENSE_OPTIMIZERS, PIPELINES, REMEDIES, TABLE_OPTIMIZERS, TrainConfig
+from ranking.trainer.models.config import DENSE_OPTIMIZERS, PIPELINES, REMEDIES, TABLE_OPTIMIZERS, TrainConfig
 from ranking.trainer.schedule import DEFAULT_EPOCHS, NAMED_SCHEDULES
 
 # `features.window.DEFAULT_DAYS` (importing features.window would import Feast); a test pins them equal

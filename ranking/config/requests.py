@@ -66,8 +66,8 @@ def train_job(
 ) -> TrainJob:
     """The ``train`` step on the window ending ``end``: the ``[recipe]`` section, every key of it
     (``tests/config/test_requests.py`` checks none is left out), and the window's length."""
-    from ranking.trainer.config import OptimizerConfig
     from ranking.trainer.job import TrainJob
+    from ranking.trainer.models.config import OptimizerConfig
 
     config = effective.config
     recipe = config.recipe

@@ -204,7 +204,7 @@ class EpochSummary(Summary):
 
 
 class TrainWindow(Summary):
-    """The window a run trained on (``ranking.trainer.data.WindowManifest.summary``)."""
+    """The window a run trained on (``ranking.trainer.datasets.window.WindowManifest.summary``)."""
 
     window_id: str
     manifest: str

@@ -135,7 +135,7 @@ def find_eval_parquet(ws: Workspace, day: dt.date, feature_version: str | None =
 
 
 def _score(checkpoint: Path, eval_parquet: Path) -> pd.DataFrame:
-    from ranking.trainer.scoring import score_checkpoint
+    from ranking.trainer.evaluation.scoring import score_checkpoint
 
     return score_checkpoint(checkpoint, eval_parquet)
 

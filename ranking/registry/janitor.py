@@ -4,7 +4,7 @@ Leftovers:
 - ``temp``: the temp files and folders of atomic writes (``.<name>.<random>.tmp``,
   ranking/core/atomic.py) anywhere under the workspace;
 - ``export-scratch``: the export's file-backed tensors (``.export-*`` beside a run's ``model.pt``,
-  ranking/trainer/state.py), tens of MB each;
+  ranking/trainer/checkpointing/state.py), tens of MB each;
 - ``incomplete-version``: a registry version whose registration never wrote ``version.json``
   (the files were copied, then the writer died): it can never be used, and it holds a full copy
   of the model. Its ``claim.json`` stays, so the id is never handed out again (a run summary that

@@ -12,7 +12,7 @@ from typing import Any
 
 from ranking.core.errors import RankerError
 from ranking.core.workspace import Workspace, validate_run_id
-from ranking.trainer.config import TrainConfig
+from ranking.trainer.models.config import TrainConfig
 from ranking.trainer.schedule import NAMED_SCHEDULES, resolve_schedule, schedule_letters
 
 INITS = ("scratch", "warm", "warm_dense")  # warm_dense: warm dense layers, fresh tables

@@ -24,10 +24,10 @@ from typing import TYPE_CHECKING, Any
 from ranking.core.errors import RankerError, TrainingFailed
 from ranking.core.ids import validate_run_id
 from ranking.core.workspace import Workspace
-from ranking.trainer.config import ModelConfig, OptimizerConfig, TrainConfig
+from ranking.trainer.models.config import ModelConfig, OptimizerConfig, TrainConfig
 
 if TYPE_CHECKING:
-    from ranking.trainer.data import WindowManifest
+    from ranking.trainer.datasets.window import WindowManifest
     from ranking.trainer.lineage import TrainingPlan
 
 log = logging.getLogger(__name__)
@@ -81,7 +81,7 @@ class TrainJob:
 def run_train_job(job: TrainJob) -> dict[str, Any] | None:
     """Run the job; the ``train`` step summary, or None where this process reports nothing (a
     non-zero rank, or a launched worker whose summary goes to its launcher)."""
-    from ranking.trainer.distributed import launched_by_torchrun
+    from ranking.trainer.distributed.setup import launched_by_torchrun
     from ranking.trainer.schedule import resolve_schedule
 
     started = time.perf_counter()
@@ -134,8 +134,8 @@ def run_folder_lock(run_dir: Path) -> Any:
 
 
 def _train_in(job: TrainJob, run_dir: Path, schedule: Any, started: float) -> dict[str, Any] | None:
-    from ranking.trainer.data import read_window_manifest
-    from ranking.trainer.distributed import launched_by_torchrun
+    from ranking.trainer.datasets.window import read_window_manifest
+    from ranking.trainer.distributed.setup import launched_by_torchrun
 
     manifest = read_window_manifest(job.workspace.window_manifest(job.end, job.days))
     plan = training_plan(job)
@@ -145,15 +145,15 @@ def _train_in(job: TrainJob, run_dir: Path, schedule: Any, started: float) -> di
     warm, source = resolve_warm_start(job.workspace, plan.warm_start)
 
     if job.nproc > 1 and not launched_by_torchrun():
-        from ranking.trainer.data import validate_window
+        from ranking.trainer.datasets.window import validate_window
 
         # user errors surface here as one line, not as N failed workers
         validate_window(manifest, resolve_model_config(job, run_dir, warm), _feature_version())
         summary = _launch(replace(job, train_since=since), run_dir, warm)
         summary["warm_start"]["source"] = source
     else:
-        from ranking.trainer.config import TrainConfig
         from ranking.trainer.loop import TrainRequest, run_training
+        from ranking.trainer.models.config import TrainConfig
 
         summary = run_training(
             TrainRequest(
@@ -296,15 +296,15 @@ def resolve_model_config(job: TrainJob, run_dir: Path, warm: Path | None) -> Mod
 
 
 def _base_model_config(job: TrainJob, run_dir: Path, warm: Path | None) -> ModelConfig:
-    from ranking.trainer.config import default_model_config, load_model_config
+    from ranking.trainer.models.config import default_model_config, load_model_config
 
     if job.model_config is not None:
         return load_model_config(job.model_config)
     if job.resume and (run_dir / "model_config.json").is_file():
         return load_model_config(run_dir / "model_config.json")
     if warm is not None:
-        from ranking.trainer.checkpoint import checkpoint_meta
-        from ranking.trainer.scoring import model_config_of
+        from ranking.trainer.checkpointing.checkpoint import checkpoint_meta
+        from ranking.trainer.evaluation.scoring import model_config_of
 
         # the config alone (the tables are rebuilt, and the file verified, when training loads it)
         return model_config_of(warm, checkpoint_meta(warm))
@@ -379,7 +379,7 @@ def job_from_dict(raw: dict[str, Any]) -> TrainJob:
 def _launch(job: TrainJob, run_dir: Path, warm: Path | None) -> dict[str, Any]:
     """Run the job under torchrun with ``nproc`` workers; return rank 0's summary."""
     from ranking.core.atomic import atomic_write_json, read_json
-    from ranking.trainer.distributed import torchrun_command
+    from ranking.trainer.distributed.setup import torchrun_command
 
     worker = worker_job(job, run_dir, warm)
     summary_file = run_dir / LAUNCH_SUMMARY

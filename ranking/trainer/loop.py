@@ -2,7 +2,7 @@
 
 Every rank runs :func:`run_training`; rank 0 alone writes files and returns the summary. The same
 function runs in one process (a gloo group of size 1) and under torchrun (see
-ranking/trainer/distributed.py). Run folder layout: docs/architecture.md "Training run folder".
+ranking/trainer/distributed/setup.py). Run folder layout: docs/architecture.md "Training run folder".
 """
 
 from __future__ import annotations
@@ -21,16 +21,21 @@ from typing import Any
 from ranking.core.atomic import atomic_write_json, atomic_write_text
 from ranking.core.errors import RankerError, TrainingFailed
 from ranking.core.summaries import TrainSummary
-from ranking.trainer.checkpoint import (
+from ranking.trainer.checkpointing.checkpoint import (
     CheckpointError,
     checkpoint_meta,
     epoch_checkpoint_path,
     latest_complete_checkpoint,
     load_checkpoint,
 )
-from ranking.trainer.config import ModelConfig, TrainConfig, resolve_pipeline
-from ranking.trainer.data import WindowManifest, list_units, plan_epoch, validate_window
-from ranking.trainer.input import InputOptions, default_cache_root, input_options_from_env, ready_batches
+from ranking.trainer.datasets.input import (
+    InputOptions,
+    default_cache_root,
+    input_options_from_env,
+    ready_batches,
+)
+from ranking.trainer.datasets.window import WindowManifest, list_units, plan_epoch, validate_window
+from ranking.trainer.models.config import ModelConfig, TrainConfig, resolve_pipeline
 from ranking.trainer.schedule import FROZEN, schedule_letters
 
 log = logging.getLogger(__name__)
@@ -56,7 +61,7 @@ class TrainRequest:
     progress: bool = True
     threads: int | None = None  # torch intra-op threads (None: torch's default)
     # how batches are made ready (workers, prefetch, encoded cache); None: InputOptions' defaults
-    # with the RANKER_INPUT_* environment, pinned on CUDA (ranking.trainer.input)
+    # with the RANKER_INPUT_* environment, pinned on CUDA (ranking.trainer.datasets.input)
     input_options: InputOptions | None = None
 
 
@@ -132,7 +137,7 @@ def _load_warm_start(req: TrainRequest) -> tuple[dict[str, Any] | None, dict[str
     if req.warm_start is None:
         return None, None
     payload = load_checkpoint(req.warm_start)
-    from ranking.trainer.scoring import model_config_of
+    from ranking.trainer.evaluation.scoring import model_config_of
 
     theirs = model_config_of(req.warm_start, payload)
     if architecture_of(theirs) != architecture_of(req.model_config):
@@ -168,10 +173,10 @@ def _load_warm_start(req: TrainRequest) -> tuple[dict[str, Any] | None, dict[str
 
 def _table_init(req: TrainRequest) -> dict[str, int]:
     """Per table, the seed whose initial values its never-updated rows hold (the compact export's
-    reference, ranking.trainer.compact): the warm start's own ``table_init`` when its tables are
+    reference, ranking.trainer.checkpointing.compact): the warm start's own ``table_init`` when its tables are
     carried, which follows a warm-start chain to the tables' origin; this run's seed from scratch,
     with a dense-only warm start and with a remedy that re-initialises the tables each epoch."""
-    from ranking.trainer.compact import table_init_seeds
+    from ranking.trainer.checkpointing.compact import table_init_seeds
 
     own = {t.name: req.train_config.seed for t in req.model_config.tables}
     if req.warm_start is None or req.warm_start_scope == "dense" or req.train_config.remedy != "none":
@@ -199,7 +204,7 @@ def _latest_on_rank0(run_dir: Path) -> tuple[int, Path] | None:
 
 def _load_resume(req: TrainRequest) -> tuple[Path, dict[str, Any]] | None:
     """The newest complete epoch checkpoint of the run and its meta (plain values)."""
-    from ranking.trainer.state import read_meta
+    from ranking.trainer.checkpointing.state import read_meta
 
     if not req.resume:
         return None
@@ -243,7 +248,7 @@ def build_sharded(
     the seed's initial weights: the same starting point whatever the world size.
 
     The tables are built on the meta device and only materialised as this rank's shards by DMP,
-    then filled from the seed block by block (ranking.trainer.init); the dense layers are small and
+    then filled from the seed block by block (ranking.trainer.models.init); the dense layers are small and
     built on the CPU under the seed, identically in every process.
 
     A partial ``init_state`` (e.g. a dense-only warm start) overrides only the keys it holds; the
@@ -252,9 +257,9 @@ def build_sharded(
     (the gate's sanity check) instead of spending its first steps pulling the bias down."""
     import torch
 
-    from ranking.trainer import distributed
-    from ranking.trainer.init import init_table_shards
-    from ranking.trainer.model import (
+    from ranking.trainer.distributed import setup as distributed
+    from ranking.trainer.models.init import init_table_shards
+    from ranking.trainer.models.model import (
         RankerModel,
         TrainTask,
         apply_table_optimizer,
@@ -283,7 +288,7 @@ def build_sharded(
 
 def run_training(req: TrainRequest) -> dict[str, Any]:
     """Train on every rank; rank 0 returns the summary (other ranks return {})."""
-    from ranking.trainer import distributed
+    from ranking.trainer.distributed import setup as distributed
 
     distributed.quiet_library_noise()
     if req.threads is not None:
@@ -350,12 +355,12 @@ class _Trainer:
         self.sharding = stack.sharding
 
     def _restore(self, path: Path) -> dict[str, Any]:
-        from ranking.trainer.state import restore_epoch
+        from ranking.trainer.checkpointing.state import restore_epoch
 
         return restore_epoch(path, self.dmp, self.optimizer)
 
     def _load_table_optimizer(self, saved: dict[str, Any]) -> None:
-        from ranking.trainer import distributed
+        from ranking.trainer.distributed import setup as distributed
 
         live = distributed.table_optimizer_state(self.dmp)  # this rank's tables only
         if not set(live) <= set(saved):
@@ -383,7 +388,7 @@ class _Trainer:
     def _score(self, eval_paths: list[Path]) -> Any:
         """Scores of the live sharded model on the eval day: every rank runs the same batches
         through its shards (the lookups are collective), no rank needs the whole model."""
-        from ranking.trainer.scoring import score_model
+        from ranking.trainer.evaluation.scoring import score_model
 
         return score_model(self.task.model, eval_paths, self.tc.eval_batch_size)
 
@@ -403,7 +408,7 @@ class _Trainer:
 
     def _drive(self, batches: Any, pipeline: Any, frozen: bool, on_step: Any) -> None:
         """One epoch's steps through the run's pipeline on its device."""
-        from ranking.trainer.pipelines import run_torchrec_epoch, torchrec_pipeline
+        from ranking.trainer.distributed.pipelines import run_torchrec_epoch, torchrec_pipeline
 
         device = self.ctx.device
         with contextlib.closing(batches):  # stops the input thread and workers on any exit
@@ -435,7 +440,7 @@ class _Trainer:
     def _epoch(self, epoch: int, units: list[Any], pipeline: Any) -> dict[str, Any]:
         import torch
 
-        from ranking.trainer.progress import EpochProgress
+        from ranking.trainer.reports.progress import EpochProgress
 
         phase = self.tc.schedule[epoch - 1]
         frozen = phase == FROZEN
@@ -480,11 +485,11 @@ class _Trainer:
     # -------------------------------------------------------------- the run
     def run(self) -> dict[str, Any]:
         from ranking.evaluation.scores import metrics_of, write_scores
-        from ranking.trainer import distributed
-        from ranking.trainer.pipelines import CpuPipeline
-        from ranking.trainer.plots import plot_curve
-        from ranking.trainer.state import save_epoch
-        from ranking.trainer.timing import SectionClock
+        from ranking.trainer.checkpointing.state import save_epoch
+        from ranking.trainer.distributed import setup as distributed
+        from ranking.trainer.distributed.pipelines import CpuPipeline
+        from ranking.trainer.distributed.timing import SectionClock
+        from ranking.trainer.reports.plots import plot_curve
 
         req, ctx = self.req, self.ctx
         t_start = time.perf_counter()
@@ -558,7 +563,7 @@ class _Trainer:
         plot_curve: Any,
         write_scores: Any,
     ) -> dict[str, Any]:
-        from ranking.trainer.state import export_checkpoint
+        from ranking.trainer.checkpointing.state import export_checkpoint
 
         req, tc, run_dir = self.req, self.tc, self.req.run_dir
         by_phase: dict[str, dict[str, float]] = {}
@@ -629,7 +634,7 @@ class _Trainer:
         }
         atomic_write_json(run_dir / "train_manifest.json", manifest)
         # last: its presence marks a finished run. One process streams the last epoch's shards
-        # into the export (ranking.trainer.state); nothing is gathered over the process group
+        # into the export (ranking.trainer.checkpointing.state); nothing is gathered over the process group
         export_checkpoint(
             epoch_checkpoint_path(run_dir, tc.epochs),
             run_dir / FINAL_CHECKPOINT,

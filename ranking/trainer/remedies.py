@@ -18,7 +18,7 @@ from __future__ import annotations
 from typing import Any
 
 from ranking.core.errors import RankerError
-from ranking.trainer.config import REMEDIES, ModelConfig
+from ranking.trainer.models.config import REMEDIES, ModelConfig
 
 
 def reset_tables(dmp: Any, cfg: ModelConfig, seed: int) -> None:
@@ -26,8 +26,8 @@ def reset_tables(dmp: Any, cfg: ModelConfig, seed: int) -> None:
     starts from) and zero their fused optimizer state. No collective, no unsharded copy."""
     import torch
 
-    from ranking.trainer import distributed
-    from ranking.trainer.init import init_table_shards
+    from ranking.trainer.distributed import setup as distributed
+    from ranking.trainer.models.init import init_table_shards
 
     init_table_shards(dmp, cfg, seed)
     with torch.no_grad():

@@ -7,7 +7,7 @@ J: tables and dense layers train together. Dense layers train in every epoch.
 
 from __future__ import annotations
 
-from ranking.trainer.config import ConfigError
+from ranking.trainer.models.config import ConfigError
 
 FROZEN = "frozen"
 JOINT = "joint"

@@ -13,7 +13,7 @@ import pytest
 from ranking.cli.main import build_parser
 from ranking.cli.train import train_job
 from ranking.core.workspace import Workspace
-from ranking.trainer.checkpoint import load_checkpoint
+from ranking.trainer.checkpointing.checkpoint import load_checkpoint
 from ranking.trainer.job import TrainJob, job_from_dict, job_to_dict, worker_job
 from tests.trainer.conftest import DAYS, END, ranker_cmd, ranker_env
 

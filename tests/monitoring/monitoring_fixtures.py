@@ -50,7 +50,7 @@ def write_summary(ws: Workspace, run_id: str, step: str, body: dict[str, Any], e
 
 
 def epoch(n: int, phase: str, loss: float, sps: float, lookup: float, exposed: float, secs: float) -> dict:
-    # the trainer measures exposed as a subset of the lookup intervals (ranking/trainer/timing.py)
+    # the trainer measures exposed as a subset of the lookup intervals (ranking/trainer/distributed/timing.py)
     if not 0.0 <= exposed <= lookup <= 1.0:
         raise ValueError(f"an epoch with lookup {lookup} and exposed {exposed} cannot be measured")
     return {

@@ -121,7 +121,7 @@ def test_incremental_needs_a_champion_warm_start(tiny_home: Path, capsys: pytest
 
 
 def _table_optimizer(run_dir: Path) -> dict:  # type: ignore[type-arg]
-    from ranking.trainer.checkpoint import load_checkpoint
+    from ranking.trainer.checkpointing.checkpoint import load_checkpoint
 
     return load_checkpoint(run_dir / "model.pt")["table_optimizer"]  # type: ignore[no-any-return]
 

@@ -16,8 +16,8 @@ import torch
 import torch.distributed.checkpoint as dcp
 from faults import Tmpfs
 
-from ranking.trainer import state
-from ranking.trainer.state import export_checkpoint
+from ranking.trainer.checkpointing import state as state
+from ranking.trainer.checkpointing.state import export_checkpoint
 
 REPO = Path(__file__).resolve().parents[2]
 
@@ -42,7 +42,7 @@ def _free_bytes(path: Path) -> int:
 EXPORT = """
 import sys
 from pathlib import Path
-from ranking.trainer.state import export_checkpoint
+from ranking.trainer.checkpointing.state import export_checkpoint
 try:
     export_checkpoint(Path(sys.argv[1]), Path(sys.argv[2]))
 except OSError as exc:

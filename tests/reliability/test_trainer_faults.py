@@ -17,8 +17,13 @@ from faults import Tmpfs
 from features.windowgen import write_window
 from ranking.cli.main import main
 from ranking.core.hashing import sha256_file
-from ranking.trainer.checkpoint import CheckpointError, checksum_path, load_checkpoint, save_checkpoint
-from ranking.trainer.config import ConfigError, default_model_config, load_model_config
+from ranking.trainer.checkpointing.checkpoint import (
+    CheckpointError,
+    checksum_path,
+    load_checkpoint,
+    save_checkpoint,
+)
+from ranking.trainer.models.config import ConfigError, default_model_config, load_model_config
 
 END = dt.date(2026, 11, 10)
 DAYS = 2
@@ -91,7 +96,7 @@ def test_a_checkpoint_write_that_fails_is_an_oserror_not_torchs(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     """Without a tmpfs: the file object torch.save writes through fails like a full disk."""
-    import ranking.trainer.checkpoint as checkpoint
+    import ranking.trainer.checkpointing.checkpoint as checkpoint
 
     class Full(io.FileIO):
         def write(self, data: object) -> int:

@@ -35,7 +35,7 @@ def test_union_and_device_busy_of_a_known_trace() -> None:
 def test_profile_runs_on_cpu_without_device_figures(tmp_path: Path) -> None:
     from benchmarks.train import END
     from features.windowgen import write_window
-    from ranking.trainer.config import default_model_config
+    from ranking.trainer.models.config import default_model_config
 
     manifest = write_window(tmp_path, END, 2, 3000, seed=3, row_group_size=1000, eval_rows=500)
     cfg = tmp_path / "model.json"

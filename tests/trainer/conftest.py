@@ -30,14 +30,14 @@ def window_home(tmp_path_factory: pytest.TempPathFactory) -> Path:
 @pytest.fixture(scope="session")
 def manifest(window_home: Path):  # type: ignore[no-untyped-def]
     from ranking.core.workspace import Workspace
-    from ranking.trainer.data import read_window_manifest
+    from ranking.trainer.datasets.window import read_window_manifest
 
     return read_window_manifest(Workspace(window_home).window_manifest(END, DAYS))
 
 
 @pytest.fixture(scope="session")
 def model_config():  # type: ignore[no-untyped-def]
-    from ranking.trainer.config import default_model_config
+    from ranking.trainer.models.config import default_model_config
 
     return default_model_config(embedding_dim=8, table_rows=TABLE_ROWS, dense_arch=(16, 8), over_arch=(16, 8))
 
@@ -65,8 +65,8 @@ def ranker_env() -> dict[str, str]:
 
 def train_request(manifest, cfg, run_dir: Path, schedule: str = "delayed", epochs: int = 2, **kw: Any):  # type: ignore[no-untyped-def]
     """A small, quiet TrainRequest for ``run_training`` (batch 256, 1000-row shuffle buffer)."""
-    from ranking.trainer.config import TrainConfig
     from ranking.trainer.loop import TrainRequest
+    from ranking.trainer.models.config import TrainConfig
     from ranking.trainer.schedule import resolve_schedule
 
     tc = TrainConfig(
@@ -96,8 +96,8 @@ def epoch_state(run_dir: Path, epoch: int) -> dict[str, Any]:
     payload as a finished run's model.pt)."""
     import tempfile
 
-    from ranking.trainer.checkpoint import epoch_checkpoint_path, load_checkpoint
-    from ranking.trainer.state import export_checkpoint
+    from ranking.trainer.checkpointing.checkpoint import epoch_checkpoint_path, load_checkpoint
+    from ranking.trainer.checkpointing.state import export_checkpoint
 
     with tempfile.TemporaryDirectory() as tmp:
         out = Path(tmp) / "epoch.pt"

@@ -15,10 +15,10 @@ from pathlib import Path
 
 
 def main(src: Path, dst: Path, model_config: Path, seed: int) -> None:
-    from ranking.trainer import distributed
-    from ranking.trainer.config import ModelConfig
+    from ranking.trainer.checkpointing.state import restore_epoch, save_epoch
+    from ranking.trainer.distributed import setup as distributed
     from ranking.trainer.loop import build_sharded
-    from ranking.trainer.state import restore_epoch, save_epoch
+    from ranking.trainer.models.config import ModelConfig
 
     distributed.quiet_library_noise()
     ctx = distributed.init_distributed()

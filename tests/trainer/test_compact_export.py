@@ -1,4 +1,4 @@
-"""The compact export (format 3, issue 25; ranking.trainer.compact): rows still equal to their
+"""The compact export (format 3, issue 25; ranking.trainer.checkpointing.compact): rows still equal to their
 init are not stored, and every reader still gets the dense state bit for bit through
 ``load_checkpoint``; format-2 files still load."""
 
@@ -13,17 +13,17 @@ import pytest
 import torch
 import torch.distributed.checkpoint as dcp
 
-from ranking.trainer import compact
-from ranking.trainer.checkpoint import (
+from ranking.trainer.checkpointing import compact as compact
+from ranking.trainer.checkpointing.checkpoint import (
     CheckpointError,
     checkpoint_meta,
     epoch_checkpoint_path,
     load_checkpoint,
     save_checkpoint,
 )
-from ranking.trainer.config import ModelConfig
-from ranking.trainer.init import seed_tables
-from ranking.trainer.state import META_FILE, export_checkpoint
+from ranking.trainer.checkpointing.state import META_FILE, export_checkpoint
+from ranking.trainer.models.config import ModelConfig
+from ranking.trainer.models.init import seed_tables
 from tests.trainer.conftest import train_request
 
 TABLE_PREFIX = "sparse_arch.embedding_bags."
@@ -229,8 +229,8 @@ def test_a_warm_start_from_a_base_of_another_seed_keeps_the_bases_reference(
 def test_a_small_workspace_model_file_shrinks_to_its_touched_rows(tmp_path: Path, manifest) -> None:  # type: ignore[no-untyped-def]
     """The default table sizes (~700k rows) on the fixture's 4,500-row window: the file holds the
     touched rows, not the capacity."""
-    from ranking.trainer.config import default_model_config
     from ranking.trainer.loop import run_training
+    from ranking.trainer.models.config import default_model_config
 
     cfg = default_model_config(dense_arch=(16, 8), over_arch=(16, 8))
     run = tmp_path / "run"
@@ -251,7 +251,7 @@ def test_a_small_workspace_model_file_shrinks_to_its_touched_rows(tmp_path: Path
 
 def test_a_format_2_file_still_loads_and_scores(tmp_path: Path, trained: Path, manifest) -> None:  # type: ignore[no-untyped-def]
     """A registry version written before format 3: one torch.save of dense tensors."""
-    from ranking.trainer.scoring import score_checkpoint
+    from ranking.trainer.evaluation.scoring import score_checkpoint
 
     payload = load_checkpoint(trained / "model.pt")
     old = tmp_path / "v0001" / "model.pt"

@@ -15,8 +15,8 @@ from pathlib import Path
 import pytest
 import torch
 
+from ranking.trainer.distributed.timing import SectionClock
 from ranking.trainer.schedule import FROZEN, JOINT
-from ranking.trainer.timing import SectionClock
 from tests.trainer.conftest import DAYS, END, ranker_cmd, ranker_env
 
 pytestmark = pytest.mark.gpu
@@ -53,7 +53,7 @@ def test_cuda_clock_counts_side_stream_work_as_lookup_not_exposed() -> None:
 
 @pytest.fixture(scope="module")
 def cuda_ctx() -> Iterator[object]:
-    from ranking.trainer import distributed
+    from ranking.trainer.distributed import setup as distributed
 
     c = distributed.init_distributed(prefer_cuda=True)
     assert c.backend == "nccl"
@@ -65,9 +65,9 @@ def cuda_ctx() -> Iterator[object]:
 def test_torchrec_semisync_on_gpu_frozen_keeps_tables_joint_changes_them(
     cuda_ctx, manifest, model_config, phase
 ) -> None:  # type: ignore[no-untyped-def]
-    from ranking.trainer.data import list_units, plan_epoch, train_batches
+    from ranking.trainer.datasets.window import list_units, plan_epoch, train_batches
+    from ranking.trainer.distributed.pipelines import run_torchrec_epoch, torchrec_pipeline
     from ranking.trainer.loop import build_sharded
-    from ranking.trainer.pipelines import run_torchrec_epoch, torchrec_pipeline
     from tests.trainer.test_pipelines import BATCH, snapshot
 
     stack = build_sharded(model_config, seed=3, ctx=cuda_ctx)

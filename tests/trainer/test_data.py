@@ -13,7 +13,7 @@ import pytest
 
 from features.windowgen import write_window
 from ranking.core.errors import DataValidationError
-from ranking.trainer.data import (
+from ranking.trainer.datasets.window import (
     Chunk,
     Unit,
     eval_chunks,

@@ -11,8 +11,8 @@ import pytest
 from ranking.core.errors import RankerError
 from ranking.core.workspace import Workspace
 from ranking.evaluation.scores import metrics_of
-from ranking.trainer.evaluate import EvaluateJob, eval_manifest, run_evaluate_job
-from ranking.trainer.scoring import score_checkpoint
+from ranking.trainer.evaluation.evaluate import EvaluateJob, eval_manifest, run_evaluate_job
+from ranking.trainer.evaluation.scoring import score_checkpoint
 from tests.trainer.conftest import DAYS, END
 
 

@@ -1,4 +1,4 @@
-"""The input pipeline (ranking.trainer.input) makes exactly the inline path's batches, whatever its
+"""The input pipeline (ranking.trainer.datasets.input) makes exactly the inline path's batches, whatever its
 workers, prefetch depth or cache state; its cache follows rebuilt partitions; errors reach the step."""
 
 from __future__ import annotations
@@ -14,9 +14,9 @@ import pytest
 import torch
 
 from ranking.core.errors import DataValidationError
-from ranking.trainer import data
-from ranking.trainer.data import list_units, plan_epoch, train_batches
-from ranking.trainer.input import EncodedUnitCache, InputOptions, ready_batches
+from ranking.trainer.datasets import window as data
+from ranking.trainer.datasets.input import EncodedUnitCache, InputOptions, ready_batches
+from ranking.trainer.datasets.window import list_units, plan_epoch, train_batches
 
 
 def _assert_same(ours, theirs) -> None:  # type: ignore[no-untyped-def]
@@ -165,7 +165,7 @@ def test_closing_early_stops_the_input_thread(manifest, model_config, tmp_path: 
 
 
 def test_bad_options_are_refused() -> None:
-    from ranking.trainer.config import ConfigError
+    from ranking.trainer.models.config import ConfigError
 
     with pytest.raises(ConfigError):
         InputOptions(workers=-1)

@@ -14,7 +14,6 @@ import pytest
 from features.windowgen import write_window
 from ranking.core.errors import RankerError
 from ranking.core.workspace import Workspace
-from ranking.trainer.config import default_model_config, load_model_config
 from ranking.trainer.job import (
     LAUNCH_SUMMARY,
     TrainJob,
@@ -24,6 +23,7 @@ from ranking.trainer.job import (
     run_train_job,
     worker_job,
 )
+from ranking.trainer.models.config import default_model_config, load_model_config
 from tests.trainer.conftest import END
 
 

@@ -9,7 +9,7 @@ import pytest
 import torch
 
 from ranking.core.errors import DataValidationError, RankerError, TrainingFailed
-from ranking.trainer.checkpoint import CheckpointError, load_checkpoint, save_checkpoint
+from ranking.trainer.checkpointing.checkpoint import CheckpointError, load_checkpoint, save_checkpoint
 from ranking.trainer.loop import run_training
 from tests.trainer.conftest import train_request
 

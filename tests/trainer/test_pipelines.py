@@ -13,14 +13,14 @@ from collections.abc import Iterator
 import pytest
 import torch
 
-from ranking.trainer import distributed
-from ranking.trainer.data import list_units, plan_epoch, train_batches
+from ranking.trainer.checkpointing.state import local_unsharded
+from ranking.trainer.datasets.window import list_units, plan_epoch, train_batches
+from ranking.trainer.distributed import setup as distributed
+from ranking.trainer.distributed.pipelines import CpuPipeline, EmbeddingInjector, detached
+from ranking.trainer.distributed.timing import LOOKUP_SECTIONS, STEP_SECTIONS, SectionClock
 from ranking.trainer.loop import ShardedStack, build_sharded
-from ranking.trainer.model import TrainBatch
-from ranking.trainer.pipelines import CpuPipeline, EmbeddingInjector, detached
+from ranking.trainer.models.model import TrainBatch
 from ranking.trainer.schedule import FROZEN, JOINT
-from ranking.trainer.state import local_unsharded
-from ranking.trainer.timing import LOOKUP_SECTIONS, STEP_SECTIONS, SectionClock
 
 BATCH = 128
 
@@ -90,7 +90,7 @@ def test_frozen_epoch_keeps_tables_and_their_optimizer_state_byte_identical(
 
 def test_frozen_forward_of_the_plain_model_sends_no_gradient_to_tables(model_config) -> None:  # type: ignore[no-untyped-def]
     """The detach lives in the model (what torchrec's own pipelines run on GPU)."""
-    from ranking.trainer.model import RankerModel, TrainTask
+    from ranking.trainer.models.model import RankerModel, TrainTask
 
     torch.manual_seed(0)
     task = TrainTask(RankerModel(model_config))
@@ -108,7 +108,7 @@ def test_frozen_forward_of_the_plain_model_sends_no_gradient_to_tables(model_con
 def batches_plain(cfg) -> list[TrainBatch]:  # type: ignore[no-untyped-def]
     import numpy as np
 
-    from ranking.trainer.data import Chunk, to_train_batch
+    from ranking.trainer.datasets.window import Chunk, to_train_batch
 
     rng = np.random.default_rng(0)
     n = 32

@@ -10,8 +10,8 @@ import pytest
 
 from ranking.cli.main import main
 from ranking.core.summaries import example_summaries
-from ranking.trainer.plots import AXIS_RANGES, CurveLabels, curve_figure
-from ranking.trainer.run_report import curve_labels, render_report
+from ranking.trainer.reports.plots import AXIS_RANGES, CurveLabels, curve_figure
+from ranking.trainer.reports.run_report import curve_labels, render_report
 
 
 def _epochs(losses: list[float], hits: list[float]) -> list[dict[str, Any]]:

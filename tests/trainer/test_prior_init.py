@@ -9,10 +9,10 @@ from collections.abc import Iterator
 import pytest
 import torch
 
-from ranking.trainer import distributed
-from ranking.trainer.data import Partition
+from ranking.trainer.checkpointing.state import local_unsharded
+from ranking.trainer.datasets.window import Partition
+from ranking.trainer.distributed import setup as distributed
 from ranking.trainer.loop import build_sharded
-from ranking.trainer.state import local_unsharded
 
 
 @pytest.fixture(scope="module")
@@ -55,7 +55,7 @@ def _unsharded(stack) -> dict[str, torch.Tensor]:  # type: ignore[no-untyped-def
 
 def test_partial_warm_start_keeps_the_seed_tables_and_takes_the_rest(ctx, model_config) -> None:  # type: ignore[no-untyped-def]
     """--warm-start-scope dense: dense layers (and bias) from the checkpoint, tables fresh."""
-    from ranking.trainer.checkpoint import CheckpointError
+    from ranking.trainer.checkpointing.checkpoint import CheckpointError
     from ranking.trainer.loop import TABLE_PREFIX
 
     fresh = _unsharded(build_sharded(model_config, seed=6, ctx=ctx))

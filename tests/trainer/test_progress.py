@@ -8,9 +8,9 @@ from pathlib import Path
 
 import pytest
 
-from ranking.trainer.plots import plot_curve
-from ranking.trainer.progress import EpochProgress
-from ranking.trainer.timing import IntervalUnion, LookupShare, SectionClock
+from ranking.trainer.distributed.timing import IntervalUnion, LookupShare, SectionClock
+from ranking.trainer.reports.plots import plot_curve
+from ranking.trainer.reports.progress import EpochProgress
 
 
 class _Tty(io.StringIO):

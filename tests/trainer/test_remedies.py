@@ -12,18 +12,18 @@ from typing import Any
 import pytest
 import torch
 
-from ranking.trainer import distributed
-from ranking.trainer.checkpoint import load_checkpoint
+from ranking.trainer.checkpointing.checkpoint import load_checkpoint
+from ranking.trainer.checkpointing.state import local_unsharded
+from ranking.trainer.distributed import setup as distributed
 from ranking.trainer.loop import TABLE_PREFIX, _Trainer, run_training
-from ranking.trainer.state import local_unsharded
 from tests.trainer.conftest import DAYS, END, epoch_state, ranker_cmd, ranker_env, train_request
 
 SEED = 3
 
 
 def _seed_init_tables(cfg: Any, seed: int) -> dict[str, torch.Tensor]:
-    """The seed's whole tables, drawn row block by row block (ranking.trainer.init)."""
-    from ranking.trainer.init import seed_tables
+    """The seed's whole tables, drawn row block by row block (ranking.trainer.models.init)."""
+    from ranking.trainer.models.init import seed_tables
 
     return seed_tables(cfg, seed)
 
@@ -105,7 +105,7 @@ def test_meda_replaces_a_warm_started_table_and_keeps_its_dense_layers(
 
 
 def test_unknown_remedy_is_a_config_error() -> None:
-    from ranking.trainer.config import ConfigError, TrainConfig
+    from ranking.trainer.models.config import ConfigError, TrainConfig
 
     with pytest.raises(ConfigError, match="remedy 'dropout'"):
         TrainConfig(schedule=("joint",), remedy="dropout")

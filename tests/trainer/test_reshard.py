@@ -29,9 +29,9 @@ import pytest
 import torch
 
 from features.windowgen import write_window
-from ranking.trainer.checkpoint import checksum_path, epoch_checkpoint_path, load_checkpoint
-from ranking.trainer.distributed import SHARDING_TYPES_ENV
-from ranking.trainer.state import MODEL, TABLE_OPT, _reader, read_meta
+from ranking.trainer.checkpointing.checkpoint import checksum_path, epoch_checkpoint_path, load_checkpoint
+from ranking.trainer.checkpointing.state import MODEL, TABLE_OPT, _reader, read_meta
+from ranking.trainer.distributed.setup import SHARDING_TYPES_ENV
 from tests.trainer.conftest import END, ranker_cmd, ranker_env
 
 DAYS = 3
@@ -346,7 +346,7 @@ def test_a_column_wise_checkpoint_does_not_resume_cut_another_way(tmp_path: Path
 
 def test_the_sharding_types_can_be_narrowed_but_not_widened(monkeypatch: pytest.MonkeyPatch) -> None:
     from ranking.core.errors import RankerError
-    from ranking.trainer.distributed import SHARDING_TYPES, sharding_types
+    from ranking.trainer.distributed.setup import SHARDING_TYPES, sharding_types
 
     monkeypatch.delenv(SHARDING_TYPES_ENV, raising=False)
     assert sharding_types() == SHARDING_TYPES == ("table_wise", "row_wise")
@@ -361,7 +361,7 @@ def test_the_sharding_types_can_be_narrowed_but_not_widened(monkeypatch: pytest.
 
 
 def test_a_table_row_gets_the_same_initial_values_whatever_shard_holds_it(model_config) -> None:  # type: ignore[no-untyped-def]
-    from ranking.trainer.init import BLOCK_ROWS, table_rows
+    from ranking.trainer.models.init import BLOCK_ROWS, table_rows
 
     table = dataclasses.replace(model_config.tables[0], num_embeddings=3 * BLOCK_ROWS + 17)
     whole = table_rows(table, 4, slice(0, table.num_embeddings))
@@ -384,8 +384,8 @@ def test_one_and_two_processes_start_from_the_same_model(
     tmp_path: Path, setup: tuple[Path, Path], model_config
 ) -> None:  # type: ignore[no-untyped-def]
     """Built on meta and materialised by DMP at each world size: the same initial weights."""
-    from ranking.trainer.init import seed_tables
-    from ranking.trainer.state import export_checkpoint
+    from ranking.trainer.checkpointing.state import export_checkpoint
+    from ranking.trainer.models.init import seed_tables
 
     _, cfg = setup
     exports = {}

@@ -11,7 +11,7 @@ from pathlib import Path
 import pytest
 import torch
 
-from ranking.trainer.checkpoint import (
+from ranking.trainer.checkpointing.checkpoint import (
     CheckpointError,
     checksum_path,
     epoch_checkpoint_path,
@@ -52,7 +52,7 @@ def test_checkpoint_metadata_with_foreign_objects_does_not_load(
     """DCP pickles its .metadata: only DCP's own records load (the weights_only rule)."""
     import pickle
 
-    from ranking.trainer.state import tensor_specs
+    from ranking.trainer.checkpointing.state import tensor_specs
 
     run_dir = tmp_path / "r"
     run_training(train_request(manifest, model_config, run_dir, schedule="joint", epochs=1))

@@ -2,7 +2,7 @@ from __future__ import annotations
 
 import pytest
 
-from ranking.trainer.config import ConfigError
+from ranking.trainer.models.config import ConfigError
 from ranking.trainer.schedule import resolve_schedule, schedule_letters
 
 
@@ -39,7 +39,7 @@ def test_bad_schedules_are_clear_errors(spec: str, epochs: int | None, message: 
 
 
 def test_auto_pipeline_is_semisync_on_cpu_and_sync_on_cuda() -> None:
-    from ranking.trainer.config import PIPELINES, ConfigError, TrainConfig, resolve_pipeline
+    from ranking.trainer.models.config import PIPELINES, ConfigError, TrainConfig, resolve_pipeline
 
     assert TrainConfig(schedule=("joint",)).pipeline == "auto" == PIPELINES[0]
     assert resolve_pipeline("auto", "cpu") == "semisync"

@@ -13,8 +13,8 @@ import torch
 
 from ranking.core.errors import DataValidationError
 from ranking.evaluation.scores import metrics_of
-from ranking.trainer.checkpoint import CheckpointError, load_checkpoint, save_checkpoint
-from ranking.trainer.scoring import score_checkpoint
+from ranking.trainer.checkpointing.checkpoint import CheckpointError, load_checkpoint, save_checkpoint
+from ranking.trainer.evaluation.scoring import score_checkpoint
 
 
 def test_scores_stream_in_any_batch_size_with_the_same_result(trained: Path, manifest) -> None:  # type: ignore[no-untyped-def]
@@ -91,7 +91,7 @@ class _ModelOnAnotherDevice(torch.nn.Module):
 
 
 def test_scoring_feeds_the_model_on_the_device_of_its_parameters(manifest, model_config) -> None:  # type: ignore[no-untyped-def]
-    from ranking.trainer.scoring import model_device, score_model
+    from ranking.trainer.evaluation.scoring import model_device, score_model
 
     model = _ModelOnAnotherDevice(model_config)
     assert model_device(model) == torch.device("meta")

@@ -3,7 +3,7 @@ including one whose completion callback stamped a time after the wait had return
 
 from __future__ import annotations
 
-from ranking.trainer.timing import _AsyncSpans
+from ranking.trainer.distributed.timing import _AsyncSpans
 
 
 class _Future:

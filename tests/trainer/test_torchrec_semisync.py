@@ -15,11 +15,16 @@ from typing import Any
 import pytest
 import torch
 
-from ranking.trainer import distributed
+from ranking.trainer.distributed import setup as distributed
+from ranking.trainer.distributed.pipelines import (
+    CpuPipeline,
+    run_torchrec_epoch,
+    semisync_kwargs,
+    timed_semisync_class,
+)
+from ranking.trainer.distributed.timing import SectionClock
 from ranking.trainer.loop import build_sharded
-from ranking.trainer.pipelines import CpuPipeline, run_torchrec_epoch, semisync_kwargs, timed_semisync_class
 from ranking.trainer.schedule import FROZEN, JOINT
-from ranking.trainer.timing import SectionClock
 from tests.trainer.test_pipelines import batches, snapshot
 
 

@@ -9,7 +9,7 @@ are permuted with a seed shared by all ranks and dealt greedily to the rank with
 so each rank reads a disjoint set and the row counts stay balanced. All ranks must take the same
 number of steps (collectives), so each rank splits its rows into exactly ``steps`` batches; no row
 is dropped. Each row is weighted by 1 / rows in the global step so the ranks' losses sum to the
-mean over the global batch whatever the split (see ranking.trainer.model.TrainTask for the gradients).
+mean over the global batch whatever the split (see ranking.trainer.models.model.TrainTask for the gradients).
 """
 
 from __future__ import annotations
@@ -25,12 +25,12 @@ import numpy as np
 from features.schema import LABEL, REQUEST_KEY
 from ranking.core.atomic import read_json
 from ranking.core.errors import DataValidationError
-from ranking.trainer.config import ModelConfig
+from ranking.trainer.models.config import ModelConfig
 
 if TYPE_CHECKING:
     import pyarrow as pa
 
-    from ranking.trainer.model import TrainBatch
+    from ranking.trainer.models.model import TrainBatch
 
 READ_SLICE_ROWS = 65_536  # rows decoded at a time inside a row group
 
@@ -399,7 +399,7 @@ def read_units(units: Sequence[Unit], cfg: ModelConfig, keys: bool = False) -> I
 
 class Rows(Protocol):
     """What the shuffle buffer and the batch cutter need of a block of rows: a :class:`Chunk`, or
-    the input pipeline's records (ranking.trainer.input.Records); ``concat`` is a static method."""
+    the input pipeline's records (ranking.trainer.datasets.input.Records); ``concat`` is a static method."""
 
     def __len__(self) -> int: ...
 
@@ -462,7 +462,7 @@ def to_train_batch(chunk: Chunk, cfg: ModelConfig, weight: float) -> TrainBatch:
     import torch
     from torchrec import KeyedJaggedTensor
 
-    from ranking.trainer.model import TrainBatch
+    from ranking.trainer.models.model import TrainBatch
 
     n = len(chunk)
     features = len(cfg.tables)

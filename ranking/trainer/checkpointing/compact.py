@@ -4,7 +4,7 @@ A hashed table's capacity is set by the model config (``_DEFAULT_ROWS``: ~700k r
 data, and a fused row-wise optimizer updates only the rows a batch looked up. On a small
 workspace nearly every row of a trained table is still its initial value, bit for bit, and every
 untouched row of the table optimizer's state is still 0. Both are regenerated exactly on load: a
-table's init from ``ranking.trainer.init.table_rows(table, seed, rows)`` (a function of the seed,
+table's init from ``ranking.trainer.models.init.table_rows(table, seed, rows)`` (a function of the seed,
 table name and shape alone), the optimizer state as zeros.
 
 So the export stores, per tensor that gains from it, only the rows that differ *bitwise* from
@@ -33,9 +33,9 @@ import hashlib
 from collections.abc import Callable, Mapping
 from typing import TYPE_CHECKING, Any
 
-from ranking.trainer.checkpoint import CheckpointError
-from ranking.trainer.config import TableConfig
-from ranking.trainer.init import BLOCK_ROWS, table_rows
+from ranking.trainer.checkpointing.errors import CheckpointError
+from ranking.trainer.models.config import TableConfig
+from ranking.trainer.models.init import BLOCK_ROWS, table_rows
 
 if TYPE_CHECKING:
     import torch

@@ -2,7 +2,7 @@
 ready ahead of the step.
 
 Three things make it fast enough to keep an accelerator busy (benchmarks/input.py measures them
-against :func:`ranking.trainer.data.train_batches`, the inline path it replaces):
+against :func:`ranking.trainer.datasets.window.train_batches`, the inline path it replaces):
 
 - **Encoded once.** A row group is decoded and encoded (id hashing, dense normalisation) once per
   partition file and encoding, into one record array (ids, dense, label per row), kept as ``.npy``
@@ -38,9 +38,8 @@ import numpy as np
 
 from features.schema import LABEL
 from ranking.core.atomic import atomic_path
-from ranking.trainer import data as _data
-from ranking.trainer.config import ConfigError, ModelConfig
-from ranking.trainer.data import (
+from ranking.trainer.datasets import window as _data
+from ranking.trainer.datasets.window import (
     Chunk,
     EpochPlan,
     Unit,
@@ -48,9 +47,10 @@ from ranking.trainer.data import (
     rebatch,
     shuffle_stream,
 )
+from ranking.trainer.models.config import ConfigError, ModelConfig
 
 if TYPE_CHECKING:
-    from ranking.trainer.model import TrainBatch
+    from ranking.trainer.models.model import TrainBatch
 
 log = logging.getLogger(__name__)
 
@@ -135,7 +135,7 @@ def columns_of(chunk: Chunk) -> Columns:
 class Columns:
     """Rows as three contiguous columns: ids transposed ([tables, n] int32: each table's ids are
     a contiguous run, the layout of the batch's KeyedJaggedTensor values), dense [n, D] float32
-    and labels [n] float32; with the stream interface of :class:`~ranking.trainer.data.Chunk`
+    and labels [n] float32; with the stream interface of :class:`~ranking.trainer.datasets.window.Chunk`
     (take, concat, len), so the shuffle buffer and the batch cutter are the same code for both."""
 
     __slots__ = ("dense", "ids_t", "labels")
@@ -166,11 +166,11 @@ class Columns:
 
 
 def batch_of(rows: Columns, cfg: ModelConfig, weight: float, pin_memory: bool = False) -> TrainBatch:
-    """Columns -> the TrainBatch :func:`ranking.trainer.data.to_train_batch` makes of the same rows."""
+    """Columns -> the TrainBatch :func:`ranking.trainer.datasets.window.to_train_batch` makes of the same rows."""
     import torch
     from torchrec import KeyedJaggedTensor
 
-    from ranking.trainer.model import TrainBatch
+    from ranking.trainer.models.model import TrainBatch
 
     n = len(rows)
     features = len(cfg.tables)
@@ -345,7 +345,7 @@ def ready_batches(
     options: InputOptions,
     cache_root: Path | None,
 ) -> Generator[TrainBatch, None, None]:
-    """This rank's batches for one epoch: the batches of :func:`ranking.trainer.data.train_batches`,
+    """This rank's batches for one epoch: the batches of :func:`ranking.trainer.datasets.window.train_batches`,
     made by the pipeline above. Close the iterator (or exhaust it) to stop its thread and workers."""
     cache = EncodedUnitCache(cache_root, cfg) if options.cache and cache_root is not None else None
 

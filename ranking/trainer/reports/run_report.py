@@ -11,7 +11,7 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any
 
-from ranking.trainer.plots import CurveLabels
+from ranking.trainer.reports.plots import CurveLabels
 
 METRICS = (("save_hit_at_3", "save HIT@3"), ("auc", "AUC"), ("ne", "normalized entropy"))
 

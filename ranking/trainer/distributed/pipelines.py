@@ -25,8 +25,8 @@ from typing import Any
 
 import torch
 
-from ranking.trainer.model import TrainBatch
-from ranking.trainer.timing import SectionClock
+from ranking.trainer.distributed.timing import SectionClock
+from ranking.trainer.models.model import TrainBatch
 
 StepCallback = Callable[[torch.Tensor, int], None]  # (this rank's share of the batch loss, local rows)
 
@@ -72,7 +72,7 @@ class CpuPipeline:
     def __init__(
         self, dmp: Any, optimizer: torch.optim.Optimizer, clock: SectionClock, semisync: bool
     ) -> None:
-        from ranking.trainer.distributed import unwrap
+        from ranking.trainer.distributed.setup import unwrap
 
         self.dmp = dmp
         self.optimizer = optimizer

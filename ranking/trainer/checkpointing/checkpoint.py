@@ -4,8 +4,8 @@ Two kinds. A *file* checkpoint (the run's ``model.pt`` export): atomic ``torch.s
 loaded with ``weights_only=True`` (memory-mapped), so payloads hold only tensors and plain Python
 values; :func:`load_checkpoint` is the one loader every reader goes through, and hands back every
 tensor dense whatever the format (format 3's compact tables rebuilt from their recorded init,
-ranking.trainer.compact; format 2 as stored). An *epoch* checkpoint: a folder written shard by shard by every rank
-(ranking.trainer.state), whose sidecar lists the sha256 of every file in it.
+ranking.trainer.checkpointing.compact; format 2 as stored). An *epoch* checkpoint: a folder written shard by shard by every rank
+(ranking.trainer.checkpointing.state), whose sidecar lists the sha256 of every file in it.
 
 Either is *complete* when the sidecar exists and every digest matches; a crash before the sidecar
 leaves an incomplete one that ``--resume`` skips.
@@ -19,21 +19,17 @@ from pathlib import Path
 from typing import Any
 
 from ranking.core.atomic import atomic_path, atomic_write_text
-from ranking.core.errors import RankerError
 from ranking.core.hashing import sha256_file
+from ranking.trainer.checkpointing.errors import CheckpointError
 
 log = logging.getLogger(__name__)
 
 # 2: + dense_optimizer, written from a sharded checkpoint; 3: rows equal to their init stored
-# as nothing (ranking.trainer.compact), rebuilt by load_checkpoint
+# as nothing (ranking.trainer.checkpointing.compact), rebuilt by load_checkpoint
 FORMAT_VERSION = 3
 _PARTS = ("model", "table_optimizer", "dense_optimizer", "sparse")  # the tensors; the rest is meta
 CHECKSUM_SUFFIX = ".sha256"
 _EPOCH_DIR = re.compile(r"^epoch-(\d+)$")
-
-
-class CheckpointError(RankerError):
-    """A checkpoint is missing, corrupt (checksum mismatch) or does not fit."""
 
 
 def checksum_path(path: Path) -> Path:
@@ -101,10 +97,10 @@ def _load_file(path: Path, verify: bool) -> dict[str, Any]:
 
 def load_checkpoint(path: Path, verify: bool = True) -> dict[str, Any]:
     """Load a checkpoint (tensors + plain values only), every tensor dense whatever the format
-    (format 3's compact tables are rebuilt from their init, ranking.trainer.compact). With
+    (format 3's compact tables are rebuilt from their init, ranking.trainer.checkpointing.compact). With
     ``verify`` a sidecar checksum, when present, must match; a file without a sidecar (e.g.
     copied by hand) still loads."""
-    from ranking.trainer.compact import expand
+    from ranking.trainer.checkpointing.compact import expand
 
     payload = _load_file(path, verify)
     try:

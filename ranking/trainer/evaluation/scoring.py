@@ -13,9 +13,8 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 
 from ranking.evaluation.scores import SCORE_COLUMNS
-from ranking.trainer.checkpoint import CheckpointError, load_checkpoint
-from ranking.trainer.config import ModelConfig
-from ranking.trainer.data import (
+from ranking.trainer.checkpointing.checkpoint import CheckpointError, load_checkpoint
+from ranking.trainer.datasets.window import (
     Partition,
     check_partition,
     eval_chunks,
@@ -23,11 +22,12 @@ from ranking.trainer.data import (
     required_columns,
     to_train_batch,
 )
+from ranking.trainer.models.config import ModelConfig
 
 if TYPE_CHECKING:
     import pandas as pd
 
-    from ranking.trainer.model import RankerModel
+    from ranking.trainer.models.model import RankerModel
 
 
 def model_config_of(checkpoint: Path, payload: dict[str, Any]) -> ModelConfig:
@@ -45,7 +45,7 @@ def model_config_of(checkpoint: Path, payload: dict[str, Any]) -> ModelConfig:
 def build_scoring_model(cfg: ModelConfig, state: dict[str, Any]) -> RankerModel:
     import torch
 
-    from ranking.trainer.model import RankerModel
+    from ranking.trainer.models.model import RankerModel
 
     # tables on meta, then the checkpoint's (memory-mapped) tensors assigned as they are: a large
     # table is neither initialised nor copied before it is scored with

@@ -7,7 +7,7 @@ the dense features -> DCNv2 low-rank cross layers -> MLP -> one save logit.
 ``(loss, (loss, logits, labels))`` as torchrec's train pipelines expect, and reads the sparse
 features only as ``batch.sparse_features`` so that torchrec's pipeline rewrite can pipeline the
 sharded EBC (CUDA path). The CPU pipelines route that call to embeddings looked up earlier the
-same way torchrec does (ranking.trainer.pipelines.EmbeddingInjector).
+same way torchrec does (ranking.trainer.distributed.pipelines.EmbeddingInjector).
 
 Freezing: when ``embeddings_frozen`` is set the pooled embeddings are detached in forward, so no
 gradient reaches any table and the fused table optimizer never runs (its state stays put).
@@ -22,7 +22,7 @@ import torch
 from torch import nn
 from torchrec.streamable import Pipelineable
 
-from ranking.trainer.config import ModelConfig, OptimizerConfig
+from ranking.trainer.models.config import ModelConfig, OptimizerConfig
 
 if TYPE_CHECKING:
     from torchrec import KeyedJaggedTensor
@@ -97,7 +97,7 @@ torch.fx.wrap("pooled_in_table_order")
 
 class RankerModel(nn.Module):
     """``table_device="meta"`` builds the tables without allocating them: DistributedModelParallel
-    then materialises each rank's shards (ranking.trainer.init fills them from the seed), and a
+    then materialises each rank's shards (ranking.trainer.models.init fills them from the seed), and a
     scoring model takes the checkpoint's tensors as they are (``load_state_dict(assign=True)``)."""
 
     def __init__(

@@ -20,14 +20,14 @@ sharding type, which keeps every table's column blocks), so DCP reshards on load
 written by 2 ranks resumes on 1 and the reverse.
 
 The export (``model.pt``, :func:`export_checkpoint`) is one ``torch.save`` file that every reader
-loads through ``ranking.trainer.checkpoint.load_checkpoint`` (``weights_only=True``), format 3:
+loads through ``ranking.trainer.checkpointing.checkpoint.load_checkpoint`` (``weights_only=True``), format 3:
 ``{"format": 3, "model": {key: tensor}, "table_optimizer": {key: tensor}, "sparse": {"model" |
 "table_optimizer": {key: {"shape", "rows", "values", "init", "sha256"}}}, "dense_optimizer":
 {"state", "param_groups"}, "model_config", "train_config", "table_init", "epoch", "epochs",
 "window_id", "feature_version", "world_size", ...}``. A table whose rows are mostly still their
 initial value (a hashed table's capacity is set by the config, not the data) sits in ``sparse``:
 only the rows that differ bitwise from the init of ``table_init``'s seed, with their indices;
-the table optimizer's state likewise against zeros (ranking.trainer.compact). ``load_checkpoint``
+the table optimizer's state likewise against zeros (ranking.trainer.checkpointing.compact). ``load_checkpoint``
 rebuilds them, checks each against the sha256 taken of the dense tensor here, and hands every
 reader the dense ``model`` / ``table_optimizer`` as before; format 2 (every tensor dense, no
 ``sparse``) still loads as it is. The export is written by one process reading the epoch
@@ -55,8 +55,8 @@ from typing import TYPE_CHECKING, Any
 from ranking.core.atomic import atomic_write_json, atomic_write_text
 from ranking.core.hashing import sha256_file
 from ranking.registry.janitor import EXPORT_LOCK_FILE, EXPORT_SCRATCH_PREFIX
-from ranking.trainer.checkpoint import CheckpointError, checksum_path, save_checkpoint
-from ranking.trainer.compact import SPARSE, compact_state
+from ranking.trainer.checkpointing.checkpoint import CheckpointError, checksum_path, save_checkpoint
+from ranking.trainer.checkpointing.compact import SPARSE, compact_state
 
 if TYPE_CHECKING:
     import torch
@@ -135,7 +135,7 @@ def tensor_specs(path: Path) -> dict[str, tuple[tuple[int, ...], torch.dtype]]:
 
 
 def table_optimizer_state(dmp: Any) -> dict[str, Any]:
-    from ranking.trainer import distributed
+    from ranking.trainer.distributed import setup as distributed
 
     return distributed.table_optimizer_state(dmp)
 

@@ -17,7 +17,7 @@ import math
 from typing import TYPE_CHECKING, Any
 
 from ranking.core.errors import RankerError
-from ranking.trainer.config import ModelConfig, TableConfig
+from ranking.trainer.models.config import ModelConfig, TableConfig
 
 if TYPE_CHECKING:
     import torch

@@ -1,0 +1,1 @@
+"""ranking.trainer.checkpointing: training state on disk: `checkpoint` (files and checksums), `state` (sharded checkpoints with DCP, the consolidated export), `compact` (the compact export format)."""

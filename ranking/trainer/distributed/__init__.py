@@ -1,0 +1,1 @@
+"""ranking.trainer.distributed.setup: the distribution: `setup` (process group, DMP, sharding, torchrun), `pipelines` (sync and semi-sync train pipelines), `timing` (measured lookup and exposed-lookup time)."""

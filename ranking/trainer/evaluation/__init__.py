@@ -1,0 +1,1 @@
+"""ranking.trainer.evaluation: scoring a checkpoint: `scoring`, `evaluate` (`EvaluateJob`)."""

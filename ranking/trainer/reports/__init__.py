@@ -1,0 +1,1 @@
+"""ranking.trainer.reports: what a run shows: `progress`, `plots`, `run_report`."""
