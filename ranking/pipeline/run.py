@@ -28,6 +28,7 @@ from ranking.pipeline.steps import StepOutcome
 if TYPE_CHECKING:
     from ranking.config.loader import EffectiveConfig
     from ranking.core.results import CommandResult
+    from ranking.core.workspace import Workspace
 
 log = logging.getLogger(__name__)
 
@@ -220,100 +221,33 @@ def execute(plan: RunPlan, home: str, run_id: str, runner: StepRunner) -> RunRes
 def _execute(
     plan: RunPlan, home: str, run_id: str, runner: StepRunner, rerun: Rerun | None = None
 ) -> RunResult:
-    from ranking.config import requests
     from ranking.core.workspace import Workspace
-    from ranking.pipeline import steps
-    from ranking.registry import registry_url
-    from ranking.registry.operations import PromoteRequest, RejectRequest
 
     started = time.perf_counter()
-    ws = Workspace.resolve(home)
-    effective = plan.config_of(home)
-    config = effective.config
-    summary: dict[str, Any] = {
-        "run_id": run_id,
-        "end": plan.end.isoformat(),
-        "days": config.window.days,
-        "dry_run": plan.dry_run,
-        "decision": None,
-        "version": None,
-        "promoted": False,
-        "forced": False,
-        "kept_champion": False,
-        "attempt": rerun.attempt if rerun else 1,
-    }
-    exit_code = 0
-    finished = False
+    run = _Run(plan, Workspace.resolve(home), plan.config_of(home), run_id, runner, rerun)
+    exit_code, finished = 0, False
     try:
-        outcome = runner.run("window", lambda: steps.window(requests.window_request(config, ws, plan.end)))
-        if outcome.exit_code != 0:
-            raise _StepFailed(outcome)
-        summary["days"] = outcome.summary.get("days", config.window.days)
-
-        if rerun is not None and rerun.train is not None:
-            train_summary = _reused_train(rerun, outcome.summary, run_id, runner)
-        else:
-            # resume (as the DAG does): an earlier attempt's run folder continues after its last
-            # complete epoch instead of failing on the folder it left
-            job = requests.train_job(effective, ws, plan.end, run_id=run_id, resume=True)
-            outcome = runner.run("train", lambda: steps.train(job))
-            if outcome.exit_code != 0:
-                raise _StepFailed(outcome)
-            train_summary = outcome.summary
-        version = _registered_version(train_summary, home, run_id, plan.registry)
-        summary["version"] = version
-
-        gate = runner.run(
-            "gate",
-            lambda: steps.gate(
-                requests.gate_request(config, ws, version, plan.end, registry=plan.registry, run_id=run_id)
-            ),
-        )
-        if gate.exit_code not in (0, 1):
-            raise _StepFailed(gate)
-        summary["decision"] = gate.summary.get("decision")
-        summary["failed_checks"] = gate.summary.get("failed_checks", [])
-
-        decision = _decide(plan, home, run_id, version)
-        registry = registry_url(ws, plan.registry)
-        if decision["branch"] == KEEP_CHAMPION:
-            log.info("ranker run: keeping the champion: %s", decision["reason"])
-            if plan.dry_run:
-                exit_code = gate.exit_code
-            else:
-                summary["kept_champion"] = True
-        elif decision["branch"] == PROMOTE:
-            promote = PromoteRequest(
-                registry, version, decision["reason"], force=bool(decision["force"]), run_id=run_id
-            )
-            outcome = runner.run("promote", lambda: steps.promote(promote))
-            if outcome.exit_code != 0:
-                raise _StepFailed(outcome)
-            summary["promoted"] = not outcome.summary.get("noop", False)
-            summary["forced"] = bool(outcome.summary.get("forced"))
-        else:
-            reject = RejectRequest(registry, version, decision["reason"], run_id=run_id)
-            outcome = runner.run("reject", lambda: steps.reject(reject))
-            if outcome.exit_code != 0:
-                raise _StepFailed(outcome)
-            exit_code = 1
+        version = run.candidate()
+        gate = run.judge(version)
+        exit_code = run.serve(version, gate)
         finished = True
     except _StepFailed as failed:
-        summary["error"] = (
-            f"step {failed.outcome.step} failed: {failed.outcome.error or 'exit ' + str(failed.outcome.exit_code)}"
+        outcome = failed.outcome
+        run.summary["error"] = (
+            f"step {outcome.step} failed: {outcome.error or 'exit ' + str(outcome.exit_code)}"
         )
-        summary["failed_step"] = failed.outcome.step
+        run.summary["failed_step"] = outcome.step
         exit_code, finished = 2, True
     except RankerError as exc:  # between steps (e.g. the trained run could not be registered)
-        summary["error"] = str(exc)
-        summary["failed_step"] = runner.outcomes[-1].step if runner.outcomes else "run"
+        run.summary["error"] = str(exc)
+        run.summary["failed_step"] = runner.outcomes[-1].step if runner.outcomes else "run"
         exit_code, finished = 2, True
     finally:
         # a crash (not a RankerError) propagates after this, so it is published as a failure too
-        _publish_metrics(
-            runner, effective, ws, run_id, summary.get("failed_step") or (None if finished else "run")
-        )
+        failed_step = run.summary.get("failed_step") or (None if finished else "run")
+        _publish_metrics(runner, run.effective, run.ws, run_id, failed_step)
 
+    summary = run.summary
     summary["steps"] = [o.brief() for o in runner.outcomes]
     summary["champion"] = _champion(home, plan.registry)
     summary["duration_seconds"] = round(time.perf_counter() - started, 3)
@@ -324,6 +258,104 @@ def _execute(
         + (f"; {summary['error']}" if "error" in summary else "")
     )
     return RunResult(summary, exit_code=exit_code, text=text)
+
+
+class _Run:
+    """One attempt's steps, each through its typed request from the run's one effective config;
+    what they did accumulates in ``summary`` (the ``run`` step's)."""
+
+    def __init__(
+        self,
+        plan: RunPlan,
+        ws: Workspace,
+        effective: EffectiveConfig,
+        run_id: str,
+        runner: StepRunner,
+        rerun: Rerun | None,
+    ) -> None:
+        self.plan, self.ws, self.effective, self.run_id = plan, ws, effective, run_id
+        self.runner, self.rerun = runner, rerun
+        self.summary: dict[str, Any] = {
+            "run_id": run_id,
+            "end": plan.end.isoformat(),
+            "days": effective.config.window.days,
+            "dry_run": plan.dry_run,
+            "decision": None,
+            "version": None,
+            "promoted": False,
+            "forced": False,
+            "kept_champion": False,
+            "attempt": rerun.attempt if rerun else 1,
+        }
+
+    def _step(self, step: str, call: Callable[[], CommandResult], ok: tuple[int, ...] = (0,)) -> StepOutcome:
+        outcome = self.runner.run(step, call)
+        if outcome.exit_code not in ok:
+            raise _StepFailed(outcome)
+        return outcome
+
+    def candidate(self) -> str:
+        """Window, then train (or the version an earlier attempt trained): the registered version."""
+        from ranking.config import requests
+        from ranking.pipeline import steps
+
+        config, end = self.effective.config, self.plan.end
+        window = self._step("window", lambda: steps.window(requests.window_request(config, self.ws, end)))
+        self.summary["days"] = window.summary.get("days", config.window.days)
+        if self.rerun is not None and self.rerun.train is not None:
+            trained = _reused_train(self.rerun, window.summary, self.run_id, self.runner)
+        else:
+            # resume (as the DAG does): an earlier attempt's run folder continues after its last
+            # complete epoch instead of failing on the folder it left
+            job = requests.train_job(self.effective, self.ws, end, run_id=self.run_id, resume=True)
+            trained = self._step("train", lambda: steps.train(job)).summary
+        version = _registered_version(trained, str(self.ws.root), self.run_id, self.plan.registry)
+        self.summary["version"] = version
+        return version
+
+    def judge(self, version: str) -> StepOutcome:
+        """The gate (exit 0 pass, 1 reject; anything else fails the run)."""
+        from ranking.config.requests import gate_request
+        from ranking.pipeline import steps
+
+        request = gate_request(
+            self.effective.config,
+            self.ws,
+            version,
+            self.plan.end,
+            registry=self.plan.registry,
+            run_id=self.run_id,
+        )
+        gate = self._step("gate", lambda: steps.gate(request), ok=(0, 1))
+        self.summary["decision"] = gate.summary.get("decision")
+        self.summary["failed_checks"] = gate.summary.get("failed_checks", [])
+        return gate
+
+    def serve(self, version: str, gate: StepOutcome) -> int:
+        """The promotion policy's branch (promote | record the rejection | keep the champion);
+        the run's exit code: 1 for a recorded rejection (and a dry run the gate rejected)."""
+        from ranking.pipeline import steps
+        from ranking.registry import registry_url
+        from ranking.registry.operations import PromoteRequest, RejectRequest
+
+        decision = _decide(self.plan, str(self.ws.root), self.run_id, version)
+        registry = registry_url(self.ws, self.plan.registry)
+        reason = decision["reason"]
+        if decision["branch"] == KEEP_CHAMPION:
+            log.info("ranker run: keeping the champion: %s", reason)
+            self.summary["kept_champion"] = not self.plan.dry_run
+            return gate.exit_code if self.plan.dry_run else 0
+        if decision["branch"] == PROMOTE:
+            promote = PromoteRequest(
+                registry, version, reason, force=bool(decision["force"]), run_id=self.run_id
+            )
+            promoted = self._step("promote", lambda: steps.promote(promote))
+            self.summary["promoted"] = not promoted.summary.get("noop", False)
+            self.summary["forced"] = bool(promoted.summary.get("forced"))
+            return 0
+        reject = RejectRequest(registry, version, reason, run_id=self.run_id)
+        self._step("reject", lambda: steps.reject(reject))
+        return 1
 
 
 def _reused_train(rerun: Rerun, window: dict[str, Any], run_id: str, runner: StepRunner) -> dict[str, Any]:
