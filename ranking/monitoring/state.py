@@ -96,59 +96,83 @@ def advance_state(state: MetricsState, run: RunRecord, now: float) -> MetricsSta
     """
     new = MetricsState.from_json(json.loads(json.dumps(state.to_json())))
     done = set(new.counted.get(run.run_id, []))
+    for outcome in run_outcomes(run):
+        if outcome not in done:
+            done.add(outcome)
+            _count_outcome(new, outcome, now)
+    moved, _ = promoted(run)
+    if gate_decision(run) == "pass" or moved:
+        new.consecutive_rejections = 0.0
+    _record_last_run(new, run, now)
+    _record_data_facts(new, run)
+    if run.status == "success":
+        _record_durations(new, run)
+    _remember_counted(new, run.run_id, done)
+    return new
+
+
+def run_outcomes(run: RunRecord) -> list[str]:
+    """What a run counts, as ``kind[:label value]``: its status, its failed step, a promotion
+    (forced or not) and a gate rejection."""
     outcomes: list[str] = [f"status:{run.status}"]
     if run.status == "failed":
         outcomes.append(f"failure:{run.failed_step}")
     moved, forced = promoted(run)
-    decision = gate_decision(run)
     if moved:
         outcomes.append(f"promotion:{'true' if forced else 'false'}")
-    if decision == "reject":
+    if gate_decision(run) == "reject":
         outcomes.append("rejection")
+    return outcomes
 
-    for outcome in outcomes:
-        if outcome in done:
-            continue
-        done.add(outcome)
-        kind, _, value = outcome.partition(":")
-        if kind == "status":
-            new.runs_total[value] = new.runs_total.get(value, 0.0) + 1
-        elif kind == "failure":
-            new.run_failures_total[value] = new.run_failures_total.get(value, 0.0) + 1
-        elif kind == "promotion":
-            new.promotions_total[value] = new.promotions_total.get(value, 0.0) + 1
-        elif kind == "rejection":
-            new.rejections_total += 1
-        if kind == "promotion":
-            new.last_promotion_timestamp = now
-        if kind == "rejection":
-            new.consecutive_rejections += 1
-    if decision == "pass" or moved:
-        new.consecutive_rejections = 0.0
 
+def _count_outcome(state: MetricsState, outcome: str, now: float) -> None:
+    """Count one outcome not counted before (in place, on the fold's own copy)."""
+    kind, _, value = outcome.partition(":")
+    if kind == "status":
+        state.runs_total[value] = state.runs_total.get(value, 0.0) + 1
+    elif kind == "failure":
+        state.run_failures_total[value] = state.run_failures_total.get(value, 0.0) + 1
+    elif kind == "promotion":
+        state.promotions_total[value] = state.promotions_total.get(value, 0.0) + 1
+        state.last_promotion_timestamp = now
+    elif kind == "rejection":
+        state.rejections_total += 1
+        state.consecutive_rejections += 1
+
+
+def _record_last_run(state: MetricsState, run: RunRecord, now: float) -> None:
     if run.status == "success":
-        new.last_success_timestamp = now
+        state.last_success_timestamp = now
     else:
-        new.last_failure_timestamp = now
+        state.last_failure_timestamp = now
 
+
+def _record_data_facts(state: MetricsState, run: RunRecord) -> None:
+    """The source data's and the materialization's end, from a run that reported them (kept
+    otherwise)."""
     freshness = run.summaries.get("freshness")
     if isinstance(freshness, FreshnessSummary):
-        new.feature_source_end_timestamp = day_timestamp(freshness.latest_source_date, plus_days=1)
+        state.feature_source_end_timestamp = day_timestamp(freshness.latest_source_date, plus_days=1)
     materialize = run.summaries.get("materialize")
     if isinstance(materialize, MaterializeSummary):
-        new.materialize_end_timestamp = day_timestamp(materialize.end)
+        state.materialize_end_timestamp = day_timestamp(materialize.end)
 
-    if run.status == "success":
-        for stage, seconds in stage_durations(run).items():
-            history = [h for h in new.duration_history.get(stage, []) if h[0] != run.run_id]
-            history.append([run.run_id, seconds])
-            new.duration_history[stage] = history[-(DURATION_HISTORY + 1) :]
 
-    new.counted[run.run_id] = sorted(done)
-    if len(new.counted) > COUNTED_RUNS_KEPT:  # dicts keep insertion order: drop the oldest
-        for old in list(new.counted)[: len(new.counted) - COUNTED_RUNS_KEPT]:
-            del new.counted[old]
-    return new
+def _record_durations(state: MetricsState, run: RunRecord) -> None:
+    """The run's stage durations, replacing its own earlier ones, keeping the latest runs only."""
+    for stage, seconds in stage_durations(run).items():
+        history = [h for h in state.duration_history.get(stage, []) if h[0] != run.run_id]
+        history.append([run.run_id, seconds])
+        state.duration_history[stage] = history[-(DURATION_HISTORY + 1) :]
+
+
+def _remember_counted(state: MetricsState, run_id: str, done: set[str]) -> None:
+    """The outcomes counted for ``run_id`` (a republished run keeps its place), dropping the
+    oldest runs beyond COUNTED_RUNS_KEPT."""
+    state.counted[run_id] = sorted(done)
+    if len(state.counted) > COUNTED_RUNS_KEPT:  # dicts keep insertion order: drop the oldest
+        for old in list(state.counted)[: len(state.counted) - COUNTED_RUNS_KEPT]:
+            del state.counted[old]
 
 
 def duration_baselines(state: MetricsState, exclude_run: str) -> dict[str, float]:
