@@ -154,8 +154,20 @@ def _add_window(out: _Samples, window: WindowSummary) -> None:
 def build_samples(run: RunRecord, state: MetricsState, now: float) -> list[Sample]:
     """Every series for ``run``; ``state`` must already include the run (see advance_state)."""
     out = _Samples()
-    s = run.summaries
+    _add_run_status(out, run, state, now)
+    _add_durations(out, run, state)
+    train = run.summaries.get("train")
+    if isinstance(train, TrainSummary):
+        _add_train(out, train)
+    _add_models(out, run)
+    _add_decisions(out, run, state)
+    _add_data(out, run, state)
+    out.add("metrics_push_failures_total", state.push_failures_total)
+    return out.items
 
+
+def _add_run_status(out: _Samples, run: RunRecord, state: MetricsState, now: float) -> None:
+    """When runs last ran, succeeded and failed; this run's status; the run counters."""
     out.add("last_run_timestamp_seconds", now)
     out.add("last_success_timestamp_seconds", state.last_success_timestamp)
     out.add("last_failure_timestamp_seconds", state.last_failure_timestamp)
@@ -167,31 +179,41 @@ def build_samples(run: RunRecord, state: MetricsState, now: float) -> list[Sampl
     for step in KNOWN_STEPS:
         out.add("run_failures_total", state.run_failures_total.get(step, 0.0), step=step)
 
+
+def _add_durations(out: _Samples, run: RunRecord, state: MetricsState) -> None:
+    """Each stage's wall time and baseline; the whole run's (its own summary's, else the stages')."""
     durations = stage_durations(run)
     for stage, seconds in sorted(durations.items()):
         out.add("stage_duration_seconds", seconds, stage=stage)
     for stage, seconds in sorted(duration_baselines(state, run.run_id).items()):
         out.add("stage_duration_baseline_seconds", seconds, stage=stage)
-    whole = s.get("run")
+    whole = run.summaries.get("run")
     total = whole.duration_seconds if isinstance(whole, RunSummary) else None
     out.add("run_duration_seconds", total if total is not None else (sum(durations.values()) or None))
 
-    train = s.get("train")
-    if isinstance(train, TrainSummary):
-        _add_train(out, train)
 
-    gate = s.get("gate")
-    candidate: EvalSummary | None = None
+def _candidate(run: RunRecord) -> EvalSummary | None:
+    """The candidate's offline metrics: the gate's, else the train step's, else ``ranker evaluate``'s."""
+    gate = run.summaries.get("gate")
     if isinstance(gate, GateSummary):
-        candidate = gate.candidate
-    elif isinstance(train, TrainSummary):
-        candidate = train.eval
-    else:
-        candidate = _evaluated(s.get("evaluate"))
-    _add_eval(out, "candidate", candidate)
+        return gate.candidate
+    train = run.summaries.get("train")
+    if isinstance(train, TrainSummary):
+        return train.eval
+    return _evaluated(run.summaries.get("evaluate"))
+
+
+def _add_models(out: _Samples, run: RunRecord) -> None:
+    """The candidate's metrics; with a gate, the champion's and the gate's checks."""
+    _add_eval(out, "candidate", _candidate(run))
+    gate = run.summaries.get("gate")
     if isinstance(gate, GateSummary):
         _add_eval(out, "champion", gate.champion)
         _add_gate(out, gate)
+
+
+def _add_decisions(out: _Samples, run: RunRecord, state: MetricsState) -> None:
+    """The gate's decision, the rejection streak and the promotion and rejection counters."""
     decision = gate_decision(run)
     if decision is not None:
         out.add("gate_passed", 1.0 if decision == "pass" else 0.0)
@@ -201,13 +223,14 @@ def build_samples(run: RunRecord, state: MetricsState, now: float) -> list[Sampl
     out.add("rejections_total", state.rejections_total)
     out.add("last_promotion_timestamp_seconds", state.last_promotion_timestamp)
 
-    window = s.get("window")
+
+def _add_data(out: _Samples, run: RunRecord, state: MetricsState) -> None:
+    """The window, the features' freshness and the data facts kept in the state."""
+    window = run.summaries.get("window")
     if isinstance(window, WindowSummary):
         _add_window(out, window)
-    freshness = s.get("freshness")
+    freshness = run.summaries.get("freshness")
     if isinstance(freshness, FreshnessSummary):
         out.add("feature_freshness_lag_seconds", freshness.lag_seconds)
     out.add("feature_source_end_timestamp_seconds", state.feature_source_end_timestamp)
     out.add("materialize_end_timestamp_seconds", state.materialize_end_timestamp)
-    out.add("metrics_push_failures_total", state.push_failures_total)
-    return out.items
