@@ -89,46 +89,84 @@ class GateConfig:
     allow_unfair: bool = False
 
     def __post_init__(self) -> None:
-        problems = []
-        if not 0 <= self.tolerance < 1:
-            problems.append(f"tolerance must be in [0, 1): {self.tolerance}")
-        if not 0 <= self.anchor_tolerance < 1:
-            problems.append(f"anchor_tolerance must be in [0, 1): {self.anchor_tolerance}")
-        for name in ("anchor_champions", "reference_champions", "trend_days", "max_window_lag_days"):
-            if getattr(self, name) < 0:
-                problems.append(f"{name} must be >= 0: {getattr(self, name)}")
-        if self.pool_days < 1:
-            problems.append(f"pool_days must be >= 1: {self.pool_days}")
-        for name in ("reference_tolerance", "trend_tolerance"):
-            if not 0 <= getattr(self, name) < 1:
-                problems.append(f"{name} must be in [0, 1): {getattr(self, name)}")
-        if self.rule not in RULES:
-            problems.append(f"rule must be one of {', '.join(RULES)}: {self.rule!r}")
-        if not 0 < self.ci_level < 1:
-            problems.append(f"ci_level must be in (0, 1): {self.ci_level}")
-        if self.bootstrap_samples < 1:
-            problems.append(f"bootstrap_samples must be >= 1: {self.bootstrap_samples}")
-        if not 0 < self.calibration_low <= 1 <= self.calibration_high:
-            problems.append(
-                f"calibration bounds must satisfy 0 < low <= 1 <= high: {self.calibration_low}, {self.calibration_high}"
-            )
-        for name in (
-            "min_save_hit_at_3",
-            "min_lift_over_random",
-            "max_auc_drop",
-            "max_ne_rise",
-            "min_score_std",
-            "pool_ci_width",
-            "max_lift",
-        ):
-            value = getattr(self, name)
-            if not (math.isfinite(value) and value >= 0):
-                problems.append(f"{name} must be a finite number >= 0: {value}")
+        problems = [
+            *_fraction_problems(self, ("tolerance", "anchor_tolerance")),
+            *_count_problems(self),
+            *_fraction_problems(self, ("reference_tolerance", "trend_tolerance")),
+            *_bootstrap_problems(self),
+            *_calibration_problems(self),
+            *_nonnegative_problems(self),
+        ]
         if problems:
             raise RankerError("invalid gate configuration: " + "; ".join(problems))
 
     def to_dict(self) -> dict[str, Any]:
         return asdict(self)
+
+
+# the configuration's problems, each function a group of fields (in the order they are reported)
+
+
+def _fraction_problems(config: GateConfig, names: Sequence[str]) -> list[str]:
+    """Relative tolerances: in [0, 1)."""
+    return [
+        f"{name} must be in [0, 1): {getattr(config, name)}"
+        for name in names
+        if not 0 <= getattr(config, name) < 1
+    ]
+
+
+def _count_problems(config: GateConfig) -> list[str]:
+    """Numbers of champions and days: >= 0 (0 turns the check off); pool_days >= 1."""
+    problems = [
+        f"{name} must be >= 0: {getattr(config, name)}"
+        for name in ("anchor_champions", "reference_champions", "trend_days", "max_window_lag_days")
+        if getattr(config, name) < 0
+    ]
+    if config.pool_days < 1:
+        problems.append(f"pool_days must be >= 1: {config.pool_days}")
+    return problems
+
+
+def _bootstrap_problems(config: GateConfig) -> list[str]:
+    """The decision rule and the bootstrap's level and size."""
+    problems = []
+    if config.rule not in RULES:
+        problems.append(f"rule must be one of {', '.join(RULES)}: {config.rule!r}")
+    if not 0 < config.ci_level < 1:
+        problems.append(f"ci_level must be in (0, 1): {config.ci_level}")
+    if config.bootstrap_samples < 1:
+        problems.append(f"bootstrap_samples must be >= 1: {config.bootstrap_samples}")
+    return problems
+
+
+def _calibration_problems(config: GateConfig) -> list[str]:
+    if 0 < config.calibration_low <= 1 <= config.calibration_high:
+        return []
+    return [
+        "calibration bounds must satisfy 0 < low <= 1 <= high: "
+        f"{config.calibration_low}, {config.calibration_high}"
+    ]
+
+
+_NONNEGATIVE = (
+    "min_save_hit_at_3",
+    "min_lift_over_random",
+    "max_auc_drop",
+    "max_ne_rise",
+    "min_score_std",
+    "pool_ci_width",
+    "max_lift",
+)
+
+
+def _nonnegative_problems(config: GateConfig) -> list[str]:
+    """Floors, guardrails and widths: finite and >= 0."""
+    return [
+        f"{name} must be a finite number >= 0: {getattr(config, name)}"
+        for name in _NONNEGATIVE
+        if not (math.isfinite(getattr(config, name)) and getattr(config, name) >= 0)
+    ]
 
 
 # the first gate (before issue 23): the best of the last 5 champions as the anchor, none of the
@@ -507,6 +545,295 @@ def _leakage_check(
     )
 
 
+@dataclass(frozen=True)
+class _EvalDay:
+    """The impressions the models are judged on: the candidate's (and the champion's) scores row
+    for row, the requests as int codes and the labels."""
+
+    frame: pd.DataFrame  # request_id, pin_id, saved, cand (and champ)
+    request_ids: np.ndarray  # int codes: grouping strings is 5-10x slower
+    labels: np.ndarray
+    cand_scores: np.ndarray
+
+
+def _eval_day(candidate: pd.DataFrame, champion: pd.DataFrame | None) -> _EvalDay:
+    _require_columns(candidate, "candidate")
+    if champion is not None:
+        frame = align_scores(candidate, champion)
+    else:
+        frame = candidate[["request_id", "pin_id", "saved", "score"]].rename(columns={"score": "cand"})
+    cand_scores = frame["cand"].to_numpy(dtype=np.float64)
+    request_ids = frame["request_id"].factorize()[0]
+    labels = frame["saved"].to_numpy(dtype=np.float64)
+    if not np.isin(labels, (0.0, 1.0)).all():
+        raise GateInputError("the 'saved' column must hold 0/1 labels")
+    if labels.sum() == 0:
+        raise GateInputError("the eval day has no saves: save HIT@3 is undefined")
+    return _EvalDay(frame, request_ids, labels, cand_scores)
+
+
+def _floor_check(hit: float, random_hit: float, config: GateConfig) -> Check:
+    """Save HIT@3 at least the absolute floor and the random ranking's plus the minimum lift."""
+    floor = max(config.min_save_hit_at_3, random_hit * (1.0 + config.min_lift_over_random))
+    return Check(
+        "save_hit_at_3_floor",
+        math.isfinite(hit) and hit >= floor,
+        hit,
+        floor,
+        f"save HIT@3 {_fmt(hit)} vs floor {_fmt(floor)} = max({config.min_save_hit_at_3:g}, random ranking "
+        f"{_fmt(random_hit)} × {1 + config.min_lift_over_random:g})",
+    )
+
+
+def _window_age_check(
+    eval_date: dt.date | None, candidate_window: TrainingWindow | None, config: GateConfig
+) -> Check | None:
+    """The candidate's window ends at most max_window_lag_days before the eval day; None when the
+    check is off or the days are unknown."""
+    if config.max_window_lag_days <= 0 or eval_date is None or candidate_window is None:
+        return None
+    lag = (eval_date - candidate_window.end).days
+    return Check(
+        "window_age",
+        lag <= config.max_window_lag_days,
+        float(lag),
+        float(config.max_window_lag_days),
+        f"the candidate's window {candidate_window} ends {lag} day(s) before the eval day {eval_date}"
+        f" (max {config.max_window_lag_days}): an old window is a stale model",
+    )
+
+
+def _candidate_checks(
+    day: _EvalDay,
+    metrics: OfflineMetrics,
+    random_hit: float,
+    config: GateConfig,
+    eval_date: dt.date | None,
+    candidate_window: TrainingWindow | None,
+) -> list[Check]:
+    """The checks on the candidate alone: sanity, the value floor, the window's age."""
+    checks = _sanity_checks(day.cand_scores, metrics.calibration, config)
+    checks.append(_floor_check(metrics.save_hit_at_3, random_hit, config))
+    age = _window_age_check(eval_date, candidate_window, config)
+    if age is not None:
+        checks.append(age)
+    return checks
+
+
+def _reference_scores(
+    day: _EvalDay, champ_scores: np.ndarray, references: Mapping[str, pd.DataFrame], config: GateConfig
+) -> dict[str, np.ndarray]:
+    """The reference models' scores: the champion and the champions before it (newest first)."""
+    ref_scores = {"champion": champ_scores}
+    for version in list(references)[: max(0, config.reference_champions - 1)]:
+        ref_scores[version] = _aligned_scores(day.frame, references[version])
+    return ref_scores
+
+
+def _trend_scores(
+    day: _EvalDay, trend_reference: tuple[str, pd.DataFrame] | None, config: GateConfig
+) -> tuple[str, np.ndarray] | None:
+    if config.trend_days > 0 and trend_reference is not None:
+        return (trend_reference[0], _aligned_scores(day.frame, trend_reference[1]))
+    return None
+
+
+def _pooled_change_check(
+    hit: float,
+    champ_hit: float,
+    change: float | None,
+    ci: list[float] | None,
+    history: Sequence[PastComparison],
+    config: GateConfig,
+) -> Check | None:
+    """The change check on the pooled days (rule "ci" and the day's CI too wide); None otherwise."""
+    pooled = _pooled(change, ci, history, config) if config.rule == "ci" else None
+    if pooled is None:
+        return None
+    mean, pooled_ci, n_days = pooled
+    return _non_inferior(
+        "save_hit_at_3_change",
+        f"save HIT@3 {_fmt(hit)} vs champion {_fmt(champ_hit)}: the day's CI "
+        f"{_interval_text(ci, config)} is wider than {config.pool_ci_width:g}, so pooled over "
+        f"{n_days} eval days (inverse-variance mean of each day's candidate vs champion)",
+        mean,
+        pooled_ci,
+        -config.tolerance,
+        config,
+    )
+
+
+def _anchor_check(
+    hit: float,
+    anchor: tuple[str, OfflineMetrics, np.ndarray],
+    hit_change: list[float] | None,
+    considered: Mapping[str, pd.DataFrame],
+    config: GateConfig,
+) -> tuple[Check, dict[str, Any]]:
+    """The candidate vs the best anchor: the check and the report's anchor summary."""
+    version, anchor_metrics, _ = anchor
+    anchor_change = _ratio_change(hit, anchor_metrics.save_hit_at_3)
+    check = _non_inferior(
+        "anchor",
+        f"save HIT@3 {_fmt(hit)} vs anchor {version} (best of the last {len(considered)} "
+        f"champions on this day) {_fmt(anchor_metrics.save_hit_at_3)}: relative change",
+        anchor_change,
+        hit_change,
+        -config.anchor_tolerance,
+        config,
+    )
+    summary = {
+        "version": version,
+        **anchor_metrics.to_dict(),
+        "relative_change": anchor_change,
+        "ci": hit_change,
+        "considered": sorted(considered),
+    }
+    return check, summary
+
+
+def _reference_check(
+    day: _EvalDay,
+    hit: float,
+    ref_scores: dict[str, np.ndarray],
+    ref_hits: dict[str, float],
+    config: GateConfig,
+) -> tuple[Check, dict[str, Any]] | None:
+    """The candidate vs the mean of the reference models: the check and the report's reference
+    summary; None when the check is off or there is only the champion (its own check)."""
+    if not (config.reference_champions > 1 and len(ref_scores) > 1):
+        return None
+    mean_hit = float(np.mean(list(ref_hits.values())))
+    ref_change = _ratio_change(hit, mean_hit)
+    ref_ci = hit_change_vs_mean(
+        day.request_ids,
+        day.labels,
+        day.cand_scores,
+        list(ref_scores.values()),
+        samples=config.bootstrap_samples,
+        level=config.ci_level,
+        seed=config.seed,
+    )
+    check = _non_inferior(
+        "reference",
+        f"save HIT@3 {_fmt(hit)} vs the mean of {len(ref_scores)} recent champion(s) on this day "
+        f"{_fmt(mean_hit)}: relative change",
+        ref_change,
+        ref_ci,
+        -config.reference_tolerance,
+        config,
+    )
+    summary = {
+        "models": {v: h for v, h in ref_hits.items()},
+        "mean_save_hit_at_3": mean_hit,
+        "relative_change": ref_change,
+        "ci": ref_ci,
+    }
+    return check, summary
+
+
+def _trend_check(
+    day: _EvalDay,
+    hit: float,
+    trend: tuple[str, np.ndarray],
+    hit_change: list[float] | None,
+    config: GateConfig,
+) -> Check:
+    """The candidate vs the champion served trend_days ago, scored today."""
+    trend_hit = compute_metrics(day.request_ids, day.labels, trend[1]).save_hit_at_3
+    return _non_inferior(
+        "trend",
+        f"save HIT@3 {_fmt(hit)} vs {trend[0]}, the champion served {config.trend_days}+ days ago, "
+        f"on this day {_fmt(trend_hit)}: relative change",
+        _ratio_change(hit, trend_hit),
+        hit_change,
+        -config.trend_tolerance,
+        config,
+    )
+
+
+@dataclass(frozen=True)
+class _Comparison:
+    """What the comparison with the champion adds to the report."""
+
+    checks: list[Check]
+    champion: dict[str, Any]
+    relative_change: float | None
+    ci: list[float] | None
+    anchor: dict[str, Any] | None
+    reference: dict[str, Any] | None
+
+
+@dataclass(frozen=True)
+class _Others:
+    """The models compared with the candidate besides the champion, as passed to run_gate."""
+
+    anchors: Mapping[str, pd.DataFrame]
+    references: Mapping[str, pd.DataFrame]
+    trend: tuple[str, pd.DataFrame] | None
+    history: Sequence[PastComparison]
+
+
+def _compare_with_champion(
+    day: _EvalDay,
+    cand_metrics: OfflineMetrics,
+    fairness: Check,
+    others: _Others,
+    config: GateConfig,
+) -> _Comparison:
+    """The checks against the champion, the anchor, the reference models and the trend model (their
+    intervals from the same bootstrap resamples), the pooled change and the leakage check."""
+    champ_scores = day.frame["champ"].to_numpy(dtype=np.float64)
+    champ_metrics = compute_metrics(day.request_ids, day.labels, champ_scores)
+    anchor = _best_anchor(day.frame, others.anchors, day.request_ids, day.labels)
+    ref_scores = _reference_scores(day, champ_scores, others.references, config)
+    ref_hits = {
+        v: compute_metrics(day.request_ids, day.labels, sc).save_hit_at_3 for v, sc in ref_scores.items()
+    }
+    trend = _trend_scores(day, others.trend, config)
+    compared = [champ_scores] + ([anchor[2]] if anchor else []) + ([trend[1]] if trend else [])
+    intervals = paired_bootstrap(
+        day.request_ids,
+        day.labels,
+        day.cand_scores,
+        compared,
+        samples=config.bootstrap_samples,
+        level=config.ci_level,
+        seed=config.seed,
+    )
+    hit = cand_metrics.save_hit_at_3
+    relative_change = _ratio_change(hit, champ_metrics.save_hit_at_3)
+    ci = intervals[0].hit_change
+    comparison = _comparison_checks(cand_metrics, champ_metrics, intervals[0], config)
+    pooled = _pooled_change_check(
+        hit, champ_metrics.save_hit_at_3, relative_change, ci, others.history, config
+    )
+    if pooled is not None:
+        comparison[0] = pooled
+    checks = [fairness, *comparison]
+    anchor_summary = None
+    if anchor is not None:
+        anchor_check, anchor_summary = _anchor_check(
+            hit, anchor, intervals[1].hit_change, others.anchors, config
+        )
+        checks.append(anchor_check)
+    reference = _reference_check(day, hit, ref_scores, ref_hits, config)
+    if reference is not None:
+        checks.append(reference[0])
+    if trend is not None:
+        checks.append(_trend_check(day, hit, trend, intervals[-1].hit_change, config))
+    if config.max_lift > 0:
+        checks.append(_leakage_check(hit, champ_metrics.save_hit_at_3, relative_change, ci, config))
+    return _Comparison(
+        checks=checks,
+        champion=champ_metrics.to_dict(),
+        relative_change=relative_change,
+        ci=ci,
+        anchor=anchor_summary,
+        reference=reference[1] if reference is not None else None,
+    )
+
+
 def run_gate(
     candidate: pd.DataFrame,
     champion: pd.DataFrame | None,
@@ -526,177 +853,26 @@ def run_gate(
     ``trend_days`` ago (``trend_reference``), with ``history`` (earlier days' comparisons, oldest
     first) for the pooled decision."""
     config = config or GateConfig()
-    _require_columns(candidate, "candidate")
-    if champion is not None:
-        frame = align_scores(candidate, champion)
-        cand_scores = frame["cand"].to_numpy(dtype=np.float64)
-    else:
-        frame = candidate[["request_id", "pin_id", "saved", "score"]].rename(columns={"score": "cand"})
-        cand_scores = frame["cand"].to_numpy(dtype=np.float64)
-    request_ids = frame["request_id"].factorize()[0]  # int codes: grouping strings is 5-10x slower
-    labels = frame["saved"].to_numpy(dtype=np.float64)
-    if not np.isin(labels, (0.0, 1.0)).all():
-        raise GateInputError("the 'saved' column must hold 0/1 labels")
-    if labels.sum() == 0:
-        raise GateInputError("the eval day has no saves: save HIT@3 is undefined")
-
-    cand_metrics = compute_metrics(request_ids, labels, cand_scores)
-    random_hit = random_ranking_hit_at_k(request_ids, labels)
+    day = _eval_day(candidate, champion)
+    cand_metrics = compute_metrics(day.request_ids, day.labels, day.cand_scores)
+    random_hit = random_ranking_hit_at_k(day.request_ids, day.labels)
     candidate_summary: dict[str, Any] = {**cand_metrics.to_dict(), "random_save_hit_at_3": random_hit}
-
-    checks = _sanity_checks(cand_scores, cand_metrics.calibration, config)
-    floor = max(config.min_save_hit_at_3, random_hit * (1.0 + config.min_lift_over_random))
-    hit = cand_metrics.save_hit_at_3
-    checks.append(
-        Check(
-            "save_hit_at_3_floor",
-            math.isfinite(hit) and hit >= floor,
-            hit,
-            floor,
-            f"save HIT@3 {_fmt(hit)} vs floor {_fmt(floor)} = max({config.min_save_hit_at_3:g}, random ranking "
-            f"{_fmt(random_hit)} × {1 + config.min_lift_over_random:g})",
-        )
-    )
-    if config.max_window_lag_days > 0 and eval_date is not None and candidate_window is not None:
-        lag = (eval_date - candidate_window.end).days
-        checks.append(
-            Check(
-                "window_age",
-                lag <= config.max_window_lag_days,
-                float(lag),
-                float(config.max_window_lag_days),
-                f"the candidate's window {candidate_window} ends {lag} day(s) before the eval day {eval_date}"
-                f" (max {config.max_window_lag_days}): an old window is a stale model",
-            )
-        )
-
-    champion_summary: dict[str, Any] | None = None
-    relative_change: float | None = None
-    ci: list[float] | None = None
-    anchor_summary: dict[str, Any] | None = None
-    reference_summary: dict[str, Any] | None = None
+    checks = _candidate_checks(day, cand_metrics, random_hit, config, eval_date, candidate_window)
+    comparison = None
     if champion is not None:
-        champ_scores = frame["champ"].to_numpy(dtype=np.float64)
-        champ_metrics = compute_metrics(request_ids, labels, champ_scores)
-        champion_summary = champ_metrics.to_dict()
-        checks.append(_fairness_check(eval_date, candidate_window, champion_window, config))
-        anchor = _best_anchor(frame, anchors or {}, request_ids, labels)
-        # the reference models: the champion and the champions before it (newest first)
-        ref_scores = {"champion": champ_scores}
-        for version in list(references or {})[: max(0, config.reference_champions - 1)]:
-            ref_scores[version] = _aligned_scores(frame, (references or {})[version])
-        ref_hits = {v: compute_metrics(request_ids, labels, sc).save_hit_at_3 for v, sc in ref_scores.items()}
-        trend = None
-        if config.trend_days > 0 and trend_reference is not None:
-            trend = (trend_reference[0], _aligned_scores(frame, trend_reference[1]))
-        compared = [champ_scores]
-        if anchor:
-            compared.append(anchor[2])
-        trend_index = len(compared) if trend else None
-        if trend:
-            compared.append(trend[1])
-        intervals = paired_bootstrap(
-            request_ids,
-            labels,
-            cand_scores,
-            compared,
-            samples=config.bootstrap_samples,
-            level=config.ci_level,
-            seed=config.seed,
-        )
-        relative_change = _ratio_change(hit, champ_metrics.save_hit_at_3)
-        ci = intervals[0].hit_change
-        comparison = _comparison_checks(cand_metrics, champ_metrics, intervals[0], config)
-        pooled = _pooled(relative_change, ci, history, config) if config.rule == "ci" else None
-        if pooled is not None:
-            mean, pooled_ci, n_days = pooled
-            comparison[0] = _non_inferior(
-                "save_hit_at_3_change",
-                f"save HIT@3 {_fmt(hit)} vs champion {_fmt(champ_metrics.save_hit_at_3)}: the day's CI "
-                f"{_interval_text(ci, config)} is wider than {config.pool_ci_width:g}, so pooled over "
-                f"{n_days} eval days (inverse-variance mean of each day's candidate vs champion)",
-                mean,
-                pooled_ci,
-                -config.tolerance,
-                config,
-            )
-        checks += comparison
-        if anchor is not None:
-            version, anchor_metrics, _ = anchor
-            anchor_change = _ratio_change(hit, anchor_metrics.save_hit_at_3)
-            checks.append(
-                _non_inferior(
-                    "anchor",
-                    f"save HIT@3 {_fmt(hit)} vs anchor {version} (best of the last {len(anchors or {})} "
-                    f"champions on this day) {_fmt(anchor_metrics.save_hit_at_3)}: relative change",
-                    anchor_change,
-                    intervals[1].hit_change,
-                    -config.anchor_tolerance,
-                    config,
-                )
-            )
-            anchor_summary = {
-                "version": version,
-                **anchor_metrics.to_dict(),
-                "relative_change": anchor_change,
-                "ci": intervals[1].hit_change,
-                "considered": sorted(anchors or {}),
-            }
-        if config.reference_champions > 1 and len(ref_scores) > 1:  # the champion alone: its own check
-            mean_hit = float(np.mean(list(ref_hits.values())))
-            ref_change = _ratio_change(hit, mean_hit)
-            ref_ci = hit_change_vs_mean(
-                request_ids,
-                labels,
-                cand_scores,
-                list(ref_scores.values()),
-                samples=config.bootstrap_samples,
-                level=config.ci_level,
-                seed=config.seed,
-            )
-            checks.append(
-                _non_inferior(
-                    "reference",
-                    f"save HIT@3 {_fmt(hit)} vs the mean of {len(ref_scores)} recent champion(s) on this day "
-                    f"{_fmt(mean_hit)}: relative change",
-                    ref_change,
-                    ref_ci,
-                    -config.reference_tolerance,
-                    config,
-                )
-            )
-            reference_summary = {
-                "models": {v: h for v, h in ref_hits.items()},
-                "mean_save_hit_at_3": mean_hit,
-                "relative_change": ref_change,
-                "ci": ref_ci,
-            }
-        if trend is not None and trend_index is not None:
-            trend_hit = compute_metrics(request_ids, labels, trend[1]).save_hit_at_3
-            checks.append(
-                _non_inferior(
-                    "trend",
-                    f"save HIT@3 {_fmt(hit)} vs {trend[0]}, the champion served {config.trend_days}+ days ago, "
-                    f"on this day {_fmt(trend_hit)}: relative change",
-                    _ratio_change(hit, trend_hit),
-                    intervals[trend_index].hit_change,
-                    -config.trend_tolerance,
-                    config,
-                )
-            )
-        if config.max_lift > 0:
-            checks.append(_leakage_check(hit, champ_metrics.save_hit_at_3, relative_change, ci, config))
-
-    decision = "pass" if all(c.passed for c in checks) else "reject"
+        fairness = _fairness_check(eval_date, candidate_window, champion_window, config)
+        others = _Others(anchors or {}, references or {}, trend_reference, history)
+        comparison = _compare_with_champion(day, cand_metrics, fairness, others, config)
+        checks += comparison.checks
     return GateReport(
-        decision=decision,
+        decision="pass" if all(c.passed for c in checks) else "reject",
         checks=checks,
         candidate=candidate_summary,
-        champion=champion_summary,
-        relative_change=relative_change,
-        ci=ci,
+        champion=comparison.champion if comparison else None,
+        relative_change=comparison.relative_change if comparison else None,
+        ci=comparison.ci if comparison else None,
         eval_date=eval_date.isoformat() if eval_date else None,
         config=config.to_dict(),
-        anchor=anchor_summary,
-        reference=reference_summary,
+        anchor=comparison.anchor if comparison else None,
+        reference=comparison.reference if comparison else None,
     )
