@@ -18,7 +18,7 @@ from typing import TYPE_CHECKING, Any
 from ranking.core.errors import RankerError, RegistryError
 from ranking.core.summaries import GateSummary
 from ranking.core.workspace import Workspace
-from ranking.gate.checks import GateConfig, PastComparison, TrainingWindow, run_gate
+from ranking.gate.checks import GateConfig, GateReport, PastComparison, TrainingWindow, run_gate
 from ranking.registry import Registry, cache_dir, current_actor
 from ranking.registry.records import utc_now
 
@@ -140,13 +140,129 @@ def _score(checkpoint: Path, eval_parquet: Path) -> pd.DataFrame:
     return score_checkpoint(checkpoint, eval_parquet)
 
 
-def gate_candidate(req: GateRequest) -> GateResult:
-    """Run the gate for one candidate and record its verdict (the latest gate run wins)."""
+def _candidate_scores(
+    reg: Registry,
+    ws: Workspace,
+    version: str,
+    eval_day: dt.date,
+    own_eval_day: dt.date | None,
+    feature_version: Any,
+) -> pd.DataFrame:
+    """The candidate's scores on the eval day: recorded at training when it is its own eval day,
+    else scored on the eval day's window."""
     import pandas as pd
 
+    if eval_day == own_eval_day:
+        return pd.read_parquet(io.BytesIO(reg.read_file(version, "eval_scores.parquet")))
+    parquet = find_eval_parquet(ws, eval_day, feature_version)
+    return _score(reg.local_dir(version, cache_dir(ws)) / "model.pt", parquet)
+
+
+@dataclass(frozen=True)
+class _Champion:
+    version: str
+    scores: pd.DataFrame  # on the eval day
+    window: TrainingWindow | None
+    eval_parquet: Path  # the eval day's partition the earlier champions are scored on too
+
+
+def _champion(
+    reg: Registry, ws: Workspace, candidate: str, eval_day: dt.date, feature_version: Any
+) -> _Champion | None:
+    """The current champion scored on the eval day; None on the first run."""
+    champion_version = reg.champion()
+    if champion_version == candidate:
+        raise RegistryError(f"{candidate} already is the champion: nothing to gate")
+    if champion_version is None:
+        return None
+    champ = reg.verify(champion_version)
+    window = _window(champ.train)
+    parquet = find_eval_parquet(ws, eval_day, feature_version)
+    scores = _score(reg.local_dir(champion_version, cache_dir(ws)) / "model.pt", parquet)
+    return _Champion(champion_version, scores, window, parquet)
+
+
+class _PastScores:
+    """Earlier versions scored on the eval day, each once (the champion already is); why one could
+    not be, in ``skipped``."""
+
+    def __init__(self, reg: Registry, ws: Workspace, eval_day: dt.date, champion: _Champion) -> None:
+        self.reg, self.ws, self.eval_day, self.parquet = reg, ws, eval_day, champion.eval_parquet
+        self.scores: dict[str, pd.DataFrame] = {champion.version: champion.scores}
+        self.skipped: dict[str, str] = {}
+
+    def get(self, past: str) -> pd.DataFrame | None:
+        """``past`` scored on the eval day; None (and why, in ``skipped``) when it cannot be."""
+        if past in self.scores:
+            return self.scores[past]
+        try:
+            window = _window(self.reg.verify(past).train)
+            if window is not None and window.covers(self.eval_day):
+                self.skipped[past] = f"trained on the eval day {self.eval_day} (window {window})"
+                return None
+            self.scores[past] = _score(
+                self.reg.local_dir(past, cache_dir(self.ws)) / "model.pt", self.parquet
+            )
+            return self.scores[past]
+        except RankerError as exc:
+            # an old version that can no longer be read must not stop today's gate
+            log.warning("gate: %s left out of the comparison: %s", past, exc)
+            self.skipped[past] = str(exc)
+            return None
+
+    def of(self, versions: Sequence[str]) -> dict[str, pd.DataFrame]:
+        """Those of ``versions`` that could be scored, in their order."""
+        return {v: found for v in versions if (found := self.get(v)) is not None}
+
+
+@dataclass(frozen=True)
+class _Compared:
+    """The models the candidate is compared with besides the champion, and the earlier days."""
+
+    anchors: dict[str, pd.DataFrame] = field(default_factory=dict)
+    references: dict[str, pd.DataFrame] = field(default_factory=dict)
+    trend: tuple[str, pd.DataFrame] | None = None
+    history: list[PastComparison] = field(default_factory=list)
+    skipped: dict[str, str] = field(default_factory=dict)  # version -> why it was left out
+
+
+def _compared_models(
+    reg: Registry, ws: Workspace, candidate: str, eval_day: dt.date, champion: _Champion, config: GateConfig
+) -> _Compared:
+    """The recent champions (anchors, references), the champion served trend_days ago and the
+    earlier days' comparisons, as far as the config asks for them."""
+    past = _PastScores(reg, ws, eval_day, champion)
+    wanted = max(config.anchor_champions, config.reference_champions)
+    recent = [v for v in recent_champions(reg.history(), wanted) if v != candidate] if wanted else []
+    anchors = past.of(recent[: config.anchor_champions])
+    before = [v for v in recent if v != champion.version][: max(0, config.reference_champions - 1)]
+    references = past.of(before)
+    served = trend_champion(reg, eval_day, config.trend_days) if config.trend_days > 0 else None
+    trend = None
+    if served is not None and served not in (champion.version, candidate):
+        found = past.get(served)
+        trend = (served, found) if found is not None else None
+    history = past_comparisons(reg, eval_day, config.pool_days - 1) if config.pool_days > 1 else []
+    return _Compared(anchors, references, trend, history, past.skipped)
+
+
+def _report_body(
+    report: GateReport, candidate: str, champion_version: str | None, skipped: dict[str, str]
+) -> dict[str, Any]:
+    """The report with the versions named and the versions left out (under the anchor)."""
+    body = report.to_dict()
+    body["candidate"] = {"version": candidate, **body["candidate"]}
+    if body["champion"] is not None:
+        body["champion"] = {"version": champion_version, **body["champion"]}
+    if body["anchor"] is not None and skipped:
+        body["anchor"]["left_out"] = skipped
+    return body
+
+
+def gate_candidate(req: GateRequest) -> GateResult:
+    """Run the gate for one candidate and record its verdict (the latest gate run wins)."""
     started = time.perf_counter()
-    ws = req.ws
-    reg = Registry.for_workspace(ws, req.registry)
+    reg = Registry.for_workspace(req.ws, req.registry)
     version = req.candidate
     cand = reg.verify(version)
     cand_window = _window(cand.train)
@@ -154,87 +270,26 @@ def gate_candidate(req: GateRequest) -> GateResult:
     eval_day = req.end or own_eval_day
     if eval_day is None:
         raise RankerError(f"cannot tell {version}'s eval day from its training manifest: pass --end DATE")
-
     feature_version = cand.train.get("feature_version")
-    if eval_day == own_eval_day:
-        cand_scores = pd.read_parquet(io.BytesIO(reg.read_file(version, "eval_scores.parquet")))
-    else:
-        parquet = find_eval_parquet(ws, eval_day, feature_version)
-        cand_scores = _score(reg.local_dir(version, cache_dir(ws)) / "model.pt", parquet)
-
-    champion_version = reg.champion()
-    if champion_version == version:
-        raise RegistryError(f"{version} already is the champion: nothing to gate")
-    champ_scores = None
-    champ_window = None
-    if champion_version is not None:
-        champ = reg.verify(champion_version)
-        champ_window = _window(champ.train)
-        parquet = find_eval_parquet(ws, eval_day, feature_version)
-        champ_scores = _score(reg.local_dir(champion_version, cache_dir(ws)) / "model.pt", parquet)
-
-    anchors: dict[str, pd.DataFrame] = {}
-    skipped: dict[str, str] = {}
-    references: dict[str, pd.DataFrame] = {}
-    trend: tuple[str, pd.DataFrame] | None = None
-    history: list[PastComparison] = []
-    if champ_scores is not None:
-        config = req.config
-        past_scores: dict[str, pd.DataFrame] = {champion_version: champ_scores}  # type: ignore[dict-item]
-
-        def scores_of(past: str) -> pd.DataFrame | None:
-            """``past`` scored on the eval day; None (and why, in ``skipped``) when it cannot be."""
-            if past in past_scores:
-                return past_scores[past]
-            try:
-                window = _window(reg.verify(past).train)
-                if window is not None and window.covers(eval_day):
-                    skipped[past] = f"trained on the eval day {eval_day} (window {window})"
-                    return None
-                past_scores[past] = _score(reg.local_dir(past, cache_dir(ws)) / "model.pt", parquet)
-                return past_scores[past]
-            except RankerError as exc:
-                # an old version that can no longer be read must not stop today's gate
-                log.warning("gate: %s left out of the comparison: %s", past, exc)
-                skipped[past] = str(exc)
-                return None
-
-        wanted = max(config.anchor_champions, config.reference_champions)
-        recent = [v for v in recent_champions(reg.history(), wanted) if v != version] if wanted else []
-        for past in recent[: config.anchor_champions]:
-            found = scores_of(past)
-            if found is not None:
-                anchors[past] = found
-        for past in [v for v in recent if v != champion_version][: max(0, config.reference_champions - 1)]:
-            found = scores_of(past)
-            if found is not None:
-                references[past] = found
-        served = trend_champion(reg, eval_day, config.trend_days) if config.trend_days > 0 else None
-        if served is not None and served not in (champion_version, version):
-            found = scores_of(served)
-            if found is not None:
-                trend = (served, found)
-        if config.pool_days > 1:
-            history = past_comparisons(reg, eval_day, config.pool_days - 1)
-
+    cand_scores = _candidate_scores(reg, req.ws, version, eval_day, own_eval_day, feature_version)
+    champion = _champion(reg, req.ws, version, eval_day, feature_version)
+    compared = (
+        _compared_models(reg, req.ws, version, eval_day, champion, req.config) if champion else _Compared()
+    )
     report = run_gate(
         cand_scores,
-        champ_scores,
+        champion.scores if champion else None,
         req.config,
         eval_date=eval_day,
         candidate_window=cand_window,
-        champion_window=champ_window,
-        anchors=anchors,
-        references=references,
-        trend_reference=trend,
-        history=history,
+        champion_window=champion.window if champion else None,
+        anchors=compared.anchors,
+        references=compared.references,
+        trend_reference=compared.trend,
+        history=compared.history,
     )
-    body = report.to_dict()
-    body["candidate"] = {"version": version, **body["candidate"]}
-    if body["champion"] is not None:
-        body["champion"] = {"version": champion_version, **body["champion"]}
-    if body["anchor"] is not None and skipped:
-        body["anchor"]["left_out"] = skipped
+    champion_version = champion.version if champion else None
+    body = _report_body(report, version, champion_version, compared.skipped)
     verdict = {
         **body,
         "version": version,
