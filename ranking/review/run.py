@@ -31,6 +31,7 @@ from ranking.review.switch import (
     FAILED,
     OK,
     TOO_FEW_DAYS,
+    AutoState,
     apply_switch,
     auto_values,
     decide_switch,
@@ -163,82 +164,27 @@ def run_review(
 ) -> dict[str, Any]:
     """Replay, weigh, decide; write the dated report and ``latest.json``; the review summary.
     A replay that raises is recorded as a failed review (the daily recipe stays) and re-raised."""
-    from ranking.backtest.engine import compare_to_baseline, finite_json
-    from ranking.backtest.report import build_report
+    from ranking.backtest.engine import finite_json
     from ranking.review.report import write_report
 
     started = time.perf_counter()
-    settings = plan.settings
-    spec = plan.spec()
-    base = {k: v for k, v in base_config.items() if not k.startswith("review.")}
-    extra = {"window_builder": window_builder} if window_builder is not None else {}
     shared = SharedBases(replayer)  # a base is pretrained once per day and settings, not per recipe
-    bt = Backtest(
+    bt = _backtest(
         ws,
-        spec,
+        plan,
         shared,
-        base_config=base,
-        base_source=base_source,
-        parallel=parallel or settings.parallel or min(len(plan.recipes), os.cpu_count() or 1),
-        on_progress=on_progress,
+        base_config,
+        base_source,
+        parallel=parallel,
         code_version=code_version,
-        **extra,
+        window_builder=window_builder,
+        on_progress=on_progress,
     )
-    auto = settings.recipe == "auto"
     current = read_state(ws.root)
     running = running_recipe(daily, {r.recipe.name: r.effective for r in bt.runs})
-    review: dict[str, Any] = {
-        "review_id": plan.review_id,
-        "start": plan.start.isoformat(),
-        "end": plan.end.isoformat(),
-        "days": settings.days,
-        "min_days": settings.min_days,
-        "baseline": settings.baseline,
-        "candidate_only": settings.candidate_only,
-        "cost_weight": settings.cost_weight,
-        "mode": settings.recipe,
-        "rule": RULE,
-        "backtest_dir": str(bt.folder),
-        "running": running,
-        "recipes": {},
-        "recommended": None,
-        "reason": None,
-        "error": None,
-    }
-    error: RankerError | None = None
-    try:
-        records = bt.run()
-        served = {} if settings.candidate_only else compare_to_baseline(bt, records)
-        candidates = compare_to_baseline(bt, records, who="candidate")
-        report = finite_json(
-            build_report(spec.to_dict(), records, served, time.perf_counter() - started, candidates)
-        )
-        weighed = weigh(report, settings.baseline, settings.candidate_only)
-        model = "candidate" if settings.candidate_only else "served"
-        evidence = evidence_of(weighed, model)
-        compared = min((e.days for e in evidence if e.recipe != settings.baseline), default=0)
-        review["recipes"] = weighed
-        review["days_compared"] = compared
-        if settings.baseline not in {e.recipe for e in evidence}:
-            review["status"] = FAILED
-            review["error"] = (
-                f"the baseline {settings.baseline} has no evidence (failed days: {weighed[settings.baseline]['failed_days']})"
-            )
-        elif compared < settings.min_days:
-            review["status"] = TOO_FEW_DAYS
-            review["error"] = f"{compared} paired days < min_days {settings.min_days}"
-        else:
-            chosen = recommend(evidence, settings.cost_weight, settings.baseline)
-            review.update(status=OK, recommended=chosen.recipe, best=chosen.best, reason=chosen.reason)
-    except RankerError as exc:
-        error = exc
-        review.update(status=FAILED, error=str(exc))
-    decision = decide_switch(current, plan.review_id, review["status"], review["recommended"], auto)
-    values = next((dict(r.values) for r in plan.recipes if r.name == decision.recipe), {})
-    switched = apply_switch(ws.root, decision, plan.review_id, values, now()) if decision.switch else None
-    if switched:
-        review["running"] = decision.recipe
-    review["switch"] = {"switched": bool(switched), "recipe": decision.recipe, "reason": decision.reason}
+    review = _new_review(plan, str(bt.folder), running)
+    error = _replay(bt, plan, started, review)
+    _switch(ws, plan, current, review, now)
     review["wall_seconds"] = round(time.perf_counter() - started, 1)
     review["base_pretrains"] = shared.pretrained
     review = finite_json(review)
@@ -249,3 +195,121 @@ def run_review(
             f"review {plan.review_id} failed (the daily recipe stays): {error}", review
         ) from error
     return review
+
+
+def _backtest(
+    ws: Workspace,
+    plan: ReviewPlan,
+    shared: SharedBases,
+    base_config: Mapping[str, Any],
+    base_source: str | None,
+    *,
+    parallel: int | None,
+    code_version: str,
+    window_builder: Callable[..., Any] | None,
+    on_progress: Callable[[str, int, int, float], None] | None,
+) -> Backtest:
+    """The review's replay: the plan's recipes over the base config without its ``review.`` keys."""
+    base = {k: v for k, v in base_config.items() if not k.startswith("review.")}
+    extra = {"window_builder": window_builder} if window_builder is not None else {}
+    return Backtest(
+        ws,
+        plan.spec(),
+        shared,
+        base_config=base,
+        base_source=base_source,
+        parallel=parallel or plan.settings.parallel or min(len(plan.recipes), os.cpu_count() or 1),
+        on_progress=on_progress,
+        code_version=code_version,
+        **extra,
+    )
+
+
+def _new_review(plan: ReviewPlan, backtest_dir: str, running: str | None) -> dict[str, Any]:
+    """The review's summary before the replay: what is reviewed, how, and nothing decided yet."""
+    settings = plan.settings
+    return {
+        "review_id": plan.review_id,
+        "start": plan.start.isoformat(),
+        "end": plan.end.isoformat(),
+        "days": settings.days,
+        "min_days": settings.min_days,
+        "baseline": settings.baseline,
+        "candidate_only": settings.candidate_only,
+        "cost_weight": settings.cost_weight,
+        "mode": settings.recipe,
+        "rule": RULE,
+        "backtest_dir": backtest_dir,
+        "running": running,
+        "recipes": {},
+        "recommended": None,
+        "reason": None,
+        "error": None,
+    }
+
+
+def _replay(bt: Backtest, plan: ReviewPlan, started: float, review: dict[str, Any]) -> RankerError | None:
+    """Replay and weigh the recipes into ``review`` (its recipes, paired days and verdict); a
+    replay or weighing that raises makes it a failed review and is returned."""
+    settings = plan.settings
+    try:
+        weighed = _weigh_replay(bt, plan, started)
+        evidence = evidence_of(weighed, "candidate" if settings.candidate_only else "served")
+        compared = min((e.days for e in evidence if e.recipe != settings.baseline), default=0)
+        review["recipes"] = weighed
+        review["days_compared"] = compared
+        review.update(_verdict(settings, weighed, evidence, compared))
+    except RankerError as exc:
+        review.update(status=FAILED, error=str(exc))
+        return exc
+    return None
+
+
+def _weigh_replay(bt: Backtest, plan: ReviewPlan, started: float) -> dict[str, dict[str, Any]]:
+    """Run the replay; each recipe weighed against the baseline from its backtest report."""
+    from ranking.backtest.engine import compare_to_baseline, finite_json
+    from ranking.backtest.report import build_report
+
+    settings = plan.settings
+    records = bt.run()
+    served = {} if settings.candidate_only else compare_to_baseline(bt, records)
+    candidates = compare_to_baseline(bt, records, who="candidate")
+    report = finite_json(
+        build_report(bt.spec.to_dict(), records, served, time.perf_counter() - started, candidates)
+    )
+    return weigh(report, settings.baseline, settings.candidate_only)
+
+
+def _verdict(
+    settings: ReviewSection,
+    weighed: Mapping[str, Mapping[str, Any]],
+    evidence: list[Evidence],
+    compared: int,
+) -> dict[str, Any]:
+    """The review's status and, when it is OK, the recommended recipe (pure)."""
+    if settings.baseline not in {e.recipe for e in evidence}:
+        return {
+            "status": FAILED,
+            "error": f"the baseline {settings.baseline} has no evidence (failed days: {weighed[settings.baseline]['failed_days']})",
+        }
+    if compared < settings.min_days:
+        return {"status": TOO_FEW_DAYS, "error": f"{compared} paired days < min_days {settings.min_days}"}
+    chosen = recommend(evidence, settings.cost_weight, settings.baseline)
+    return {"status": OK, "recommended": chosen.recipe, "best": chosen.best, "reason": chosen.reason}
+
+
+def _switch(
+    ws: Workspace,
+    plan: ReviewPlan,
+    current: AutoState | None,
+    review: dict[str, Any],
+    now: Callable[[], dt.datetime],
+) -> None:
+    """Decide whether the daily recipe switches (``auto`` mode), apply it, and record it in ``review``."""
+    auto = plan.settings.recipe == "auto"
+    decision = decide_switch(current, plan.review_id, review["status"], review["recommended"], auto)
+    values = next((dict(r.values) for r in plan.recipes if r.name == decision.recipe), {})
+    switched = apply_switch(ws.root, decision, plan.review_id, values, now()) if decision.switch else None
+    if switched:
+        review["running"] = decision.recipe
+    review["switch"] = {"switched": bool(switched), "recipe": decision.recipe, "reason": decision.reason}
