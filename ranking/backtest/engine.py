@@ -63,6 +63,7 @@ from ranking.config.render import to_toml
 from ranking.core.atomic import atomic_path, atomic_write_json, atomic_write_text, read_json
 from ranking.core.errors import RankerError
 from ranking.core.ids import validate_run_id
+from ranking.core.summaries import GateSummary, StepSummary, TrainSummary
 from ranking.core.workspace import Workspace
 from ranking.pipeline.pretrain import uses_base
 
@@ -407,13 +408,24 @@ def _version_count(home: Path) -> int:
     return len(Registry(str(home / "registry")).version_ids())
 
 
-def _step_summary(home: Path, run_id: str, step: str) -> dict[str, Any]:
+def _step_summary(home: Path, run_id: str, step: str) -> StepSummary | None:
+    """The day's recorded ``step`` summary through its model (None: the step did not record one,
+    e.g. the run stopped before it); one that does not fit its model stops the backtest."""
+    from pydantic import ValidationError
+
+    from ranking.core.summaries import parse_summary
+
     path = home / "pipeline" / run_id / f"{step}.json"
     try:
-        found: dict[str, Any] = read_json(path)
-        return found
+        data = read_json(path)
     except (OSError, ValueError):
-        return {}
+        return None
+    try:
+        return parse_summary(data, step)
+    except ValidationError as exc:
+        first = exc.errors()[0]
+        where = ".".join(str(part) for part in first["loc"])
+        raise BacktestError(f"{path}: not a {step} summary ({where}: {first['msg']})") from None
 
 
 def _window_manifest(shared_home: Path, day: dt.date, days: int) -> dict[str, Any] | None:
@@ -526,9 +538,11 @@ def replay_day(
     exit_code, summary = replayer.run_day(
         run.home, day, run_id, run.folder / "days" / f"{day.isoformat()}.log"
     )
-    train = _step_summary(run.home, run_id, "train")
-    gate = _step_summary(run.home, run_id, "gate")
-    version = summary.get("version") or train.get("version")
+    trained = _step_summary(run.home, run_id, "train")
+    train = trained if isinstance(trained, TrainSummary) else None
+    judged = _step_summary(run.home, run_id, "gate")
+    gate = judged if isinstance(judged, GateSummary) else None  # a gate that failed judged nothing
+    version = summary.get("version") or (train.version if train else None)
 
     served: dict[str, Any] | None = None
     if champion is not None:
@@ -567,17 +581,17 @@ def replay_day(
         "pretrain": pretrained,
         "decision": summary.get("decision"),
         # the gate judged by the outcome: did the candidate beat the served model on this eval day?
-        "gate_decision": gate.get("decision"),
+        "gate_decision": gate.decision if gate else None,
         "candidate_beat_served": beat_served(candidate_metrics, served),
-        "failed_checks": summary.get("failed_checks") or gate.get("failed_checks") or [],
-        "relative_change": gate.get("relative_change"),
-        "gate_ci": gate.get("ci"),
+        "failed_checks": summary.get("failed_checks") or (gate.failed_checks if gate else []),
+        "relative_change": gate.relative_change if gate else None,
+        "gate_ci": list(gate.ci) if gate and gate.ci is not None else None,
         "promoted": bool(summary.get("promoted")),
         "kept_champion": bool(summary.get("kept_champion")),
         "champion_before": champion,
         "champion_after": after,
         "versions_after": _version_count(run.home),
-        "train_seconds": train.get("duration_seconds"),
+        "train_seconds": train.duration_seconds if train else None,
         "pretrain_seconds": (pretrained or {}).get("seconds"),
         "run_seconds": round(time.perf_counter() - started, 3),
     }

@@ -47,6 +47,14 @@ def fake_window(ws: Workspace, day: dt.date, days: int, checks: Any) -> Mapping[
     return manifest
 
 
+def _summary(step: str, **fields: Any) -> dict[str, Any]:
+    """A complete recorded summary of ``step`` (what the real step writes: the backtest reads it
+    through its model), with the fields this fake decides."""
+    from ranking.core.summaries import example_summaries
+
+    return example_summaries()[step].model_dump(mode="json") | fields
+
+
 class ScriptedReplayer:
     """Does what `ranker run` does to the registry: registers a candidate, records the gate's
     decision (scripted per recipe and day; pass by default) and promotes on pass."""
@@ -78,8 +86,8 @@ class ScriptedReplayer:
         decision = "reject" if (recipe, day) in self.rejects else "pass"
         failed = ["save_hit_at_3_change"] if decision == "reject" else []
         pipeline = home / "pipeline" / run_id
-        atomic_write_json(pipeline / "train.json", {"version": version, "duration_seconds": 2.5})
-        atomic_write_json(pipeline / "gate.json", {"decision": decision, "failed_checks": failed})
+        atomic_write_json(pipeline / "train.json", _summary("train", version=version, duration_seconds=2.5))
+        atomic_write_json(pipeline / "gate.json", _summary("gate", decision=decision, failed_checks=failed))
         reg.record_verdict(version, {"decision": decision, "champion_version": reg.champion()})
         promoted = decision == "pass"
         if promoted:
@@ -323,3 +331,24 @@ def test_candidates_are_compared_day_by_day_on_their_own_scores(tmp_path: Path) 
     )
     paths = write_report(md_report, tmp_path / "report")
     assert "Candidates: each day's freshly trained model" in Path(paths["markdown"]).read_text()
+
+
+def test_a_days_step_summaries_are_read_through_their_models(tmp_path: Path) -> None:
+    """The backtest reads what a day's steps recorded through their models (issue 22): a missing
+    summary is None, a failed step's record is not taken for a judgement, and a summary that does
+    not fit its model stops the backtest in one line naming the file and the field."""
+    from ranking.backtest.engine import BacktestError, _step_summary
+    from ranking.core.summaries import GateSummary, StepError
+
+    folder = tmp_path / "pipeline" / "R"
+    assert _step_summary(tmp_path, "R", "gate") is None
+    atomic_write_json(folder / "gate.json", _summary("gate", decision="reject"))
+    judged = _step_summary(tmp_path, "R", "gate")
+    assert isinstance(judged, GateSummary) and judged.decision == "reject"
+    atomic_write_json(folder / "gate.json", {"step": "gate", "exit_code": 2, "error": "no champion file"})
+    assert isinstance(_step_summary(tmp_path, "R", "gate"), StepError)
+    atomic_write_json(folder / "train.json", _summary("train", epochs="three"))
+    with pytest.raises(BacktestError) as bad:
+        _step_summary(tmp_path, "R", "train")
+    message = str(bad.value)
+    assert "train.json: not a train summary (epochs:" in message and "\n" not in message

@@ -45,6 +45,14 @@ def fake_window(ws: Workspace, day: dt.date, days: int, checks: Any) -> Mapping[
     return manifest
 
 
+def _summary(step: str, **fields: Any) -> dict[str, Any]:
+    """A complete recorded summary of ``step`` (what the real step writes: the backtest reads it
+    through its model), with the fields this fake decides."""
+    from ranking.core.summaries import example_summaries
+
+    return example_summaries()[step].model_dump(mode="json") | fields
+
+
 class Replayer:
     """What `ranker run` does to a recipe's registry, with models of a set noise per recipe;
     ``fail`` makes a recipe's days fail as a crashed run does (exit 2), ``raise_on`` raises."""
@@ -82,9 +90,11 @@ class Replayer:
         version = reg.register(run, run_id)
         atomic_write_json(
             home / "pipeline" / run_id / "train.json",
-            {"version": version, "duration_seconds": self.seconds[recipe]},
+            _summary("train", version=version, duration_seconds=self.seconds[recipe]),
         )
-        atomic_write_json(home / "pipeline" / run_id / "gate.json", {"decision": "pass", "failed_checks": []})
+        atomic_write_json(
+            home / "pipeline" / run_id / "gate.json", _summary("gate", decision="pass", failed_checks=[])
+        )
         reg.record_verdict(version, {"decision": "pass", "champion_version": reg.champion()})
         reg.promote(version, reason="test", force=True)
         return 0, {"version": version, "decision": "pass", "promoted": True}
