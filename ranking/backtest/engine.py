@@ -413,7 +413,7 @@ def _step_summary(home: Path, run_id: str, step: str) -> StepSummary | None:
     e.g. the run stopped before it); one that does not fit its model stops the backtest."""
     from pydantic import ValidationError
 
-    from ranking.core.summaries import parse_summary
+    from ranking.core.summaries import not_a_summary, parse_summary
 
     path = home / "pipeline" / run_id / f"{step}.json"
     try:
@@ -423,9 +423,7 @@ def _step_summary(home: Path, run_id: str, step: str) -> StepSummary | None:
     try:
         return parse_summary(data, step)
     except ValidationError as exc:
-        first = exc.errors()[0]
-        where = ".".join(str(part) for part in first["loc"])
-        raise BacktestError(f"{path}: not a {step} summary ({where}: {first['msg']})") from None
+        raise BacktestError(not_a_summary(path, step, exc)) from None
 
 
 def _window_manifest(shared_home: Path, day: dt.date, days: int) -> dict[str, Any] | None:

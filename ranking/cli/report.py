@@ -35,7 +35,7 @@ def _summary(ws: Workspace, run_id: str, step: str, required: bool) -> StepSumma
     """The run's recorded ``step`` summary through its model (ranking.core.summaries)."""
     from pydantic import ValidationError
 
-    from ranking.core.summaries import parse_summary
+    from ranking.core.summaries import not_a_summary, parse_summary
 
     path = ws.step_summary_path(run_id, step)
     if not path.is_file():
@@ -53,9 +53,7 @@ def _summary(ws: Workspace, run_id: str, step: str, required: bool) -> StepSumma
     try:
         return parse_summary(data, step)
     except ValidationError as exc:
-        first = exc.errors()[0]
-        where = ".".join(str(part) for part in first["loc"])
-        raise RankerError(f"{path}: not a {step} summary ({where}: {first['msg']})") from None
+        raise RankerError(not_a_summary(path, step, exc)) from None
 
 
 def _run_folder(train: TrainSummary, run_id: str) -> Path:

@@ -38,6 +38,7 @@ from pydantic import (
     NonNegativeFloat,
     NonNegativeInt,
     TypeAdapter,
+    ValidationError,
 )
 
 Phase = Literal["frozen", "joint"]
@@ -535,6 +536,14 @@ AnySummary = Annotated[
 def model_for(step: str) -> type[StepSummary] | None:
     """The summary model of ``step`` (None: a step without one, e.g. ``apply``)."""
     return STEP_MODELS.get(step)
+
+
+def not_a_summary(path: object, step: str, exc: ValidationError) -> str:
+    """One line for a recorded summary that does not fit its model: the file, the first field
+    that does not fit and why."""
+    first = exc.errors()[0]
+    where = ".".join(str(part) for part in first["loc"])
+    return f"{path}: not a {step} summary ({where}: {first['msg']})"
 
 
 def parse_summary(data: Mapping[str, Any], step: str | None = None, *, strict: bool = False) -> StepSummary:

@@ -179,31 +179,17 @@ def prepare_rerun(home: str, run_id: str, registry: str | None) -> Rerun | None:
 RUN_LOCK = ".run.lock"  # in pipeline/<run id>/: held by the attempt of that run id in progress
 
 
-@contextlib.contextmanager
-def run_id_lock(home: str, run_id: str) -> Iterator[None]:
+def run_id_lock(home: str, run_id: str) -> contextlib.AbstractContextManager[None]:
     """Hold ``run_id`` for this attempt. A second attempt of the same run id while one runs is
-    refused in one line: it would train into the same run folder and register a second version.
-    The lock is the operating system's (``filelock``): a killed attempt holds nothing."""
-    from filelock import FileLock, Timeout
-
+    refused in one line: it would train into the same run folder and register a second version."""
+    from ranking.core.locks import held_or_refused
     from ranking.core.workspace import Workspace
 
     path = Workspace.resolve(home).step_summary_path(run_id, "run").with_name(RUN_LOCK)
-    path.parent.mkdir(parents=True, exist_ok=True)
-    # kept on release: deleting it would let a third attempt lock a new file while a second
-    # still holds the old one
-    lock = FileLock(path, timeout=0, preserve_lock_file=True)
-    try:
-        lock.acquire()
-    except Timeout:
-        raise RankerError(
-            f"run {run_id} is already running (another attempt holds {path}): wait for it to finish,"
-            " or use a new --run-id"
-        ) from None
-    try:
-        yield
-    finally:
-        lock.release()
+    return held_or_refused(
+        path,
+        f"run {run_id} is already running (another attempt holds {path}): wait for it to finish, or use a new --run-id",
+    )
 
 
 def execute(plan: RunPlan, home: str, run_id: str, runner: StepRunner) -> RunResult:

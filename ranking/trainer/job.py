@@ -11,12 +11,12 @@ rank trains and rank 0 reports.
 
 from __future__ import annotations
 
+import contextlib
 import datetime as dt
 import logging
 import os
 import subprocess
 import time
-from collections.abc import Iterator
 from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -97,40 +97,26 @@ def run_train_job(job: TrainJob) -> dict[str, Any] | None:
         check_nproc(job.nproc, *machine_processes())
     run_dir = run_folder(job)
     if job.summary_file is not None and job.summary_file.resolve().parent != run_dir:
-        raise RankerError("--summary-file must lie in the run folder")
+        raise RankerError("the launch summary file must lie in the run folder")
     if launched_by_torchrun():  # every rank of one job: the launcher (or the operator) holds it
         return _train_in(job, run_dir, schedule, started)
     with run_folder_lock(run_dir):
         return _train_in(job, run_dir, schedule, started)
 
 
-def run_folder_lock(run_dir: Path) -> Any:
+def run_folder_lock(run_dir: Path) -> contextlib.AbstractContextManager[None]:
     """Hold ``run_dir`` for this job: a second ``ranker train`` into the same folder (the same
     ``--run-id`` or ``--out``) while one trains is refused in one line, instead of both writing
-    its checkpoints and registering two versions. The operating system's lock (``filelock``), in
-    a file beside the folder: a killed job holds nothing, and the folder stays the run's own."""
-    import contextlib
+    its checkpoints and registering two versions. The lock file lies beside the folder, so the
+    folder stays the run's own."""
+    from ranking.core.locks import held_or_refused
 
-    from filelock import FileLock, Timeout
-
-    @contextlib.contextmanager
-    def held() -> Iterator[None]:
-        run_dir.parent.mkdir(parents=True, exist_ok=True)
-        path = run_dir.parent / f".{run_dir.name}.train.lock"
-        lock = FileLock(path, timeout=0, preserve_lock_file=True)
-        try:
-            lock.acquire()
-        except Timeout:
-            raise RankerError(
-                f"run folder {run_dir} is in use by another training job (it holds {path}): wait"
-                " for it to finish, or train into another --out / --run-id"
-            ) from None
-        try:
-            yield
-        finally:
-            lock.release()
-
-    return held()
+    path = run_dir.parent / f".{run_dir.name}.train.lock"
+    return held_or_refused(
+        path,
+        f"run folder {run_dir} is in use by another training job (it holds {path}): wait"
+        " for it to finish, or train into another --out / --run-id",
+    )
 
 
 def _train_in(job: TrainJob, run_dir: Path, schedule: Any, started: float) -> dict[str, Any] | None:
