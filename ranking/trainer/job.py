@@ -97,7 +97,7 @@ def run_train_job(job: TrainJob) -> dict[str, Any] | None:
         check_nproc(job.nproc, *machine_processes())
     run_dir = run_folder(job)
     if job.summary_file is not None and job.summary_file.resolve().parent != run_dir:
-        raise RankerError("the launch summary file must lie in the run folder")
+        raise RankerError("--summary-file must lie in the run folder")
     if launched_by_torchrun():  # every rank of one job: the launcher (or the operator) holds it
         return _train_in(job, run_dir, schedule, started)
     with run_folder_lock(run_dir):
