@@ -10,7 +10,7 @@ import importlib
 import sys
 import time
 
-BENCHMARKS = ("window", "train", "scale")
+BENCHMARKS = ("window", "validation", "train", "scale")
 
 
 def main(argv: list[str]) -> int:

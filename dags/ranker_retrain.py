@@ -82,9 +82,9 @@ def train_a_candidate(steps: RetrainSteps) -> tuple[XComArg, XComArg]:
     def build_window(plan: dict[str, Any], freshness: dict[str, Any]) -> dict[str, Any]:
         return steps.build_window(plan)
 
-    @task(execution_timeout=timedelta(minutes=5), retries=0)
+    @task(execution_timeout=timedelta(minutes=30), retries=0)
     def validate_window(plan: dict[str, Any], window: dict[str, Any]) -> dict[str, Any]:
-        return retrain_tasks.validate_window(plan, window)
+        return steps.validate_window(plan)
 
     @task(execution_timeout=timedelta(hours=1), retries=0)
     def gate(plan: dict[str, Any], train_result: object) -> dict[str, Any]:

@@ -1,7 +1,8 @@
 """Daily feature snapshots derived from the impression log (shared by synth and import).
 
-The snapshot dated D is taken at D 00:00 UTC from impressions in [D-7, D) and [D-28, D), so
-it holds nothing from day D or later: joined point-in-time (with a 24 h TTL) it serves exactly
+The snapshot dated D is taken at D 00:00 UTC from impressions in [D-7, D) and [D-28, D) (and
+says so in its ``as_of`` column, which the window joins into every row), so it holds nothing from
+day D or later: joined point-in-time (with a 24 h TTL) it serves exactly
 the impressions of day D. Entities are included once created (created_timestamp <= D 00:00)
 and while their last impression is at most 28 days old (never-shown entities stay included).
 """
@@ -17,7 +18,7 @@ import pandas as pd
 import pyarrow as pa
 
 from features import sources
-from features.schema import PIN_NUMERIC, USER_NUMERIC
+from features.schema import PIN_NUMERIC, SNAPSHOT_TIME, USER_NUMERIC
 from ranking.core.workspace import Workspace
 
 WINDOWS_DAYS = (7, 28)
@@ -37,6 +38,8 @@ def _snapshot_schema(key: str, categorical: str, numeric: tuple[str, ...]) -> pa
             ("event_timestamp", pa.timestamp("us", tz="UTC")),
             (categorical, pa.string()),
             *((name, pa.float64() if name.startswith("save_rate") else pa.int64()) for name in numeric),
+            # the snapshot time again, as a feature: the window carries it into every row
+            (SNAPSHOT_TIME, pa.timestamp("us", tz="UTC")),
         ]
     )
 
@@ -122,6 +125,7 @@ class SnapshotBuilder:
         if name == "pin":
             age = (ts - created[keep.index]).dt.days
             out["age_days"] = age.to_numpy(dtype="int64")
+        out[SNAPSHOT_TIME] = ts
         return pa.Table.from_pandas(out, schema=ent.schema, preserve_index=False)
 
 

@@ -20,6 +20,7 @@ import contextlib
 import datetime as dt
 import hashlib
 import importlib.util
+import logging
 import os
 import re
 import string
@@ -35,7 +36,7 @@ import yaml
 
 from features import sources
 from features.derive import day_start
-from features.schema import FEATURE_SERVICE
+from features.schema import FEATURE_SERVICE, SNAPSHOT_TIME
 from ranking.core.atomic import atomic_write_json, atomic_write_text, read_json
 from ranking.core.errors import RankerError
 from ranking.core.summaries import MaterializeSummary
@@ -44,6 +45,8 @@ from ranking.core.workspace import Workspace
 if TYPE_CHECKING:
     from feast import FeatureStore
     from feast.repo_contents import RepoContents
+
+log = logging.getLogger(__name__)
 
 REPO = Path(__file__).parent / "repo"  # definition files (*.py) and the feature_store.yaml template
 OFFLINE_STORES = ("duckdb", "spark")
@@ -284,6 +287,10 @@ def apply(ws: Workspace, settings: StoreSettings | None = None) -> dict[str, Any
 
     started = time.perf_counter()
     settings = settings or store_settings()
+    # snapshots written before they carried their time (issue 30) get it, once
+    upgraded = sources.add_snapshot_time(ws, SNAPSHOT_TIME)
+    if upgraded:
+        log.info("apply: added %s to %d snapshot files written before it existed", SNAPSHOT_TIME, upgraded)
     path = write_store_config(ws, settings)
     contents = load_repo(ws.root)
     store = FeatureStore(repo_path=str(ws.feast))

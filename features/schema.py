@@ -26,6 +26,20 @@ IMPRESSION_SCHEMA = pa.schema(
 LABEL = "saved"
 REQUEST_KEY = "request_id"
 
+# the entity keys: ids with an unbounded vocabulary (new users and pins every day)
+ENTITY_KEYS: tuple[str, ...] = ("user_id", "pin_id")
+
+
+def entity_of(column: str) -> str:
+    """The key whose rows share ``column``'s value: a view's entity, else the request (one slate)."""
+    view = column.split("__", 1)[0] if "__" in column else None
+    if view == USER_VIEW or column == "user_id":
+        return "user_id"
+    if view == PIN_VIEW or column == "pin_id":
+        return "pin_id"
+    return REQUEST_KEY
+
+
 # categorical features -> embedding tables (hashed into the table size; unseen values work)
 SPARSE_FEATURES: tuple[str, ...] = (
     "user_id",
@@ -48,9 +62,15 @@ DENSE_FEATURES: tuple[str, ...] = tuple(f"{USER_VIEW}__{f}" for f in USER_NUMERI
     f"{PIN_VIEW}__{f}" for f in PIN_NUMERIC
 )
 
+# each view's snapshot time, joined with its features (not a model input): the data validation
+# reads from it whether a row joined a snapshot dated after its impression (a leak)
+SNAPSHOT_TIME = "as_of"
+SNAPSHOT_COLUMNS: tuple[str, ...] = (f"{USER_VIEW}__{SNAPSHOT_TIME}", f"{PIN_VIEW}__{SNAPSHOT_TIME}")
+
 EXAMPLE_COLUMNS: tuple[str, ...] = (
     *IMPRESSION_SCHEMA.names,
     f"{USER_VIEW}__country",
     f"{PIN_VIEW}__category",
     *DENSE_FEATURES,
+    *SNAPSHOT_COLUMNS,
 )

@@ -89,6 +89,25 @@ def read_day(ws: Workspace, table: str, day: dt.date) -> pa.Table:
     return pa.concat_tables([pq.read_table(f) for f in files], promote_options="default")
 
 
+def add_snapshot_time(ws: Workspace, column: str) -> int:
+    """Give every snapshot day written before the snapshots carried their time as a feature the
+    ``column`` (= its event_timestamp), so the feature views that read it find it; returns the days
+    rewritten (each atomically, as ``write_day`` does). Idempotent: a day that has it is kept."""
+    rewritten = 0
+    for table in (USERS, PINS):
+        for day in list_days(ws, table):
+            for path in day_files(ws, table, day):
+                if column in pq.read_schema(path).names:
+                    continue
+                data = pq.read_table(path)
+                with atomic_path(path) as tmp:
+                    pq.write_table(
+                        data.append_column(column, data.column("event_timestamp")), tmp, compression="zstd"
+                    )
+                rewritten += 1
+    return rewritten
+
+
 def day_version(ws: Workspace, tables: Iterable[str], day: dt.date) -> str:
     """Content hash of a day's files across tables: equal bytes -> equal version."""
     h = hashlib.sha256()

@@ -22,10 +22,11 @@ import pandas as pd
 import pyarrow as pa
 import pyarrow.parquet as pq
 
-from features import feast_repo, sources, validation
+from features import build_checks, feast_repo, sources
+from features.build_checks import WindowChecks
 from features.partitions import partition_problem, read_record
 from features.schema import EXAMPLE_COLUMNS, FEATURE_SERVICE, IMPRESSION_SCHEMA, LABEL
-from features.validation import WindowChecks
+from features.validation import statistics as day_statistics
 from ranking.core.atomic import atomic_dir, atomic_write_json, read_json
 from ranking.core.errors import DataValidationError, RankerError
 from ranking.core.hashing import sha256_file
@@ -49,6 +50,7 @@ _ARROW_TYPES = {
     "Float32": pa.float32(),
     "Int32": pa.int32(),
     "Bool": pa.bool_(),
+    "UnixTimestamp": pa.timestamp("us", tz="UTC"),
 }
 DEFAULT_DAYS = 20
 MAX_DAYS = 3660  # ten years: beyond it a window is a typo, and dates run out of range
@@ -165,9 +167,9 @@ def _partition_stats(frame: pd.DataFrame, schema: pa.Schema) -> tuple[float, dic
 
 def join_day(store: FeatureStore, day: dt.date, impressions: pa.Table, schema: pa.Schema) -> pd.DataFrame:
     """Point-in-time join of one day's impressions with the feature service; every row counted."""
-    validation.check_schema(day, impressions.schema, IMPRESSION_SCHEMA, "impressions")
+    build_checks.check_schema(day, impressions.schema, IMPRESSION_SCHEMA, "impressions")
     imp = impressions.to_pandas()
-    validation.check_unique_impressions(day, imp, IMPRESSION_KEY)
+    build_checks.check_unique_impressions(day, imp, IMPRESSION_KEY)
     check_day_timestamps(day, imp)
     imp["event_timestamp"] = pd.to_datetime(imp["event_timestamp"], utc=True).astype("datetime64[ns, UTC]")
     lookups = imp[list(LOOKUP_KEY)].drop_duplicates(ignore_index=True)
@@ -180,7 +182,7 @@ def join_day(store: FeatureStore, day: dt.date, impressions: pa.Table, schema: p
         raise DataValidationError(
             f"the Feast point-in-time join of {day.isoformat()} failed: {type(exc).__name__}: {exc}"
         ) from exc
-    validation.check_rows_conserved(day, "the Feast point-in-time join", len(lookups), len(feats))
+    build_checks.check_rows_conserved(day, "the Feast point-in-time join", len(lookups), len(feats))
     feats["event_timestamp"] = pd.to_datetime(feats["event_timestamp"], utc=True).astype(
         "datetime64[ns, UTC]"
     )
@@ -193,7 +195,7 @@ def join_day(store: FeatureStore, day: dt.date, impressions: pa.Table, schema: p
     out = imp.merge(
         feats[[*LOOKUP_KEY, *feature_cols]], on=list(LOOKUP_KEY), how="left", validate="many_to_one"
     )
-    validation.check_rows_conserved(day, "joining features back to impressions", len(imp), len(out))
+    build_checks.check_rows_conserved(day, "joining features back to impressions", len(imp), len(out))
     return out.sort_values(["request_id", "position"], kind="stable", ignore_index=True)[list(schema.names)]
 
 
@@ -262,6 +264,11 @@ def _build_partition(
         # what reuse verifies: a partition truncated or altered after this is rebuilt, not trusted
         stats["bytes"] = (tmp / "examples.parquet").stat().st_size
         stats["sha256"] = sha256_file(tmp / "examples.parquet")
+        # the data validation's statistics of the day, computed once, from the table in memory
+        day_statistics.write(
+            day_statistics.path_beside(tmp / "examples.parquet"),
+            day_statistics.compute(table, day, str(stats["sha256"])),
+        )
         atomic_write_json(tmp / "partition.json", stats)
     log.info("built partition %s (%d rows) in %.1fs", day, table.num_rows, stats["build_seconds"])
     return DayPartition(
@@ -335,19 +342,14 @@ def _build(
     if end not in present:
         raise DataValidationError(f"the eval day {end.isoformat()} has no impressions in {ws.source}")
     missing = [d for d in train_days if d not in present]
-    validation.check_coverage(train_days, missing, checks.min_coverage)
+    build_checks.check_coverage(train_days, missing, checks.min_coverage)
 
     store = _Store(ws, settings)
     train: list[DayPartition] = []
     for day in train_days:
         if day in present:
-            part = _build_partition(ws, store, day, schema, feature_version)
-            validation.check_day_stats(day, part.rows, part.label_rate, part.null_rates, checks, "training")
-            train.append(part)
+            train.append(_build_partition(ws, store, day, schema, feature_version))
     eval_part = _build_partition(ws, store, end, schema, feature_version)
-    validation.check_day_stats(
-        end, eval_part.rows, eval_part.label_rate, eval_part.null_rates, checks, "eval"
-    )
 
     parts = [*train, eval_part]
     rows_train = sum(p.rows for p in train)

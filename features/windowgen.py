@@ -16,7 +16,14 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.parquet as pq
 
-from features.schema import DENSE_FEATURES, EXAMPLE_COLUMNS, IMPRESSION_SCHEMA, PIN_VIEW, USER_VIEW
+from features.schema import (
+    DENSE_FEATURES,
+    EXAMPLE_COLUMNS,
+    IMPRESSION_SCHEMA,
+    PIN_VIEW,
+    SNAPSHOT_COLUMNS,
+    USER_VIEW,
+)
 
 
 def current_feature_version() -> str:
@@ -37,6 +44,7 @@ def _schema() -> pa.Schema:
     for name in DENSE_FEATURES:
         kind = pa.float64() if "rate" in name else pa.int64()
         fields.append(pa.field(name, kind))
+    fields += [pa.field(name, pa.timestamp("us", tz="UTC")) for name in SNAPSHOT_COLUMNS]
     schema = pa.schema(fields)
     assert schema.names == list(EXAMPLE_COLUMNS)
     return schema
@@ -81,6 +89,9 @@ def day_table(
             cols[name] = values.astype(np.float64)
         else:
             cols[name] = rng.poisson(20 * (j + 1), rows).astype(np.int64)
+    snapshot = np.datetime64(day.isoformat(), "us")  # each view's snapshot of the day, at 00:00
+    for name in SNAPSHOT_COLUMNS:
+        cols[name] = pa.array(np.full(rows, snapshot), pa.timestamp("us", tz="UTC"))
     schema = _schema()
     arrays = [
         c if isinstance(c, pa.Array) else pa.array(c, type=schema.field(k).type) for k, c in cols.items()

@@ -1,6 +1,6 @@
 """Pure functions of the retrain DAG on the steps' JSON summaries and Airflow task states (no I/O,
-no Airflow): checks of the freshness and window summaries, the command lines of the post-gate
-steps, and the run's outcome. Whether to promote is not decided here: `ranker decide` says."""
+no Airflow): the freshness check, the command lines of the post-gate steps, and the run's outcome
+(the window's data is checked by the validation step, ``ranker features validate``). Whether to promote is not decided here: `ranker decide` says."""
 
 from __future__ import annotations
 
@@ -46,34 +46,6 @@ def freshness_problem(summary: Mapping[str, Any], window_end: str) -> str | None
     if dt.date.fromisoformat(str(latest)[:10]) < dt.date.fromisoformat(window_end):
         return f"source data ends at {latest}; the window's eval day {window_end} has not landed yet"
     return None
-
-
-def window_problems(summary: Mapping[str, Any], plan: Mapping[str, Any]) -> list[str]:
-    """Checks of a built window against the plan: every row and day accounted for."""
-    problems = []
-    if str(summary.get("end")) != plan["window_end"]:
-        problems.append(f"window end {summary.get('end')} != planned {plan['window_end']}")
-    planned = plan.get("window_days")  # None: the pipeline config's, whatever the step reports
-    if planned is not None and int(summary.get("days", -1)) != int(planned):
-        problems.append(f"window days {summary.get('days')} != planned {planned}")
-    for key in ("rows_train", "rows_eval"):
-        if int(summary.get(key) or 0) <= 0:
-            problems.append(f"{key} is {summary.get(key)}: the window is empty")
-    built, reused = summary.get("days_built"), summary.get("days_reused")
-    if built is not None and reused is not None:
-        # present training days + the eval day, each either built now or reused from an earlier
-        # window (the builder tolerates a few missing days up to its coverage threshold)
-        missing = len(summary.get("missing_days") or [])
-        accounted = int(built) + int(reused)
-        expected = int(summary.get("days") or 0) - missing + 1
-        if accounted != expected:
-            problems.append(
-                f"{built} days built + {reused} reused != {expected} (train days - {missing} missing + eval day)"
-            )
-    rate = summary.get("label_rate")
-    if rate is not None and not 0.0 < float(rate) < 1.0:
-        problems.append(f"label rate {rate} is degenerate (no positives or no negatives)")
-    return problems
 
 
 def gate_check_lines(report: Mapping[str, Any]) -> list[str]:

@@ -23,7 +23,7 @@ import yaml
 from feast import Entity, FeatureService, FeatureView, Field, FileSource, ValueType
 from feast.data_format import ParquetFormat
 from feast.data_source import DataSource
-from feast.types import Float64, Int64, String
+from feast.types import Float64, Int64, String, UnixTimestamp
 
 
 def _home() -> Path:
@@ -79,6 +79,7 @@ user_stats = FeatureView(
         Field(name="impressions_28d", dtype=Int64),
         Field(name="saves_28d", dtype=Int64),
         Field(name="save_rate_28d", dtype=Float64),
+        Field(name="as_of", dtype=UnixTimestamp),  # the snapshot's time: the leak check reads it per row
     ],
     source=_snapshots("user_stats_source", "users"),
     online=True,
@@ -97,6 +98,7 @@ pin_stats = FeatureView(
         Field(name="saves_28d", dtype=Int64),
         Field(name="save_rate_28d", dtype=Float64),
         Field(name="age_days", dtype=Int64),
+        Field(name="as_of", dtype=UnixTimestamp),
     ],
     source=_snapshots("pin_stats_source", "pins"),
     online=True,

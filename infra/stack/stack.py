@@ -69,7 +69,6 @@ SMALL_PIPELINE_CONFIG = """\
 # the small stack workspace (infra/stack/stack.py SMALL_WORKSPACE): short windows for 10 days of data
 [window]
 days = 5
-max_null_rate = 0.9
 [recipe]
 batch_size = 256
 schedule = "F,J"

@@ -27,9 +27,28 @@ KINDS: dict[str, str] = {
     "nan_scores": "2% of the scores NaN: a numeric overflow in the serving export",
     "calibration_x3": "probabilities x3 (calibration off 3x): a wrong negative-sampling correction",
     "leakage": "trained on the eval day itself (window end taken as inclusive): too good to be true",
+    "null_spike": "a feature view's join lost for 40% of the rows: its features null there (a lost join)",
+    "rehashed_category": "the pin category re-hashed into a new vocabulary upstream",
+    "rate_x100": "a rate feature (pin save rate, 28 d) in percent instead of a fraction (x100)",
+    "day_duplicated": "one training day's file loaded again as the next day (the same requests, re-dated)",
+    "label_rate_doubled": "every positive row joined twice (saves counted double)",
 }
 TRAINED_KINDS = ("shuffled_labels", "zeroed_feature", "lr_x100", "stale_window", "leakage")
+# bugs made in the window the run reads: its data validation must stop each by this anomaly
+DATA_KINDS: dict[str, str] = {
+    "zeroed_feature": "feature_all_zero",
+    "leakage": "leakage_event_time",
+    "null_spike": "null_rate_jump",
+    "rehashed_category": "schema_vocabulary",
+    "rate_x100": "schema_domain",
+    "day_duplicated": "day_repeated",
+    "label_rate_doubled": "label_rate_jump",
+}
 ZEROED_FEATURE = "pin_stats__save_rate_28d"
+RATE_FEATURE = "pin_stats__save_rate_28d"
+REHASHED_FEATURE = "pin_stats__category"
+LOST_VIEW = "pin_stats"
+NULL_SHARE = 0.4
 STALE_DAYS = 30
 NAN_SHARE = 0.02
 CALIBRATION_FACTOR = 3.0
@@ -149,6 +168,61 @@ def zeroed_feature(table: Any, column: str = ZEROED_FEATURE) -> Any:
         raise InjectionError(f"zeroed_feature: the partition has no column {column}")
     kind = table.schema.field(index).type
     return table.set_column(index, column, pa.array(np.zeros(len(table)), type=kind))
+
+
+def null_spike(table: Any, seed: int, view: str = LOST_VIEW, share: float = NULL_SHARE) -> Any:
+    """The view's features null on ``share`` of the rows (chosen at random): its join lost them."""
+    import pyarrow as pa
+    import pyarrow.compute as pc
+
+    lost = pa.array(np.random.default_rng(seed).random(len(table)) < share)
+    for i, name in enumerate(table.schema.names):
+        if name.startswith(f"{view}__"):
+            column = table.column(name)
+            table = table.set_column(i, name, pc.if_else(lost, pa.nulls(len(table), column.type), column))
+    return table
+
+
+def rehashed_category(table: Any, column: str = REHASHED_FEATURE) -> Any:
+    """Every value of a categorical column mapped to a new token (a changed hashing upstream)."""
+    import hashlib
+
+    import pyarrow as pa
+
+    index = table.schema.get_field_index(column)
+    values = table.column(column).to_pylist()
+    mapped = [
+        None if v is None else "h" + hashlib.blake2b(str(v).encode(), digest_size=4).hexdigest()
+        for v in values
+    ]
+    return table.set_column(index, column, pa.array(mapped, type=table.schema.field(index).type))
+
+
+def rate_x100(table: Any, column: str = RATE_FEATURE) -> Any:
+    """A rate in percent instead of a fraction."""
+    import pyarrow.compute as pc
+
+    index = table.schema.get_field_index(column)
+    return table.set_column(index, column, pc.multiply(table.column(column), 100.0))
+
+
+def positives_twice(table: Any) -> Any:
+    """Every positive row twice (a join that matched each save two times)."""
+    import pyarrow as pa
+    import pyarrow.compute as pc
+
+    return pa.concat_tables([table, table.filter(pc.equal(table.column("saved"), 1))])
+
+
+def redated(table: Any, days: int = 1) -> Any:
+    """The same rows (the same requests) timed ``days`` later: a day's file loaded as another day."""
+    import pyarrow as pa
+    import pyarrow.compute as pc
+
+    index = table.schema.get_field_index("event_timestamp")
+    column = table.column("event_timestamp")
+    shifted = pc.add(column, pa.scalar(dt.timedelta(days=days), pa.duration(column.type.unit)))
+    return table.set_column(index, "event_timestamp", shifted.cast(column.type))
 
 
 def leaky_manifest(manifest: dict[str, Any]) -> dict[str, Any]:

@@ -5,7 +5,10 @@ replayed on stored scores (replaying a gate costs seconds; training is the expen
 Layout (``<home>/backtests/<id>/<recipe>/suite/``)::
 
     candidates/<D>/            the clean candidate trained for eval day D (``ranker train --out``)
-    injected/<kind>@<D>/       a trained bad candidate (its run folder; ``home/`` its crafted window)
+    injected/<kind>@<D>/       a bad candidate: ``home/`` the window it was made in (its data
+                               validated like any run's), ``run/`` its training when the data
+                               validation let it through
+    probe/<D>/                 the naive candidates of the real-improvement probe
     scores/<model>@<D>.parquet  a model's scores on eval day D (computed once, on demand)
     report/                    suite.md, suite.json
 
@@ -14,6 +17,13 @@ Only recipes whose candidates do not depend on the gate's decisions can be repla
 the same whatever a gate decided. Each injected candidate is judged in the state the clean replay
 of the same gate reached on its day (its champion, references and history): one broken candidate
 at a time, so every kind can be injected on several days without leaving no clean days.
+
+Every window a candidate is trained on goes through the run's data validation step first
+(``features.validation.step``, the shipped ``[validation]`` policies, the workspace's history and
+schema), as in ``ranker run``: a bad window whose validation fails is stopped there, untrained, by
+the anomaly it names; the others are trained and judged by the gate, with the validation's leak
+verdict as the gate's evidence. The real-improvement probe: three naive candidates as the
+champions before the fourth eval day, then the recipe's own candidate judged against them.
 """
 
 from __future__ import annotations
@@ -32,10 +42,13 @@ from ranking.backtest.gates import ForwardDay, GateState, regret_summary, replay
 from ranking.core.atomic import atomic_path, atomic_write_json, read_json
 from ranking.core.hashing import sha256_file
 from ranking.core.workspace import Workspace
-from ranking.gate.checks import GateConfig, GateReport, TrainingWindow, run_gate
+from ranking.gate.checks import GateConfig, GateReport, LeakEvidence, TrainingWindow, run_gate
 
 if TYPE_CHECKING:
     import pandas as pd
+
+    from ranking.config.loader import EffectiveConfig
+    from ranking.core.summaries import ValidationSummary
 
 log = logging.getLogger(__name__)
 
@@ -62,6 +75,7 @@ class Model:
     own_scores: Path | None  # eval_scores.parquet on its own eval day
     transform: str | None = None  # reset_tables | nan_scores | calibration_x3
     source: str | None = None  # the model whose scores a score transform starts from
+    evidence: LeakEvidence | None = None  # its window's data-level leak checks and its lineage
 
 
 class ScoreStore:
@@ -126,6 +140,8 @@ class GateSuite:
         self.folder = self.run.folder / "suite"
         self.window_days = self.run.effective.config.window.days
         self.store = ScoreStore(self.folder / "scores", self._eval_parquet, self.scorer)
+        self.validations: dict[str, ValidationSummary] = {}  # "clean@D" / injection key -> verdict
+        self.probe: dict[str, Any] | None = None
 
     # ------------------------------------------------------------ data and training
 
@@ -182,10 +198,16 @@ class GateSuite:
             raise self._failed(f"pretrain for {day}", result.exit_code, result.summary.get("error"))
 
     def _train(
-        self, home: Path, out: Path, end: dt.date, warm: Path | None, config_file: Path | None = None
+        self,
+        home: Path,
+        out: Path,
+        end: dt.date,
+        warm: Path | None,
+        config_file: Path | None = None,
+        effective: EffectiveConfig | None = None,
     ) -> Path:
         """A candidate trained on the window ending ``end`` by the recipe in ``home`` (or
-        ``config_file``), from ``warm``, into ``out``, not registered."""
+        ``config_file``, or the ``effective`` config), from ``warm``, into ``out``, not registered."""
         from dataclasses import replace
 
         from ranking.config.loader import load
@@ -196,7 +218,8 @@ class GateSuite:
             return out
         ws = Workspace.resolve(home)
         run_id = f"suite__{out.name.replace('@', '__')}"
-        job = train_job(load(ws.root, config_file), ws, end, run_id=run_id, out=out, register=False)
+        config = effective or load(ws.root, config_file)
+        job = train_job(config, ws, end, run_id=run_id, out=out, register=False)
         if warm is not None:
             job = replace(job, warm_start=str(warm))
         outcome = steps.InProcessSteps(ws, run_id).run("train", lambda: steps.train(job))
@@ -205,36 +228,83 @@ class GateSuite:
         return out
 
     def _crafted_home(self, injection: inject.Injection, folder: Path) -> Path:
-        """A workspace holding only the day's window, its partitions transformed for ``kind``."""
-        import pyarrow.parquet as pq
-
+        """A workspace holding only the day's window, its partitions transformed for the kind
+        (each in a folder of its own, with its statistics computed by the validation)."""
         home = folder / "home"
-        manifest = self._manifest(injection.day)
         target = home / "windows" / f"{injection.day.isoformat()}_{self.window_days}d" / "manifest.json"
         if target.is_file():
             return home
+        manifest = self._manifest(injection.day)
         if injection.kind == "leakage":
             crafted = inject.leaky_manifest(manifest)
         else:
-            train = []
-            for i, part in enumerate(manifest["train"]):
-                table = pq.read_table(part["path"])
-                table = (
-                    inject.shuffled_labels(table, seed=i)
-                    if injection.kind == "shuffled_labels"
-                    else inject.zeroed_feature(table)
-                )
-                path = home / "partitions" / f"{part['date']}.parquet"
-                path.parent.mkdir(parents=True, exist_ok=True)
-                with atomic_path(path) as tmp:
-                    pq.write_table(table, tmp)
-                # recorded like the window builder's, so `ranker train`'s partition check accepts it
-                train.append(
-                    {**part, "path": str(path), "bytes": path.stat().st_size, "sha256": sha256_file(path)}
-                )
+            train = list(manifest["train"])
+            for i, part in enumerate(train):
+                table = self._transformed(injection.kind, i, train)
+                if table is not None:
+                    train[i] = self._write_partition(home, part, table)
             crafted = {**manifest, "train": train}
         atomic_write_json(target, crafted)
         return home
+
+    @staticmethod
+    def _transformed(kind: str, i: int, train: Sequence[Mapping[str, Any]]) -> Any:
+        """Training partition ``i`` as the kind breaks it (None: left as it is)."""
+        import pyarrow.parquet as pq
+
+        if kind == "day_duplicated":  # the last training day is the day before's file again
+            return inject.redated(pq.read_table(train[i - 1]["path"])) if i == len(train) - 1 else None
+        table = pq.read_table(train[i]["path"])
+        transforms = {
+            "shuffled_labels": lambda t: inject.shuffled_labels(t, seed=i),
+            "zeroed_feature": inject.zeroed_feature,
+            "null_spike": lambda t: inject.null_spike(t, seed=i),
+            "rehashed_category": inject.rehashed_category,
+            "rate_x100": inject.rate_x100,
+            "label_rate_doubled": inject.positives_twice,
+        }
+        return transforms[kind](table)
+
+    @staticmethod
+    def _write_partition(home: Path, part: Mapping[str, Any], table: Any) -> dict[str, Any]:
+        import pyarrow.parquet as pq
+
+        path = home / "partitions" / str(part["date"]) / "examples.parquet"
+        path.parent.mkdir(parents=True, exist_ok=True)
+        with atomic_path(path) as tmp:
+            pq.write_table(table, tmp)
+        # recorded like the window builder's, so `ranker train`'s partition check accepts it
+        return {
+            **part,
+            "path": str(path),
+            "rows": table.num_rows,
+            "bytes": path.stat().st_size,
+            "sha256": sha256_file(path),
+        }
+
+    def _validate(self, key: str, home: Path, end: dt.date) -> ValidationSummary:
+        """The run's data validation step on the window ending ``end`` in ``home``, judged against
+        the backtested workspace's history and schema (recorded under ``key``)."""
+        from features.validation.step import ValidationRequest, validate_window
+
+        if key not in self.validations:
+            config = self.run.effective.config.validation.validation_config()
+            request = ValidationRequest(
+                Workspace.resolve(home), end, self.window_days, config, history=self.ws
+            )
+            self.validations[key] = validate_window(request)
+        return self.validations[key]
+
+    def _evidence(self, validation: ValidationSummary) -> LeakEvidence:
+        """The gate's evidence for a candidate trained on that window: its data-level leak checks;
+        the lineage is the recipe's base, pretrained on the days before the window (or none)."""
+        return LeakEvidence(
+            data_checked=validation.leak_checked,
+            data_clean=validation.leak_clean,
+            lineage_checked=True,
+            lineage_clean=True,
+            detail=f"data validation {validation.verdict}",
+        )
 
     def build(self) -> None:
         """Train every day's clean candidate and every trained bad one (finished ones are kept)."""
@@ -246,53 +316,163 @@ class GateSuite:
         for i, day in enumerate(self.days):
             started = time.perf_counter()
             self._manifest(day)
+            clean = self._validate(f"clean@{day.isoformat()}", self.ws.root, day)
+            if clean.verdict == "fail":
+                self._say(f"the clean window of {day} fails its data validation: {clean.anomalies[0].detail}")
             base = self._base(day)
             warm = base
             out = self._train(self.run.home, self.folder / "candidates" / day.isoformat(), day, warm)
             key = f"c-{day.isoformat()}"
-            self.store.add(Model(key, day, out / "model.pt", out / "eval_scores.parquet"))
+            self.store.add(
+                Model(key, day, out / "model.pt", out / "eval_scores.parquet", evidence=self._evidence(clean))
+            )
             for injection in by_day.get(day, []):
                 self._inject(injection, key, out, warm, config_file)
             self._say(f"day {i + 1}/{len(self.days)} {day} built in {time.perf_counter() - started:.0f} s")
+        self._build_probe()
+
+    def clean_validation(self) -> dict[str, Any]:
+        """How the clean windows fared in the data validation: days, failing, warning, the kinds."""
+        clean = [v for k, v in self.validations.items() if k.startswith("clean@")]
+        return {
+            "days": len(clean),
+            "fail": sum(1 for v in clean if v.verdict == "fail"),
+            "warn": sum(1 for v in clean if v.verdict == "warn"),
+            "failing_kinds": sorted({a.kind for v in clean for a in v.anomalies if a.policy == "fail"}),
+        }
+
+    # ------------------------------------------------------------ the real-improvement probe
+
+    PROBE_CHAMPIONS = 3  # naive candidates served before the recipe's first
+
+    def _probe_recipe(self) -> Path | None:
+        """The naive recipe beside the suite's (None: the suite's recipe is naive, or none found)."""
+        if self.run.recipe.name == "naive":
+            return None
+        path = self.run.recipe.path.parent / "naive.toml"
+        return path if path.is_file() else None
+
+    def _build_probe(self) -> None:
+        """Naive candidates for the first PROBE_CHAMPIONS eval days (the champions a recipe switch
+        meets), trained from scratch on the same windows, validated like the others."""
+        naive = self._probe_recipe()
+        if naive is None or len(self.days) <= self.PROBE_CHAMPIONS:
+            return
+        from ranking.backtest.engine import read_recipe, recipe_config
+        from ranking.config.loader import file_values, find_config_file
+
+        base_file = find_config_file(self.ws.root)
+        effective = recipe_config(
+            read_recipe("naive", naive),
+            file_values(base_file) if base_file else {},
+            f"file:{base_file}" if base_file else None,
+        )
+        for day in self.days[: self.PROBE_CHAMPIONS]:
+            out = self._train(
+                self.run.home, self.folder / "probe" / day.isoformat(), day, None, effective=effective
+            )
+            evidence = self.store.models[f"c-{day.isoformat()}"].evidence
+            self.store.add(
+                Model(
+                    f"naive-{day.isoformat()}",
+                    day,
+                    out / "model.pt",
+                    out / "eval_scores.parquet",
+                    evidence=evidence,
+                )
+            )
+        self._say(f"probe: {self.PROBE_CHAMPIONS} naive champions trained")
+
+    def _probe_verdict(self, config: GateConfig) -> dict[str, Any] | None:
+        """The recipe's candidate on the day after the naive champions, judged in the state the
+        gate reached serving naive: a genuine improvement must be promoted on its first day."""
+        if self._probe_recipe() is None or len(self.days) <= self.PROBE_CHAMPIONS:
+            return None
+        first = self.days[: self.PROBE_CHAMPIONS]
+        judge = self.judge(config)
+        _, states = replay(
+            [*first, self.days[self.PROBE_CHAMPIONS]],
+            {d: f"naive-{d.isoformat()}" for d in first},
+            config,
+            judge,
+        )
+        day = self.days[self.PROBE_CHAMPIONS]
+        candidate = f"c-{day.isoformat()}"
+        report = judge(day, candidate, states[-1])
+        leak = next((c for c in report.checks if c.name == "leakage"), None)
+        return {
+            "day": day.isoformat(),
+            "champion": states[-1].champion.key if states[-1].champion else None,
+            "decision": report.decision,
+            "relative_change": report.relative_change,
+            "ci": report.ci,
+            "failed_checks": report.failed_checks,
+            "warnings": report.warnings,
+            "leakage": leak.detail if leak else None,
+        }
 
     def _inject(
         self, injection: inject.Injection, clean: str, clean_dir: Path, warm: Path | None, config_file: Path
     ) -> None:
         day, kind = injection.day, injection.kind
         folder = self.folder / "injected" / injection.key
+        evidence = self.store.models[clean].evidence
         if kind in ("nan_scores", "calibration_x3"):
-            self.store.add(Model(injection.key, day, None, None, transform=kind, source=clean))
+            self.store.add(
+                Model(injection.key, day, None, None, transform=kind, source=clean, evidence=evidence)
+            )
             return
         if kind == "reset_tables":
-            self.store.add(Model(injection.key, day, clean_dir / "model.pt", None, transform="reset_tables"))
+            self.store.add(
+                Model(
+                    injection.key,
+                    day,
+                    clean_dir / "model.pt",
+                    None,
+                    transform="reset_tables",
+                    evidence=evidence,
+                )
+            )
             return
         out = folder / "run"
         trained_for = day
-        if kind in ("shuffled_labels", "zeroed_feature", "leakage"):
+        home = self.run.home
+        if kind in inject.DATA_KINDS or kind == "shuffled_labels":
             home = self._crafted_home(injection, folder)
+            validation = self._validate(injection.key, home, day)
+            if validation.verdict == "fail":  # the run stops before training: nothing to gate
+                self._say(f"{injection.key} stopped by its data validation ({validation.anomalies[0].kind})")
+                return
+            evidence = self._evidence(validation)
             self._train(home, out, day, warm, config_file)
         elif kind == "lr_x100":
-            import json
-
-            lr_file = folder / "ranker.toml"
-            if not lr_file.is_file():
-                model_config = json.loads((clean_dir / "model_config.json").read_text())
-                extra = "".join(
-                    f'\n[recipe.{name}]\nname = "{o["name"]}"\nlr = {o["lr"]!r}\n'
-                    for name, o in inject.scaled_optimizers(model_config).items()
-                )
-                text = config_file.read_text() if config_file.is_file() else ""
-                folder.mkdir(parents=True, exist_ok=True)
-                lr_file.write_text(text + extra)
-            self._train(self.run.home, out, day, warm, lr_file)
+            self._train(self.run.home, out, day, warm, self._lr_config(folder, clean_dir, config_file))
         elif kind == "stale_window":
             trained_for = day - dt.timedelta(days=inject.STALE_DAYS)
             self._manifest(trained_for)
+            evidence = self._evidence(self._validate(f"clean@{trained_for}", self.ws.root, trained_for))
             self._train(self.run.home, out, trained_for, warm)
         else:  # pragma: no cover - KINDS and this function are kept in step by a test
             raise BacktestError(f"unknown injection kind {kind}")
         own = out / "eval_scores.parquet" if trained_for == day else None
-        self.store.add(Model(injection.key, trained_for, out / "model.pt", own))
+        self.store.add(Model(injection.key, trained_for, out / "model.pt", own, evidence=evidence))
+
+    @staticmethod
+    def _lr_config(folder: Path, clean_dir: Path, config_file: Path) -> Path:
+        """The recipe's config with both learning rates x100 (a typo in the optimizer section)."""
+        import json
+
+        lr_file = folder / "ranker.toml"
+        if not lr_file.is_file():
+            model_config = json.loads((clean_dir / "model_config.json").read_text())
+            extra = "".join(
+                f'\n[recipe.{name}]\nname = "{o["name"]}"\nlr = {o["lr"]!r}\n'
+                for name, o in inject.scaled_optimizers(model_config).items()
+            )
+            text = config_file.read_text() if config_file.is_file() else ""
+            folder.mkdir(parents=True, exist_ok=True)
+            lr_file.write_text(text + extra)
+        return lr_file
 
     # ------------------------------------------------------------ replay
 
@@ -314,9 +494,45 @@ class GateSuite:
                 references={k: self.store.scores(k, day) for k in state.references},
                 trend_reference=(state.trend, self.store.scores(state.trend, day)) if state.trend else None,
                 history=state.history,
+                leak_evidence=self.store.models[candidate].evidence,
             )
 
         return run
+
+    def _judged_injection(
+        self,
+        injection: inject.Injection,
+        judge: Callable[[dt.date, str, GateState], GateReport],
+        state: GateState,
+    ) -> dict[str, Any]:
+        """One bad candidate: stopped by its window's data validation (named anomalies), or judged
+        by the gate in the state the clean replay reached on its day."""
+        validation = self.validations.get(injection.key)
+        failing = sorted({a.kind for a in validation.anomalies if a.policy == "fail"}) if validation else []
+        entry: dict[str, Any] = {
+            "kind": injection.kind,
+            "day": injection.day.isoformat(),
+            "validation": validation.verdict if validation else None,
+            "anomalies": failing,
+            "named_anomaly": inject.DATA_KINDS.get(injection.kind),
+            "champion": state.champion.key if state.champion else None,
+        }
+        if validation is not None and validation.verdict == "fail":
+            return {
+                **entry,
+                "decision": "stopped",
+                "stopped_by": "validation",
+                "failed_checks": [],
+                "relative_change": None,
+            }
+        report = judge(injection.day, injection.key, state)
+        return {
+            **entry,
+            "decision": report.decision,
+            "stopped_by": "gate" if report.decision == "reject" else None,
+            "failed_checks": report.failed_checks,
+            "relative_change": report.relative_change,
+        }
 
     def replay_gates(self) -> dict[str, Any]:
         candidates = {day: f"c-{day.isoformat()}" for day in self.days}
@@ -345,21 +561,11 @@ class GateSuite:
                         else None,
                     )
                 )
-            bad = []
-            for injection in self.injections:
-                state = states[list(self.days).index(injection.day)]
-                report = judge(injection.day, injection.key, state)
-                bad.append(
-                    {
-                        "kind": injection.kind,
-                        "day": injection.day.isoformat(),
-                        "decision": report.decision,
-                        "failed_checks": report.failed_checks,
-                        "relative_change": report.relative_change,
-                        "champion": state.champion.key if state.champion else None,
-                    }
-                )
-            stopped = {k: [b["decision"] == "reject" for b in bad if b["kind"] == k] for k in inject.KINDS}
+            bad = [
+                self._judged_injection(injection, judge, states[list(self.days).index(injection.day)])
+                for injection in self.injections
+            ]
+            stopped = {k: [b["stopped_by"] is not None for b in bad if b["kind"] == k] for k in inject.KINDS}
             out[name] = {
                 "config": config.to_dict(),
                 "days": [r.to_dict() for r in records],
@@ -369,6 +575,8 @@ class GateSuite:
                 "injected": bad,
                 "stopped": {k: f"{sum(v)}/{len(v)}" for k, v in stopped.items() if v},
                 "bad_promoted": sum(1 for b in bad if b["decision"] == "pass"),
+                "stopped_by_validation": sum(1 for b in bad if b["stopped_by"] == "validation"),
+                "probe": self._probe_verdict(config),
                 "replay_seconds": round(time.perf_counter() - started, 1),
             }
             self._say(f"gate {name} replayed in {out[name]['replay_seconds']} s")
@@ -384,6 +592,73 @@ def _pct(x: Any) -> str:
 
 def _f(x: Any) -> str:
     return "—" if x is None else f"{x:.4f}"
+
+
+def _validation_lines(spec: Mapping[str, Any], result: Mapping[str, Any], gates: Sequence[str]) -> list[str]:
+    """How the data validation stopped the bugs made in windows, and how the clean windows fared."""
+    lines: list[str] = []
+    first = result[gates[0]]["injected"] if gates else []
+    data = [b for b in first if b.get("named_anomaly")]
+    if data:
+        named = sum(1 for b in data if b["named_anomaly"] in b["anomalies"])
+        lines += [
+            "",
+            f"Bugs made in the window the run reads are validated first, as `ranker run` does: {named} of"
+            f" {len(data)} were stopped by the anomaly their kind names (`ranking/backtest/inject.py`"
+            " DATA_KINDS), untrained; the others (and every kind made after the window) go to the gate.",
+        ]
+    clean = spec.get("clean_validation") or {}
+    if clean:
+        lines += [
+            "",
+            f"Clean windows validated: {clean['days']}, failing {clean['fail']}, warning {clean['warn']}"
+            + (f" (failing kinds: {', '.join(clean['failing_kinds'])})" if clean["failing_kinds"] else "")
+            + ".",
+        ]
+    return lines
+
+
+def _injected_lines(result: Mapping[str, Any], gates: Sequence[str]) -> list[str]:
+    lines: list[str] = []
+    for name in gates:
+        lines += [
+            "",
+            f"### `{name}`: each injected candidate",
+            "",
+            "| day | kind | data validation (failing anomalies) | decision | stopped by | HIT@3 vs champion "
+            "| failed checks |",
+            "| --- | --- | --- | --- | --- | --- | --- |",
+        ]
+        for b in result[name]["injected"]:
+            validation = b.get("validation") or "—"
+            if b.get("anomalies"):
+                validation += " (" + ", ".join(f"`{a}`" for a in b["anomalies"]) + ")"
+            lines.append(
+                f"| {b['day']} | `{b['kind']}` | {validation} | {b['decision']} | {b.get('stopped_by') or '—'} | "
+                f"{_pct(b['relative_change'])} | {', '.join(b['failed_checks']) or '—'} |"
+            )
+    return lines
+
+
+def _probe_lines(result: Mapping[str, Any], gates: Sequence[str], recipe: str) -> list[str]:
+    lines: list[str] = []
+    for name in gates:
+        probe = result[name].get("probe")
+        if not probe:
+            continue
+        ci = probe["ci"]
+        lines += [
+            "",
+            f"### `{name}`: the real-improvement probe",
+            "",
+            f"Naive candidates served as champions for the first eval days; on {probe['day']} the `{recipe}`"
+            f" candidate met {probe['champion']}: **{probe['decision']}**, save HIT@3 {_pct(probe['relative_change'])}"
+            + (f" [{_pct(ci[0])}, {_pct(ci[1])}]" if ci else "")
+            + f"; failed checks: {', '.join(probe['failed_checks']) or '—'}; warnings: {', '.join(probe['warnings']) or '—'}.",
+        ]
+        if probe.get("leakage"):
+            lines.append(f"Its leakage check: {probe['leakage']}")
+    return lines
 
 
 def render_suite(spec: Mapping[str, Any], recipe: str, result: Mapping[str, Any], wall_seconds: float) -> str:
@@ -424,19 +699,9 @@ def render_suite(spec: Mapping[str, Any], recipe: str, result: Mapping[str, Any]
     for kind, doc in inject.KINDS.items():
         cells = [result[g]["stopped"].get(kind, "—") for g in gates]
         lines.append(f"| `{kind}` | {doc} | " + " | ".join(cells) + " |")
-    for name in gates:
-        lines += [
-            "",
-            f"### `{name}`: each injected candidate",
-            "",
-            "| day | kind | decision | HIT@3 vs champion | failed checks |",
-            "| --- | --- | --- | --- | --- |",
-        ]
-        for b in result[name]["injected"]:
-            lines.append(
-                f"| {b['day']} | `{b['kind']}` | {b['decision']} | {_pct(b['relative_change'])} | "
-                f"{', '.join(b['failed_checks']) or '—'} |"
-            )
+    lines += _validation_lines(spec, result, gates)
+    lines += _injected_lines(result, gates)
+    lines += _probe_lines(result, gates, recipe)
     for name in gates:
         lines += [
             "",

@@ -137,7 +137,11 @@ def _suite(args: argparse.Namespace, ws, spec, bt, started: float) -> CommandRes
         suite.build()
         result = suite.replay_gates()
         paths = write_suite_report(
-            suite.folder / "report", spec.to_dict(), run.recipe.name, result, time.perf_counter() - started
+            suite.folder / "report",
+            {**spec.to_dict(), "clean_validation": suite.clean_validation()},
+            run.recipe.name,
+            result,
+            time.perf_counter() - started,
         )
         if args.report_dir:
             args.report_dir.mkdir(parents=True, exist_ok=True)
@@ -153,9 +157,12 @@ def _suite(args: argparse.Namespace, ws, spec, bt, started: float) -> CommandRes
         lines.append(f"gate suite {run.recipe.name}: {paths['markdown']}")
         for name, r in result.items():
             g = r["regret"]
+            probe = r.get("probe")
             lines.append(
                 f"  {name}: regret vs oracle {g['regret_vs_oracle']}, staleness median {g['staleness_median_days']} d,"
                 f" bad candidates promoted {r['bad_promoted']}/{len(r['injected'])}"
+                f" ({r['stopped_by_validation']} stopped by the data validation)"
+                + (f"; real-improvement probe: {probe['decision']}" if probe else "")
             )
     return CommandResult(summary=summary, text="\n".join(lines))
 
@@ -262,8 +269,7 @@ def _backtest(args: argparse.Namespace) -> CommandResult:
         # reads only the exit code never takes a partial comparison for a complete one
         message = failed_days_message(failed, bt.folder)
         summary.update(failed_days=failed, error=message)
-        lines.append(message)
-        print(f"ranker backtest: error: {message}", file=sys.stderr)
+        lines.append(message)  # `ranker` prints the summary's error on stderr, as for any failure
         return CommandResult(summary=summary, exit_code=2, text="\n".join(lines))
     return CommandResult(summary=summary, text="\n".join(lines))
 

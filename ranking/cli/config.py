@@ -68,16 +68,16 @@ def bindings() -> dict[str, tuple[Binding, ...]]:
         for name in RecipeSection.model_fields
         if name not in RECIPE_CONFIG_ONLY and f"recipe.{name}" != _MODEL_FILE.key
     )
-    checks = tuple(
-        Binding(dest, f"window.{dest}")
-        for dest in ("days", "min_coverage", "min_label_rate", "max_label_rate", "max_null_rate")
-    )
+    checks = tuple(Binding(dest, f"window.{dest}") for dest in ("days", "min_coverage"))
     return {
         # the Feast store (`features` section) has no flag: one apply renders it, and every later
         # step must name the same store, so it is set once, in the config file or the environment
         "apply": (),
         "materialize": (),
         "window": checks,
+        # the thresholds and policies are the [validation] section's (config file or --params)
+        "validate": (Binding("days", "window.days"),),
+        "accept": (),
         "freshness": (Binding("max_lag_hours", "window.max_source_lag_hours"),),
         "train": (Binding("days", "window.days"), *recipe, _MODEL_FILE),
         "gate": _gate_bindings(),

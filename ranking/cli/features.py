@@ -1,4 +1,5 @@
-"""``ranker features apply|materialize|window|freshness``: the Feast repository and training windows.
+"""``ranker features apply|materialize|window|validate|accept|freshness``: the Feast repository,
+training windows and their data validation.
 
 Handlers import pandas/feast inside their bodies so that ``ranker --help`` stays fast. The Feast
 store (offline duckdb | spark, online sqlite | redis) is the pipeline config's ``[features]``
@@ -67,6 +68,31 @@ def _window(args: argparse.Namespace) -> CommandResult:
     return window(window_request(effective_config(args).config, workspace(args), args.end))
 
 
+def _validate(args: argparse.Namespace) -> CommandResult:
+    from ranking.config.requests import validation_request
+    from ranking.pipeline.steps import validate
+
+    return validate(validation_request(effective_config(args).config, workspace(args), args.end))
+
+
+def _accept(args: argparse.Namespace) -> CommandResult:
+    from features.validation.step import accept
+    from ranking.registry import current_actor
+
+    acceptance = accept(workspace(args), args.anomaly, args.reason, current_actor())
+    summary = {
+        "anomaly": acceptance.key,
+        "reason": acceptance.reason,
+        "who": acceptance.who,
+        "when": acceptance.when,
+    }
+    text = (
+        f"accepted {acceptance.key} ({acceptance.reason}) as {acceptance.who}: run"
+        " `ranker features validate` (or the retrain) again"
+    )
+    return CommandResult(summary, text=text)
+
+
 def _freshness(args: argparse.Namespace) -> CommandResult:
     from features.window import FreshnessRequest, freshness
 
@@ -79,7 +105,9 @@ def _freshness(args: argparse.Namespace) -> CommandResult:
 def register(sub: argparse._SubParsersAction) -> None:  # type: ignore[type-arg]
     """Add ``features`` to ``ranker``."""
     feats = sub.add_parser(
-        "features", help="Feast repo and training windows: apply | materialize | window | freshness"
+        "features",
+        help="Feast repo, training windows and their data validation:"
+        " apply | materialize | window | validate | accept | freshness",
     )
     fsub = feats.add_subparsers(dest="features_command", metavar="SUBCOMMAND", required=True)
 
@@ -99,10 +127,33 @@ def register(sub: argparse._SubParsersAction) -> None:  # type: ignore[type-arg]
     # bound flags (ranking.cli.config.bindings): an unset one takes the config's value
     p.add_argument("--days", type=positive_int, default=None, help="window length in days")
     p.add_argument("--min-coverage", type=fraction, default=None, help="fraction of training days required")
-    p.add_argument("--min-label-rate", type=fraction, default=None)
-    p.add_argument("--max-label-rate", type=fraction, default=None)
-    p.add_argument("--max-null-rate", type=fraction, default=None, help="per feature column and day")
     p.set_defaults(handler=_window, step="window")
+
+    p = add_common(
+        fsub.add_parser(
+            "validate",
+            help="validate a built window's data against its kept schema and its history (exit 2 on a"
+            " failing anomaly); thresholds and policies: the [validation] config section",
+        )
+    )
+    p.add_argument("--end", type=parse_date, required=True, help="the window's eval day")
+    p.add_argument("--days", type=positive_int, default=None, help="window length in days")
+    p.set_defaults(handler=_validate, step="validate")
+
+    p = add_common(
+        fsub.add_parser(
+            "accept",
+            help="accept one anomaly of one day with a reason (recorded with who and when); the next"
+            " validation lets it pass",
+        )
+    )
+    p.add_argument(
+        "--anomaly",
+        required=True,
+        help="KIND[:FEATURE]@YYYY-MM-DD as the validation report and its error line name it",
+    )
+    p.add_argument("--reason", required=True, help="why this day's anomaly is accepted (one line)")
+    p.set_defaults(handler=_accept, step="accept")
 
     p = add_common(fsub.add_parser("freshness", help="newest source day and its lag"))
     p.add_argument("--end", type=parse_date, default=None, help="require this day; measure lag from its end")

@@ -119,6 +119,7 @@ def main(argv: list[str] | None = None) -> int:
     if handler is None:
         parser.print_help()
         return 2
+    name = " ".join(w for w in (args.command, getattr(args, f"{args.command}_command", None)) if w)
     try:
         result = handler(args)
         emit(args, args.step, result)  # writes the step summary: a full disk fails here too
@@ -126,11 +127,14 @@ def main(argv: list[str] | None = None) -> int:
         error = as_user_error(exc)
         if error is None:
             raise
-        name = " ".join(w for w in (args.command, getattr(args, f"{args.command}_command", None)) if w)
         return _fail(name, error, bool(getattr(args, "json", False)))
     except KeyboardInterrupt:
         print(f"ranker {args.command}: interrupted", file=sys.stderr)
         return 130
+    if result.exit_code >= 2 and result.summary.get("error"):
+        # a step that failed with a summary of its own (the validation's anomalies, a run's steps)
+        # still says why in one line on stderr, as every other failure does
+        print(f"ranker {name}: error: {result.summary['error']}", file=sys.stderr)
     return result.exit_code
 
 

@@ -1,8 +1,9 @@
-"""The pipeline config: one typed model with seven sections (``features``, ``window``, ``recipe``,
-``pretrain``, ``gate``, ``metrics``, ``review``), validated by pydantic.
+"""The pipeline config: one typed model with eight sections (``features``, ``window``,
+``validation``, ``recipe``, ``pretrain``, ``gate``, ``metrics``, ``review``), validated by pydantic.
 
 Defaults are not written twice: they are read from the dataclasses the steps already use
-(``features.feast_repo.StoreSettings``, ``features.validation.WindowChecks``,
+(``features.feast_repo.StoreSettings``, ``features.build_checks.WindowChecks``,
+``features.validation.anomalies.ValidationConfig``,
 ``ranking.gate.checks.GateConfig``, ``ranking.trainer.models.config.TrainConfig``), so the config can
 never disagree with a step run without one. Every model forbids unknown keys and non-finite
 floats, and is strict about types (``epochs = "3"`` in a file is an error, not a silent
@@ -16,8 +17,10 @@ from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationInfo, field_validator, model_validator
 
+from features.build_checks import WindowChecks
 from features.feast_repo import OFFLINE_STORES, ONLINE_STORES, StoreSettings, valid_redis_url
-from features.validation import WindowChecks
+from features.validation.anomalies import KINDS as ANOMALY_KINDS
+from features.validation.anomalies import WEEKLY_CHOICES, Policy, ValidationConfig
 from ranking.gate.checks import RULES as GATE_RULES
 from ranking.gate.checks import GateConfig
 from ranking.trainer.models.config import DENSE_OPTIMIZERS, PIPELINES, REMEDIES, TABLE_OPTIMIZERS, TrainConfig
@@ -36,6 +39,7 @@ _SCHEDULE_LIST = re.compile(r"^[FJ](,[FJ])*$")
 
 _S = StoreSettings()
 _W = WindowChecks()
+_V = ValidationConfig()
 _G = GateConfig()
 _T = TrainConfig(schedule=("joint",))
 
@@ -75,16 +79,70 @@ class FeaturesSection(_Section):
         )
 
 
+# [window] keys that became [validation]'s (issue 30: the data checks are one step now)
+_MOVED_TO_VALIDATION = ("min_label_rate", "max_label_rate", "max_null_rate")
+
+
 class WindowSection(_Section):
-    """The training window and its checks (``ranker features window``, ``freshness``)."""
+    """The training window (``ranker features window``, ``freshness``); what is checked in its data
+    is the ``[validation]`` section's."""
 
     days: int = Field(default=DEFAULT_WINDOW_DAYS, ge=1, le=365)
     min_coverage: float = Field(default=_W.min_coverage, ge=0, le=1)
-    min_label_rate: float = Field(default=_W.min_label_rate, ge=0, le=1)
-    max_label_rate: float = Field(default=_W.max_label_rate, ge=0, le=1)
-    max_null_rate: float = Field(default=_W.max_null_rate, ge=0, le=1)
     # None: report the lag only (`ranker features freshness` fails above it when set)
     max_source_lag_hours: float | None = Field(default=None, ge=0)
+
+    @model_validator(mode="before")
+    @classmethod
+    def _moved(cls, data: Any) -> Any:
+        if isinstance(data, dict):
+            moved = [k for k in _MOVED_TO_VALIDATION if k in data]
+            if moved:
+                raise ValueError(
+                    f"{', '.join(moved)} moved to the [validation] section (the data validation step,"
+                    " docs/data.md); its absolute caps are off by default"
+                )
+        return data
+
+    def checks(self) -> WindowChecks:
+        return WindowChecks(min_coverage=self.min_coverage)
+
+
+class ValidationSection(_Section):
+    """The data validation before training (``ranker features validate``; docs/data.md "Data
+    validation"): thresholds of each anomaly kind and whether it fails the run or warns."""
+
+    history_days: int = Field(default=_V.history_days, ge=1, le=365)
+    min_history_days: int = Field(default=_V.min_history_days, ge=0, le=365)
+    weekly: Literal[WEEKLY_CHOICES] = _V.weekly  # type: ignore[valid-type]
+    weekly_history_weeks: int = Field(default=_V.weekly_history_weeks, ge=1, le=52)
+    rate_max_z: float = Field(default=_V.rate_max_z, gt=0, le=1000)
+    null_rate_min_change: float = Field(default=_V.null_rate_min_change, ge=0, le=1)
+    zero_rate_min_change: float = Field(default=_V.zero_rate_min_change, ge=0, le=1)
+    label_rate_min_change: float = Field(default=_V.label_rate_min_change, ge=0, le=1)
+    row_count_max_change: float = Field(default=_V.row_count_max_change, gt=0, le=1)
+    drift_max_js: float = Field(default=_V.drift_max_js, ge=0, le=1)
+    drift_max_linf: float = Field(default=_V.drift_max_linf, ge=0, le=1)
+    skew_max_js: float = Field(default=_V.skew_max_js, ge=0, le=1)
+    skew_max_linf: float = Field(default=_V.skew_max_linf, ge=0, le=1)
+    max_unknown_share: float = Field(default=_V.max_unknown_share, ge=0, le=1)
+    max_inconsistent_share: float = Field(default=_V.max_inconsistent_share, ge=0, le=1)
+    day_repeated_min_jaccard: float = Field(default=_V.day_repeated_min_jaccard, gt=0, le=1)
+    max_null_rate: float = Field(default=_V.max_null_rate, ge=0, le=1)
+    min_label_rate: float = Field(default=_V.min_label_rate, ge=0, le=1)
+    max_label_rate: float = Field(default=_V.max_label_rate, ge=0, le=1)
+    # anomaly kind -> fail | warn; kinds a config leaves out keep their default
+    policy: dict[str, Policy] = Field(default_factory=lambda: dict(_V.policy))
+
+    @field_validator("policy", mode="before")
+    @classmethod
+    def _policy(cls, value: Any) -> Any:
+        if isinstance(value, dict):
+            unknown = sorted(k for k in value if k not in ANOMALY_KINDS)
+            if unknown:
+                raise ValueError(f"unknown anomaly kind(s) {unknown}; kinds: {', '.join(ANOMALY_KINDS)}")
+            return {**_V.policy, **value}
+        return value
 
     @field_validator("max_label_rate")
     @classmethod
@@ -94,13 +152,8 @@ class WindowSection(_Section):
             raise ValueError(f"must be >= min_label_rate ({low})")
         return value
 
-    def checks(self) -> WindowChecks:
-        return WindowChecks(
-            min_coverage=self.min_coverage,
-            min_label_rate=self.min_label_rate,
-            max_label_rate=self.max_label_rate,
-            max_null_rate=self.max_null_rate,
-        )
+    def validation_config(self) -> ValidationConfig:
+        return ValidationConfig(**self.model_dump())
 
 
 class OptimizerSection(_Section):
@@ -337,6 +390,7 @@ class ReviewSection(_Section):
 class PipelineConfig(_Section):
     features: FeaturesSection = Field(default_factory=FeaturesSection)
     window: WindowSection = Field(default_factory=WindowSection)
+    validation: ValidationSection = Field(default_factory=ValidationSection)
     recipe: RecipeSection = Field(default_factory=RecipeSection)
     pretrain: PretrainSection = Field(default_factory=PretrainSection)
     gate: GateSection = Field(default_factory=GateSection)
@@ -347,6 +401,7 @@ class PipelineConfig(_Section):
 SECTIONS: dict[str, type[_Section]] = {
     "features": FeaturesSection,
     "window": WindowSection,
+    "validation": ValidationSection,
     "recipe": RecipeSection,
     "pretrain": PretrainSection,
     "gate": GateSection,

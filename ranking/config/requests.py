@@ -17,6 +17,7 @@ from ranking.config.model import PipelineConfig, RecipeSection
 from ranking.core.workspace import Workspace
 
 if TYPE_CHECKING:
+    from features.validation.step import ValidationRequest
     from features.window import WindowRequest
     from ranking.config.loader import EffectiveConfig
     from ranking.gate.run import GateRequest
@@ -45,6 +46,20 @@ def window_request(
         days=days if days is not None else config.window.days,
         checks=config.window.checks(),
         settings=config.features.store_settings(),
+    )
+
+
+def validation_request(
+    config: PipelineConfig, ws: Workspace, end: dt.date, days: int | None = None
+) -> ValidationRequest:
+    """The data validation of the window ending ``end``: the ``[validation]`` section."""
+    from features.validation.step import ValidationRequest
+
+    return ValidationRequest(
+        workspace=ws,
+        end=end,
+        days=days if days is not None else config.window.days,
+        config=config.validation.validation_config(),
     )
 
 

@@ -119,6 +119,63 @@ class WindowSummary(StepSummary):
     """path of the window manifest"""
 
 
+class Anomaly(Summary):
+    """One finding of the data validation (``features.validation.anomalies``): what, where, how far
+    past which threshold, against what, and what it does to the run."""
+
+    kind: str
+    """one of the kinds in docs/data.md "Anomalies" (``features.validation.anomalies.KINDS``)"""
+    feature: str | None
+    day: dt.date | None
+    statistic: str
+    value: float | None
+    threshold: float | None
+    compared: str
+    """the schema, the days of history or the training window it was judged against"""
+    detail: str
+    history_days: int | None = None
+    """the days of history a history-based kind had (fewer than ``min_history_days``: warn only)"""
+    policy: Literal["fail", "warn", "accepted"] = "fail"
+    accepted: str | None = None
+    """the operator's reason, when accepted (``ranker features accept``)"""
+
+    @property
+    def key(self) -> str:
+        """What an acceptance names: ``kind[:feature]@day``."""
+        where = f":{self.feature}" if self.feature else ""
+        return f"{self.kind}{where}@{self.day.isoformat() if self.day else '-'}"
+
+
+class ValidationSummary(StepSummary):
+    """``ranker features validate``: the window's data against its kept schema and its history."""
+
+    step: Literal["validate"] = "validate"
+    window_id: str
+    end: dt.date
+    days: int = Field(gt=0)
+    verdict: Literal["pass", "warn", "fail"]
+    """fail: an anomaly whose policy is fail (the run stops before training); warn: only warnings"""
+    anomalies: list[Anomaly]
+    counts: dict[Literal["fail", "warn", "accepted"], NonNegativeInt]
+    leak_checked: bool
+    """the data-level leak checks ran on every training day (event times, snapshot dates)"""
+    leak_clean: bool
+    """they found no leak (the gate then judges a large lift as a warning, not a rejection)"""
+    schema_path: str
+    schema_inferred: bool
+    """the schema was inferred by this run (the first of these features)"""
+    weekly: bool
+    """the days were compared with the same weekday of the weeks before"""
+    drift: dict[str, float]
+    """the newest training day's drift score per feature against its history (distance above noise)"""
+    skew: dict[str, float]
+    """the eval day's skew score per feature against the training window (distance above noise)"""
+    statistics_computed: NonNegativeInt
+    """partitions whose statistics were computed now (built before statistics existed, or changed)"""
+    report: str
+    duration_seconds: Seconds
+
+
 class FreshnessSummary(StepSummary):
     """``ranker features freshness``: the newest source day and its lag."""
 
@@ -242,6 +299,21 @@ class Lineage(Summary):
     reason: str
 
 
+class DataValidation(Summary):
+    """The data validation of the window a model was trained on, as ``ranker train`` recorded it
+    with the version (``train.data_validation`` in the registry): what the gate's leakage check
+    reads."""
+
+    verdict: Literal["pass", "warn", "fail"]
+    window_id: str
+    leak_checked: bool
+    leak_clean: bool
+    counts: dict[Literal["fail", "warn", "accepted"], NonNegativeInt]
+    accepted: list[str]
+    """the anomalies an operator accepted (``kind[:feature]@day``)"""
+    report: str
+
+
 class TrainSummary(StepSummary):
     """``ranker train``: the training loop's record (``ranking.trainer.loop``), completed by the train
     job (``ranking.trainer.job``: lineage, effective config, version, total duration)."""
@@ -279,6 +351,9 @@ class TrainSummary(StepSummary):
     duration_seconds: Seconds | None = None
     """the loop's wall time; the job replaces it with the whole job's"""
     lineage: Lineage | None = None
+    data_validation: DataValidation | None = None
+    """the window's data validation (null: the window was not validated, e.g. a standalone
+    ``ranker train`` before ``ranker features validate``)"""
     """set by the train job"""
     effective_config: str | None = None
     """path of ``effective_config.json`` in the run folder (set by the train job)"""
@@ -301,6 +376,8 @@ class GateCheck(Summary):
     """a bound, or [low, high]"""
     detail: str
     ci: Interval | None = None
+    warning: bool = False
+    """passed, but an event worth an operator's look (a large lift the data and lineage cleared)"""
     """the paired bootstrap interval of ``value``'s statistic"""
 
 
@@ -370,6 +447,8 @@ class GateSummary(StepSummary):
     decision: Decision
     checks: list[GateCheck]
     failed_checks: list[str]
+    warnings: list[str] = []
+    """checks that passed with a warning"""
     candidate: CandidateMetrics
     champion: ModelMetrics | None
     """null: no champion yet (absolute checks only)"""
@@ -506,6 +585,7 @@ class RunSummary(StepSummary):
 SUMMARY_MODELS: tuple[type[StepSummary], ...] = (
     FreshnessSummary,
     WindowSummary,
+    ValidationSummary,
     MaterializeSummary,
     TrainSummary,
     GateSummary,
@@ -520,6 +600,7 @@ STEP_MODELS: dict[str, type[StepSummary]] = {m.model_fields["step"].default: m f
 AnySummary = Annotated[
     FreshnessSummary
     | WindowSummary
+    | ValidationSummary
     | MaterializeSummary
     | TrainSummary
     | GateSummary
@@ -558,7 +639,9 @@ def parse_summary(data: Mapping[str, Any], step: str | None = None, *, strict: b
     failed = bool(data.get("error")) and _exit_code(data) >= 2
     if model is None:
         return StepSummary.model_validate(data, extra="allow")
-    if failed and model is not RunSummary:
+    # a run, and a validation that judged its window, record their failure whole
+    whole = model is RunSummary or (model is ValidationSummary and "verdict" in data)
+    if failed and not whole:
         return StepError.model_validate(data, extra="forbid" if strict else "ignore")
     return model.model_validate(data, extra="forbid" if strict else "ignore")
 
@@ -618,6 +701,20 @@ def example_summaries() -> dict[str, StepSummary]:
             days_built=1, days_reused=20, days_repaired={}, missing_days=[], feature_version="ab82022137bbefad",
             duration_seconds=12.5, manifest=f"{home}/windows/2026-12-01_20d/manifest.json",
         ),
+        ValidationSummary(
+            window_id=window_id, end=day, days=20, verdict="warn",
+            anomalies=[
+                Anomaly(
+                    kind="row_count_jump", feature=None, day=day, statistic="rows", value=4_000.0, threshold=5_000.0,
+                    compared="14 days 2026-11-17..2026-11-30", detail="4000 rows vs a median of 10000 in its history (-60%)",
+                    history_days=14, policy="warn",
+                ),
+            ],
+            counts={"fail": 0, "warn": 1, "accepted": 0}, leak_checked=True, leak_clean=True,
+            schema_path=f"{home}/validation/schema/3d535374b460fb6d.json", schema_inferred=False, weekly=False,
+            drift={"pin_stats__save_rate_28d": 0.004}, skew={"pin_stats__save_rate_28d": 0.002}, statistics_computed=1,
+            report=f"{home}/validation/windows/2026-12-01_20d/report.md", duration_seconds=0.4,
+        ),
         MaterializeSummary(
             mode="incremental", start=None, end=day, end_timestamp=at, feature_views=["pin_stats", "user_stats"],
             online_store="sqlite", duration_seconds=4.0,
@@ -636,6 +733,11 @@ def example_summaries() -> dict[str, StepSummary]:
             resumed_after_epoch=None, world_size=1, device="cpu", sharding={"t_pin_id": "table_wise/fused@0"},
             code_version="0.1.0", started_at=at, duration_seconds=100.0,
             lineage=Lineage(kind="full", parent=None, full_retrain_end=day, since=None, reason="full retrain"),
+            data_validation=DataValidation(
+                verdict="warn", window_id=window_id, leak_checked=True, leak_clean=True,
+                counts={"fail": 0, "warn": 1, "accepted": 0}, accepted=[],
+                report=f"{home}/validation/windows/2026-12-01_20d/report.md",
+            ),
             effective_config=f"{home}/runs/r1/effective_config.json", version="v0003",
         ),
         GateSummary(

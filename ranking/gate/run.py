@@ -18,14 +18,14 @@ from typing import TYPE_CHECKING, Any
 from ranking.core.errors import RankerError, RegistryError
 from ranking.core.summaries import GateSummary
 from ranking.core.workspace import Workspace
-from ranking.gate.checks import GateConfig, GateReport, PastComparison, TrainingWindow, run_gate
+from ranking.gate.checks import GateConfig, GateReport, LeakEvidence, PastComparison, TrainingWindow, run_gate
 from ranking.registry import Registry, cache_dir, current_actor
 from ranking.registry.records import utc_now
 
 if TYPE_CHECKING:
     import pandas as pd
 
-    from ranking.registry.records import AliasEvent
+    from ranking.registry.records import AliasEvent, VersionRecord
 
 log = logging.getLogger(__name__)
 
@@ -259,6 +259,84 @@ def _report_body(
     return body
 
 
+_LINEAGE_DEPTH = 20  # warm starts followed back at most this far (a base is trained from scratch)
+
+
+@dataclass(frozen=True)
+class _Lineage:
+    known: bool  # every warm start could be followed back to a model trained from scratch
+    clean: bool  # and none of them trained on the eval day or later
+    why: str | None = None
+
+
+def _parent(train: dict[str, Any]) -> str | _Lineage:
+    """The registry version a model was warm-started from (or continues), or the lineage's end:
+    trained from scratch (clean) or from a file that cannot be followed (unknown)."""
+    source = str((train.get("warm_start") or {}).get("source") or "none")
+    parent = (train.get("lineage") or {}).get("parent")
+    words = source.split()
+    if parent:
+        return str(parent)
+    if source == "none" or "(none yet" in source:
+        return _Lineage(True, True)
+    if len(words) == 2 and words[0] in ("champion", "base"):
+        return words[1]
+    return _Lineage(False, False, f"warm-started from {source!r}, not a registry version")
+
+
+def _lineage(reg: Registry, train: dict[str, Any], eval_day: dt.date) -> _Lineage:
+    """Whether the models a candidate was warm-started from (and theirs, back to one trained from
+    scratch) all trained on days before the eval day. A warm start from a file (not a registry
+    version) cannot be followed: unknown."""
+    seen: set[str] = set()
+    for _ in range(_LINEAGE_DEPTH):
+        version = _parent(train)
+        if isinstance(version, _Lineage):
+            return version
+        if version in seen:
+            return _Lineage(True, True)
+        seen.add(version)
+        try:
+            train = reg.record(version).train
+        except RankerError as exc:
+            return _Lineage(False, False, f"its warm start {version} cannot be read ({exc})")
+        window = _window(train)
+        if window is None:
+            return _Lineage(False, False, f"its warm start {version} does not record its training window")
+        if window.end > eval_day:
+            return _Lineage(True, False, f"its warm start {version} trained on {window}, up to the eval day")
+    return _Lineage(False, False, f"a warm-start chain longer than {_LINEAGE_DEPTH} models")
+
+
+def leak_evidence(
+    reg: Registry, cand: VersionRecord, champion: str | None, eval_day: dt.date
+) -> LeakEvidence:
+    """The candidate's data-level leak checks (its window's data validation, recorded with it),
+    its lineage, and whether it is the first of a review's recipe switch (its recipe came from a
+    review the champion's did not)."""
+    from ranking.core.summaries import DataValidation
+
+    recorded = cand.train.get("data_validation")
+    validation = DataValidation.model_validate(recorded) if isinstance(recorded, dict) else None
+    lineage = _lineage(reg, cand.train, eval_day)
+    switched = cand.train.get("recipe_source")
+    if switched and champion is not None:
+        try:
+            if reg.record(champion).train.get("recipe_source") == switched:
+                switched = None
+        except RankerError:
+            pass
+    return LeakEvidence(
+        data_checked=validation is not None and validation.leak_checked,
+        data_clean=validation is not None and validation.leak_clean,
+        lineage_checked=lineage.known,
+        lineage_clean=lineage.clean,
+        review_switch=str(switched) if switched else None,
+        detail=lineage.why
+        or (f"data validation {validation.verdict}: {validation.report}" if validation else ""),
+    )
+
+
 def gate_candidate(req: GateRequest) -> GateResult:
     """Run the gate for one candidate and record its verdict (the latest gate run wins)."""
     started = time.perf_counter()
@@ -287,6 +365,7 @@ def gate_candidate(req: GateRequest) -> GateResult:
         references=compared.references,
         trend_reference=compared.trend,
         history=compared.history,
+        leak_evidence=leak_evidence(reg, cand, champion.version if champion else None, eval_day),
     )
     champion_version = champion.version if champion else None
     body = _report_body(report, version, champion_version, compared.skipped)

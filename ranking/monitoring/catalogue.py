@@ -28,6 +28,9 @@ KNOWN_STEPS = (
     "run",  # `ranker run` failed between steps
     "other",
 )
+# the data validation (ranker features validate): what an anomaly did, and what a drift score compares
+VALIDATION_POLICIES = ("fail", "warn", "accepted")
+DRIFT_COMPARISONS = ("drift", "skew")
 # the weekly recipe review (ranker review): its outcome, and which lift a recipe's series is
 REVIEW_STATUSES = ("ok", "too_few_days", "failed")
 REVIEW_MODELS = ("served", "candidate")
@@ -97,6 +100,12 @@ CATALOGUE: dict[str, MetricSpec] = {
         _g("gate_check_passed", "1 if the gate check passed in the last gate, else 0.", "check"),
         _g("gate_check_value", "The value a gate check measured.", "check"),
         _g("gate_check_threshold", "The threshold a gate check compared against.", "check"),
+        _g(
+            "gate_check_warning",
+            "1 if the gate check passed with a warning in the last gate (a lift above max_lift that the"
+            " data validation and the lineage cleared), else 0.",
+            "check",
+        ),
         _g("gate_relative_change", "Candidate vs champion relative change in save HIT@3."),
         _g("gate_relative_change_ci_lower", "Lower bound of the bootstrap interval of the relative change."),
         _g("gate_relative_change_ci_upper", "Upper bound of the bootstrap interval of the relative change."),
@@ -116,6 +125,26 @@ CATALOGUE: dict[str, MetricSpec] = {
             "End of the newest complete day of source data (its next midnight, UTC).",
         ),
         _g("materialize_end_timestamp_seconds", "End of the last online-store materialization."),
+        # data validation (features/validation): kinds and features are bounded (the anomaly kinds,
+        # the feature service's columns)
+        _g(
+            "validation_passed", "1 if the last run's data validation let the window through, 0 if it failed."
+        ),
+        _g(
+            "validation_anomalies", "Anomalies the last data validation found, by effective policy.", "policy"
+        ),
+        _g(
+            "validation_anomalies_by_kind",
+            "Anomalies the last data validation found that fail or warn, by kind (accepted ones left out).",
+            "kind",
+        ),
+        _g(
+            "validation_drift_score",
+            "A feature's distance above sampling noise (Jensen-Shannon bits or L-infinity): drift = the"
+            " newest training day vs its history, skew = the eval day vs the training window.",
+            "feature",
+            "comparison",
+        ),
         # the weekly recipe review (ranker review; job ranker_recipe_review). The recipe label takes
         # the configured recipes' names ([review] recipes: a handful, bounded by the config)
         _g("review_timestamp_seconds", "When the last recipe review finished."),

@@ -10,6 +10,7 @@ from dataclasses import dataclass
 
 from pydantic import ValidationError
 
+from features.validation.anomalies import KINDS as ANOMALY_KINDS
 from ranking.core.summaries import (
     EvalSummary,
     FreshnessSummary,
@@ -17,14 +18,23 @@ from ranking.core.summaries import (
     RunSummary,
     StepSummary,
     TrainSummary,
+    ValidationSummary,
     WindowSummary,
 )
-from ranking.monitoring.catalogue import CATALOGUE, KNOWN_STEPS, PHASES, PREFIX, STATUSES
+from ranking.monitoring.catalogue import (
+    CATALOGUE,
+    KNOWN_STEPS,
+    PHASES,
+    PREFIX,
+    STATUSES,
+    VALIDATION_POLICIES,
+)
 from ranking.monitoring.fields import MetricsInputError, as_dict, day_timestamp, label
 from ranking.monitoring.runs import RunRecord, gate_decision, promoted, stage_durations, step_failed
 from ranking.monitoring.state import MetricsState, duration_baselines
 
 MAX_GATE_CHECKS = 64
+MAX_FEATURES = 256  # drift scores per comparison: the feature service's columns, bounded
 
 
 @dataclass(frozen=True)
@@ -130,6 +140,7 @@ def _add_gate(out: _Samples, gate: GateSummary) -> None:
         seen.add(name)
         out.add("gate_check_passed", 1.0 if check.passed else 0.0, check=name)
         out.add("gate_check_value", check.value, check=name)
+        out.add("gate_check_warning", 1.0 if check.warning else 0.0, check=name)
         # a [low, high] threshold is not one number: no series rather than a wrong one
         if not isinstance(check.threshold, tuple):
             out.add("gate_check_threshold", check.threshold, check=name)
@@ -149,6 +160,29 @@ def _add_window(out: _Samples, window: WindowSummary) -> None:
     out.add("window_days", window.days_reused, state="reused")
     out.add("window_label_rate_ratio", window.label_rate)
     out.add("window_end_timestamp_seconds", day_timestamp(window.end))
+
+
+def _add_validation(out: _Samples, validation: ValidationSummary) -> None:
+    """The data validation's outcome, its anomalies by policy and kind, its drift scores."""
+    where = "validate summary"
+    out.add("validation_passed", 0.0 if validation.verdict == "fail" else 1.0)
+    for policy in VALIDATION_POLICIES:
+        out.add(
+            "validation_anomalies", sum(1 for a in validation.anomalies if a.policy == policy), policy=policy
+        )
+    for kind in ANOMALY_KINDS:
+        found = sum(1 for a in validation.anomalies if a.kind == kind and a.policy != "accepted")
+        out.add("validation_anomalies_by_kind", found, kind=kind)
+    for comparison, scores in (("drift", validation.drift), ("skew", validation.skew)):
+        if len(scores) > MAX_FEATURES:
+            raise MetricsInputError(f"{where}: {len(scores)} {comparison} scores (more than {MAX_FEATURES})")
+        for feature, score in sorted(scores.items()):
+            out.add(
+                "validation_drift_score",
+                score,
+                feature=label(feature, f"{where} {comparison}"),
+                comparison=comparison,
+            )
 
 
 def build_samples(run: RunRecord, state: MetricsState, now: float) -> list[Sample]:
@@ -229,6 +263,9 @@ def _add_data(out: _Samples, run: RunRecord, state: MetricsState) -> None:
     window = run.summaries.get("window")
     if isinstance(window, WindowSummary):
         _add_window(out, window)
+    validation = run.summaries.get("validate")
+    if isinstance(validation, ValidationSummary):
+        _add_validation(out, validation)
     freshness = run.summaries.get("freshness")
     if isinstance(freshness, FreshnessSummary):
         out.add("feature_freshness_lag_seconds", freshness.lag_seconds)

@@ -1,5 +1,5 @@
-"""``ranker run`` — the whole retrain without Airflow: window → train → gate → promote | reject →
-metrics publish. Each step is the function behind the ``ranker`` subcommand the DAG calls
+"""``ranker run`` — the whole retrain without Airflow: window → validate → train → gate → promote |
+reject → metrics publish. Each step is the function behind the ``ranker`` subcommand the DAG calls
 (:mod:`ranking.pipeline.steps`), called in this process with its typed request built from the
 run's one effective config (:mod:`ranking.config.requests`), under one pipeline run id, so every
 step's summary lands in ``<home>/pipeline/<run id>/<step>.json`` exactly as it would from the DAG.
@@ -103,7 +103,7 @@ def registry_env(url: str | None) -> Iterator[None]:
 ATTEMPTS = "attempts"
 # the steps whose summaries (and failure records) `ranker run` writes; others under the same run
 # id (a `features freshness --run-id R` before it, as the DAG runs) belong to the caller
-RUN_STEPS = ("window", "train", "gate", "promote", "reject", "metrics", "run")
+RUN_STEPS = ("window", "validate", "train", "gate", "promote", "reject", "metrics", "run")
 
 
 @dataclass(frozen=True)
@@ -288,6 +288,8 @@ class _Run:
         config, end = self.effective.config, self.plan.end
         window = self._step("window", lambda: steps.window(requests.window_request(config, self.ws, end)))
         self.summary["days"] = window.summary.get("days", config.window.days)
+        # the data before anything trains on it: a failing anomaly stops the run here (exit 2)
+        self._step("validate", lambda: steps.validate(requests.validation_request(config, self.ws, end)))
         if self.rerun is not None and self.rerun.train is not None:
             trained = _reused_train(self.rerun, window.summary, self.run_id, self.runner)
         else:

@@ -22,6 +22,7 @@ from ranking.core.results import CommandResult, record_summary
 from ranking.core.workspace import Workspace
 
 if TYPE_CHECKING:
+    from features.validation.step import ValidationRequest
     from features.window import WindowRequest
     from ranking.gate.run import GateRequest
     from ranking.monitoring.publish import PublishRequest
@@ -43,6 +44,32 @@ def window(request: WindowRequest) -> CommandResult:
         f" {s['days_built']} days built, {s['days_reused']} reused{repaired} -> {s['manifest']}"
     )
     return CommandResult(s, text=text)
+
+
+def validate(request: ValidationRequest) -> CommandResult:
+    """Exit 0 when no anomaly fails the window (warnings listed), 2 with one line naming the first
+    that does (the summary, with every anomaly, is recorded all the same)."""
+    from features.validation.step import failure_line, validate_window
+
+    s = validate_window(request)
+    counts = s.counts
+    text = (
+        f"validation {s.verdict}: window {s.end} ({s.days}d), {counts['fail']} failing, {counts['warn']} warning,"
+        f" {counts['accepted']} accepted anomalies -> {s.report}"
+    )
+    shown = [a for a in s.anomalies if a.policy != "accepted"][:20]
+    lines = [
+        text,
+        *(
+            f"  [{a.policy}] {a.kind}{' ' + a.feature if a.feature else ''} {a.day or ''}: {a.detail}"
+            for a in shown
+        ),
+    ]
+    body = s.body()
+    if s.verdict == "fail":
+        body["error"] = failure_line(s)
+        return CommandResult(body, exit_code=2, text="\n".join(lines))
+    return CommandResult(body, text="\n".join(lines))
 
 
 def train(job: TrainJob) -> CommandResult:
@@ -165,7 +192,8 @@ class InProcessSteps:
         summary = record_summary(self.ws, self.run_id, step, result)
         if result.text:
             log.info("%s", result.text)
-        return self._done(StepOutcome(step, result.exit_code, summary, time.perf_counter() - started))
+        error = str(summary["error"]) if result.exit_code >= 2 and summary.get("error") else None
+        return self._done(StepOutcome(step, result.exit_code, summary, time.perf_counter() - started, error))
 
     def _done(self, outcome: StepOutcome) -> StepOutcome:
         self.outcomes.append(outcome)

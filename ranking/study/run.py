@@ -16,8 +16,8 @@ from ranking.study.runner import StudyRunner
 from ranking.study.spec import StudySpec, study_dir_for
 
 if TYPE_CHECKING:
+    from features.build_checks import WindowChecks
     from features.feast_repo import StoreSettings
-    from features.validation import WindowChecks
 
 ProgressCallback = Callable[[str, int, int, float], None]  # (cell key, done, total, elapsed seconds)
 

@@ -24,8 +24,8 @@ from ranking.core.workspace import Workspace
 from ranking.study.spec import BASELINE_SCHEDULE, WARM_INITS, Cell, StudyError, StudySpec, letters, plan_cells
 
 if TYPE_CHECKING:
+    from features.build_checks import WindowChecks
     from features.feast_repo import StoreSettings
-    from features.validation import WindowChecks
 
 
 @dataclass

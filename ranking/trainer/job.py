@@ -27,6 +27,7 @@ from ranking.core.workspace import Workspace
 from ranking.trainer.models.config import ModelConfig, OptimizerConfig, TrainConfig
 
 if TYPE_CHECKING:
+    from ranking.core.summaries import DataValidation
     from ranking.trainer.datasets.window import WindowManifest
     from ranking.trainer.lineage import TrainingPlan
 
@@ -124,6 +125,7 @@ def _train_in(job: TrainJob, run_dir: Path, schedule: Any, started: float) -> di
     from ranking.trainer.distributed.setup import launched_by_torchrun
 
     manifest = read_window_manifest(job.workspace.window_manifest(job.end, job.days))
+    validation = window_validation(job.workspace, job.end, job.days, manifest.window_id)
     plan = training_plan(job)
     since = job.train_since or plan.since
     if since is not None:
@@ -175,7 +177,10 @@ def _train_in(job: TrainJob, run_dir: Path, schedule: Any, started: float) -> di
             return None
 
     summary["lineage"] = plan.lineage.to_dict()
-    _record_lineage(run_dir, summary["lineage"])
+    summary["data_validation"] = validation.model_dump(mode="json") if validation else None
+    _record_lineage(
+        run_dir, summary["lineage"], summary["data_validation"], review_source(job.effective_config)
+    )
     if job.effective_config is not None:
         from ranking.core.atomic import atomic_write_json
 
@@ -239,13 +244,58 @@ def days_since(manifest: WindowManifest, since: dt.date) -> WindowManifest:
     return replace(manifest, train=kept)
 
 
-def _record_lineage(run_dir: Path, lineage: dict[str, Any]) -> None:
-    """Add the lineage to the run's train_manifest.json (the registry keeps it with the version)."""
+def _record_lineage(
+    run_dir: Path, lineage: dict[str, Any], validation: dict[str, Any] | None, recipe_source: str | None
+) -> None:
+    """Add the lineage, the window's data validation and where the recipe came from to the run's
+    train_manifest.json (the registry keeps them with the version; the gate reads them)."""
     from ranking.core.atomic import atomic_write_json, read_json
 
     path = run_dir / "train_manifest.json"
     if path.is_file():
-        atomic_write_json(path, {**read_json(path), "lineage": lineage})
+        recorded = {"lineage": lineage, "data_validation": validation, "recipe_source": recipe_source}
+        atomic_write_json(path, {**read_json(path), **recorded})
+
+
+def review_source(effective_config: dict[str, Any] | None) -> str | None:
+    """The review whose recipe the run trained (``review:<id>:<recipe>``, the source of its
+    ``[recipe]`` keys under ``[review] recipe = "auto"``), or None: a first candidate of a review's
+    switch is expected to differ from the champion by more than a day's noise."""
+    sources = (effective_config or {}).get("sources") or {}
+    found = sorted(
+        {str(v) for k, v in sources.items() if k.startswith("recipe.") and str(v).startswith("review:")}
+    )
+    return found[0] if found else None
+
+
+def window_validation(ws: Workspace, end: dt.date, days: int, window_id: str) -> DataValidation | None:
+    """The window's recorded data validation, or None when it was not validated (or validated as
+    another build of the window). A window whose validation failed is refused in one line: the
+    run stops at the validation step, and a standalone train must not go around it."""
+    from features.validation.step import read_result
+    from ranking.core.summaries import DataValidation
+
+    result = read_result(ws, end, days)
+    if result is None or result.window_id != window_id:
+        log.info("window %s (%dd) has no data validation of this build: training without one", end, days)
+        return None
+    if result.verdict == "fail":
+        first = next(a for a in result.anomalies if a.policy == "fail")
+        raise RankerError(
+            f"the window {end} ({days}d) failed its data validation ({first.kind}"
+            f"{' ' + first.feature if first.feature else ''}: {first.detail}); see {result.report}, fix the"
+            f" data or accept the anomaly (`ranker features accept --anomaly {first.key} --reason ...`) and"
+            " validate again"
+        )
+    return DataValidation(
+        verdict=result.verdict,
+        window_id=result.window_id,
+        leak_checked=result.leak_checked,
+        leak_clean=result.leak_clean,
+        counts=result.counts,
+        accepted=[a.key for a in result.anomalies if a.policy == "accepted"],
+        report=result.report,
+    )
 
 
 def resolve_warm_start(ws: Workspace, value: str) -> tuple[Path | None, str]:

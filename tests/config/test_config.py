@@ -11,7 +11,7 @@ from pathlib import Path
 
 import pytest
 
-from features.validation import WindowChecks
+from features.build_checks import WindowChecks
 from ranking.cli.config import bindings
 from ranking.cli.main import build_parser, main
 from ranking.config import ConfigFileError, Layer, load, resolve
@@ -195,8 +195,14 @@ def test_an_explicit_schedule_list_carries_its_own_epochs() -> None:
             '[recipe]\nwarm_start_scope = "tables"\n',
             r"recipe\.warm_start_scope: must be one of 'all' or 'dense'",
         ),
-        ("[window]\nmin_label_rate = 0.7\n", r"window\.max_label_rate: must be >= min_label_rate \(0\.7\)"),
-        ("[window]\nmax_null_rate = -0.1\n", r"window\.max_null_rate: must be >= 0"),
+        (
+            "[validation]\nmin_label_rate = 0.7\nmax_label_rate = 0.5\n",
+            r"validation\.max_label_rate: must be >= min_label_rate \(0\.7\)",
+        ),
+        ("[validation]\nmax_null_rate = -0.1\n", r"validation\.max_null_rate: must be >= 0"),
+        ("[window]\nmax_null_rate = 0.9\n", r"max_null_rate moved to the \[validation\] section"),
+        ('[validation.policy]\ndrift = "ignore"\n', r"validation\.policy\.drift"),
+        ('[validation.policy]\nnot_a_kind = "warn"\n', r"unknown anomaly kind\(s\) \['not_a_kind'\]"),
         (
             '[recipe.table_optimizer]\nname = "sgd"\nlr = 0.1\n',
             r"recipe\.table_optimizer\.name: must be one of",

@@ -150,6 +150,7 @@ def test_the_summaries_of_a_real_small_run_validate(tmp_path: Path) -> None:
         "FreshnessSummary",
         "MaterializeSummary",
         "WindowSummary",
+        "ValidationSummary",
         "TrainSummary",
         "GateSummary",
         "PromoteSummary",

@@ -16,15 +16,6 @@ PLAN: dict[str, Any] = {
     "force_promote": False,
     "reason": "",
 }
-WINDOW = {
-    "end": "2026-01-24",
-    "days": 20,
-    "rows_train": 1000,
-    "rows_eval": 50,
-    "days_built": 1,
-    "days_reused": 20,
-    "label_rate": 0.04,
-}
 
 
 def test_freshness_needs_the_eval_day_in_the_source() -> None:
@@ -32,29 +23,6 @@ def test_freshness_needs_the_eval_day_in_the_source() -> None:
     assert d.freshness_problem({"latest_source_date": "2026-01-25T02:00:00+00:00"}, "2026-01-24") is None
     assert "has not landed" in (d.freshness_problem({"latest_source_date": "2026-01-23"}, "2026-01-24") or "")
     assert "no data" in (d.freshness_problem({"latest_source_date": None}, "2026-01-24") or "")
-
-
-def test_a_complete_window_passes() -> None:
-    assert d.window_problems(WINDOW, PLAN) == []
-    # days the builder allowed to be missing are not expected among the built/reused ones
-    tolerated = {**WINDOW, "days_reused": 18, "missing_days": ["2026-01-10", "2026-01-11"]}
-    assert d.window_problems(tolerated, PLAN) == []
-
-
-@pytest.mark.parametrize(
-    ("change", "message"),
-    [
-        ({"end": "2026-01-23"}, "window end"),
-        ({"days": 10}, "window days"),
-        ({"rows_train": 0}, "rows_train is 0"),
-        ({"rows_eval": None}, "rows_eval is None"),
-        ({"days_built": 0, "days_reused": 20}, "!= 21"),
-        ({"label_rate": 0.0}, "degenerate"),
-    ],
-)
-def test_window_problems_are_named(change: dict[str, Any], message: str) -> None:
-    problems = d.window_problems({**WINDOW, **change}, PLAN)
-    assert any(message in p for p in problems), problems
 
 
 DECISION = {

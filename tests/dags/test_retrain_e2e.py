@@ -76,7 +76,7 @@ def home(airflow_db: Path) -> Iterator[Path]:
         ranker(home, *synth, "--users", "300", "--pins", "600", "--requests-per-day", "200")
         ranker(home, "features", "apply")
         # the workspace's pipeline config: the DAG's steps read it, its Params go above it
-        (home / "ranker.toml").write_text("[window]\nmax_null_rate = 0.9\n[recipe]\nbatch_size = 256\n")
+        (home / "ranker.toml").write_text("[window]\nmin_coverage = 0.8\n[recipe]\nbatch_size = 256\n")
         yield home
     finally:
         shutil.rmtree(home, ignore_errors=True)
@@ -140,7 +140,9 @@ def versions(models: dict[str, Any]) -> list[str]:
 
 def test_the_steps_take_the_config_file_and_the_params_above_it(first_run: RunResult, home: Path) -> None:
     window = first_run.summary(home, "window")
-    assert json.loads(Path(window["manifest"]).read_text())["checks"]["max_null_rate"] == 0.9
+    assert json.loads(Path(window["manifest"]).read_text())["checks"]["min_coverage"] == 0.8
+    validated = first_run.summary(home, "validate")  # the data validation step, as `ranker run` runs it
+    assert validated["verdict"] in ("pass", "warn") and validated["window_id"] == window["window_id"]
     train = first_run.summary(home, "train")
     recorded = json.loads(Path(train["effective_config"]).read_text())
     assert recorded["config"]["recipe"]["batch_size"] == 256

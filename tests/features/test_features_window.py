@@ -16,8 +16,8 @@ import pytest
 from tinyspace import START, WINDOW_DAYS
 
 from features import sources
+from features.build_checks import WindowChecks
 from features.schema import EXAMPLE_COLUMNS, FEATURE_SERVICE, IMPRESSION_SCHEMA
-from features.validation import WindowChecks
 from ranking.core.errors import DataValidationError, RankerError
 from ranking.core.workspace import Workspace
 
@@ -155,7 +155,7 @@ def test_a_changed_day_is_rebuilt(private_home: Path) -> None:
     table = sources.read_day(ws, sources.IMPRESSIONS, day)
     flipped = pc.subtract(pa.scalar(1, pa.int8()), table["saved"])
     sources.write_day(ws, sources.IMPRESSIONS, day, table.set_column(5, "saved", flipped))
-    after = _build(private_home, max_label_rate=1.0)
+    after = _build(private_home)
     assert (after["days_built"], after["days_reused"]) == (1, WINDOW_DAYS)
     changed = {p["date"] for p in after["train"]} & {
         b["date"]
@@ -178,8 +178,6 @@ def _drop_day(home: Path, table: str, day: dt.date) -> None:
         ("no_eval_day", {}, r"eval day 2026-01-07 has no impressions"),
         ("schema_drift", {}, r"schema drift in impressions of 2026-01-04: changed types \['position"),
         ("extra_column", {}, r"schema drift .* unexpected \['campaign'\]"),
-        ("label_rate", {"min_label_rate": 0.3}, r"label rate .* outside"),
-        ("null_rate", {}, r"null rate above 50% on training day 2026-01-04: pin_stats__"),
         ("duplicate_impressions", {}, r"2 impressions of 2026-01-04 share an impression id"),
         ("corrupt_snapshot", {}, r"Feast point-in-time join of 2026-01-04 failed: .*"),
     ],
@@ -209,8 +207,6 @@ def test_bad_input_fails_loudly_and_leaves_no_window(
         sources.write_day(
             ws, sources.IMPRESSIONS, day, table.append_column("campaign", pa.array(["x"] * table.num_rows))
         )
-    elif breakage == "null_rate":
-        _drop_day(private_home, sources.PINS, day)
     elif breakage == "corrupt_snapshot":
         (sources.day_dir(ws, sources.PINS, day) / "part-0.parquet").write_bytes(b"not parquet")
     elif breakage == "duplicate_impressions":
@@ -271,5 +267,5 @@ def test_never_applied_workspace_is_refused(tiny: dict[str, Any], tmp_path: Path
 
 
 def test_bad_thresholds_are_refused(private_home: Path) -> None:
-    with pytest.raises(DataValidationError, match="label-rate bounds"):
-        _build(private_home, min_label_rate=0.6, max_label_rate=0.5)
+    with pytest.raises(DataValidationError, match="min_coverage must be in"):
+        _build(private_home, min_coverage=1.5)

@@ -16,7 +16,7 @@ import pytest
 from tinyspace import START, WINDOW_DAYS
 
 from features import sources
-from features.validation import WindowChecks
+from features.build_checks import WindowChecks
 from ranking.core.errors import DataValidationError
 from ranking.core.workspace import Workspace
 

@@ -14,6 +14,7 @@ from ranking.evaluation.metrics import save_hit_at_k
 from ranking.gate.checks import (
     GateConfig,
     GateInputError,
+    LeakEvidence,
     TrainingWindow,
     random_ranking_hit_at_k,
     run_gate,
@@ -65,7 +66,7 @@ def test_better_candidate_passes_with_every_check_reported(day) -> None:  # type
         body["failed_checks"] == [] and body["champion"]["save_hit_at_3"] < body["candidate"]["save_hit_at_3"]
     )
     for c in body["checks"]:
-        assert set(c) == {"name", "passed", "value", "threshold", "detail", "ci"} and c["detail"]
+        assert set(c) == {"name", "passed", "value", "threshold", "detail", "ci", "warning"} and c["detail"]
     for name in ("save_hit_at_3_change", "auc_drop", "ne_rise"):  # non-inferiority on the CIs by default
         c = check(report, name)
         assert c.ci is not None and c.value == (c.ci[0] if name == "save_hit_at_3_change" else c.ci[1])
@@ -246,8 +247,36 @@ def test_a_candidate_too_far_above_its_champion_is_leakage(day) -> None:  # type
     assert report.ci is not None and report.ci[0] > 0
     from ranking.gate.checks import _leakage_check
 
-    assert _leakage_check(0.5, 0.4, 0.25, [-0.05, 0.55], GateConfig()).passed
-    assert not _leakage_check(0.5, 0.4, 0.25, [0.15, 0.35], GateConfig()).passed
-    assert not _leakage_check(0.5, 0.4, 0.25, [-0.05, 0.55], GateConfig(rule="point")).passed
-    assert _leakage_check(0.44, 0.4, 0.10, [0.02, 0.18], GateConfig()).passed  # at the limit: honest
+    assert _leakage_check(0.5, 0.4, 0.25, [-0.05, 0.55], GateConfig(), None).passed
+    assert not _leakage_check(0.5, 0.4, 0.25, [0.15, 0.35], GateConfig(), None).passed
+    assert not _leakage_check(0.5, 0.4, 0.25, [-0.05, 0.55], GateConfig(rule="point"), None).passed
+    assert _leakage_check(0.44, 0.4, 0.10, [0.02, 0.18], GateConfig(), None).passed  # at the limit: honest
     assert "leakage" not in [c.name for c in run_gate(cand, champ, GateConfig(max_lift=0.0), **FAIR).checks]
+
+
+@pytest.mark.parametrize(
+    ("evidence", "passes", "says"),
+    [
+        (None, False, "no data-level leak check or lineage was given"),
+        (LeakEvidence(False, False, True, True), False, "data-level leak check did not run"),
+        (LeakEvidence(True, False, True, True), False, "data-level leak check found a leak"),
+        (LeakEvidence(True, True, False, False), False, "the lineage is not known"),
+        (LeakEvidence(True, True, True, False), False, "a model in its lineage was trained on the eval day"),
+        (LeakEvidence(True, True, True, True), True, "found no leak"),
+        (LeakEvidence(False, False, False, False, review_switch="r7"), True, "review r7's recipe switch"),
+    ],
+)
+def test_a_large_lift_is_judged_by_the_data_and_the_lineage_not_its_size(  # type: ignore[no-untyped-def]
+    day, evidence: LeakEvidence | None, passes: bool, says: str
+) -> None:
+    """Issue 30: a genuinely better recipe (+11 %) was rejected as a leak. A large, significant lift
+    is a warning when the window's data-level leak checks and the lineage ran and found nothing (or
+    it is a review's recipe switch); a check that did not run counts as not passed."""
+    frame, p = day
+    cand, champ = with_scores(frame, noisy(p, 0.3, 1)), with_scores(frame, noisy(p, 1.5, 2))
+    report = run_gate(cand, champ, leak_evidence=evidence, **FAIR)
+    leak = check(report, "leakage")
+    assert report.relative_change is not None and report.relative_change > 0.10
+    assert leak.passed is passes and says in leak.detail
+    assert leak.warning is passes and report.warnings == (["leakage"] if passes else [])
+    assert report.passed is passes

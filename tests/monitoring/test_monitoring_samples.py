@@ -32,7 +32,8 @@ def test_contract_run_maps_every_documented_field(ws: Workspace) -> None:
     assert v['ranker_stage_duration_seconds{stage="window"}'] == 12.5
     assert v['ranker_stage_duration_seconds{stage="gate"}'] == 3.25
     assert v['ranker_stage_duration_seconds{stage="materialize"}'] == 4.0
-    assert v["ranker_run_duration_seconds"] == pytest.approx(100 + 12.5 + 3.25 + 4.0)
+    assert v['ranker_stage_duration_seconds{stage="validate"}'] == 0.4
+    assert v["ranker_run_duration_seconds"] == pytest.approx(100 + 12.5 + 0.4 + 3.25 + 4.0)
     assert not any(k.startswith("ranker_stage_duration_baseline_seconds") for k in v)  # first run
     # training
     assert v['ranker_train_info{pipeline="semisync",schedule="delayed"}'] == 1
@@ -77,6 +78,15 @@ def test_contract_run_maps_every_documented_field(ws: Workspace) -> None:
     assert v["ranker_feature_freshness_lag_seconds"] == 7200.0
     assert v["ranker_feature_source_end_timestamp_seconds"] == 1_796_083_200.0  # end of 2026-11-30
     assert v["ranker_materialize_end_timestamp_seconds"] == 1_796_083_200.0
+    # the data validation: a warning (row_count_jump), every kind present with its count, the scores
+    assert v["ranker_validation_passed"] == 1
+    assert v['ranker_validation_anomalies{policy="warn"}'] == 1
+    assert v['ranker_validation_anomalies{policy="fail"}'] == 0
+    assert v['ranker_validation_anomalies_by_kind{kind="row_count_jump"}'] == 1
+    assert v['ranker_validation_anomalies_by_kind{kind="leakage_event_time"}'] == 0
+    assert v['ranker_validation_drift_score{comparison="drift",feature="pin_stats__save_rate_28d"}'] == 0.004
+    assert v['ranker_validation_drift_score{comparison="skew",feature="pin_stats__save_rate_28d"}'] == 0.002
+    assert v['ranker_gate_check_warning{check="leakage"}'] == 0
     # counters start at zero for every label value (no missing series before the first event)
     assert v['ranker_runs_total{status="success"}'] == 1
     assert v['ranker_runs_total{status="failed"}'] == 0

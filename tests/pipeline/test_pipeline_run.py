@@ -78,7 +78,7 @@ def test_two_consecutive_days_then_rollback(tmp_path: Path, capsys: pytest.Captu
     assert (day1["version"], day1["promoted"], day1["champion"]) == ("v0001", True, "v0001")
     assert day1["forced"] == (day1["decision"] == "reject")
     steps = [s["step"] for s in day1["steps"]]
-    assert steps[:4] == ["window", "train", "gate", "promote"]
+    assert steps[:5] == ["window", "validate", "train", "gate", "promote"]
     for step in ("window", "train", "gate", "promote", "run"):
         assert (home / "pipeline" / "day-1" / f"{step}.json").is_file(), step
     gate1 = json.loads((home / "pipeline" / "day-1" / "gate.json").read_text())
@@ -204,7 +204,7 @@ def test_remote_registry_and_dry_run(tmp_path: Path, capsys: pytest.CaptureFixtu
     code, day2 = _run(capsys, "run", "--end", "2026-01-05", *common, "--run-id", "dry", "--dry-run")
     assert code == day2["exit_code"] and code in (0, 1)
     assert day2["version"] == "v0002" and day2["promoted"] is False and day2["champion"] == "v0001"
-    assert [s["step"] for s in day2["steps"]][:3] == ["window", "train", "gate"]
+    assert [s["step"] for s in day2["steps"]][:4] == ["window", "validate", "train", "gate"]
     assert not {"promote", "reject"} & {s["step"] for s in day2["steps"]}
 
     train = json.loads((home / "pipeline" / "dry" / "train.json").read_text())

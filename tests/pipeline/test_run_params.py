@@ -25,6 +25,12 @@ def seen(monkeypatch: pytest.MonkeyPatch) -> dict[str, Any]:
         seen["window_days"] = request.days
         return CommandResult({"days": request.days, "window_id": "w"})
 
+    def validate(request: Any) -> CommandResult:
+        from ranking.core.summaries import example_summaries
+
+        seen["validate"] = request.config
+        return CommandResult(example_summaries()["validate"].body())
+
     def training(job: Any) -> CommandResult:
         seen["train"] = {
             "epochs": job.epochs,
@@ -39,6 +45,7 @@ def seen(monkeypatch: pytest.MonkeyPatch) -> dict[str, Any]:
         raise RankerError("stopped by the test after the gate got its request")
 
     monkeypatch.setattr(steps, "window", window)
+    monkeypatch.setattr(steps, "validate", validate)
     monkeypatch.setattr(steps, "train", training)
     monkeypatch.setattr(steps, "gate", gating)
     return seen
@@ -57,6 +64,7 @@ def test_params_reach_the_window_train_and_gate_steps(
         "window.days": 5,
         "gate.bootstrap_samples": 77,
         "gate.tolerance": 0.125,
+        "validation.min_history_days": 3,
     }
     argv = ["run", "--end", "2026-01-21", "--home", str(home), "--run-id", "p-1", "--json"]
     assert main([*argv, "--params", json.dumps(params)]) == 2
@@ -67,6 +75,7 @@ def test_params_reach_the_window_train_and_gate_steps(
     assert seen["train"]["warm_start"] == "none"
     assert seen["train"]["sources"]["recipe.epochs"] == "param"
     assert seen["gate"].bootstrap_samples == 77 and seen["gate"].tolerance == 0.125
+    assert seen["validate"].min_history_days == 3
 
 
 def test_without_params_the_steps_read_the_config_file(
@@ -98,7 +107,10 @@ def test_a_first_base_keeps_its_own_recipe_under_the_runs_params(
     def gating(request: Any) -> CommandResult:
         raise RankerError("stopped by the test")
 
+    from ranking.core.summaries import example_summaries
+
     monkeypatch.setattr(steps, "window", lambda r: CommandResult({"days": r.days, "window_id": "w"}))
+    monkeypatch.setattr(steps, "validate", lambda r: CommandResult(example_summaries()["validate"].body()))
     monkeypatch.setattr(steps, "train", training)
     monkeypatch.setattr(steps, "gate", gating)
     home = tmp_path / "home"

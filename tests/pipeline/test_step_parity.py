@@ -18,7 +18,7 @@ from ranking.core.results import CommandResult
 from ranking.pipeline import steps
 
 CONFIG = '[recipe]\nschedule = "joint"\nepochs = 3\nremedy = "meda"\n[gate]\nbootstrap_samples = 50\n'
-PARAMS = {"recipe.seed": 5, "window.min_coverage": 0.5, "gate.ci_level": 0.8}
+PARAMS = {"recipe.seed": 5, "window.min_coverage": 0.5, "gate.ci_level": 0.8, "validation.rate_max_z": 4.0}
 
 
 @pytest.fixture
@@ -29,6 +29,12 @@ def requests_seen(monkeypatch: pytest.MonkeyPatch) -> dict[str, Any]:
         seen["window"] = request
         return CommandResult({"days": request.days, "window_id": "w"})
 
+    def validate(request: Any) -> CommandResult:
+        from ranking.core.summaries import example_summaries
+
+        seen["validate"] = request
+        return CommandResult(example_summaries()["validate"].body())
+
     def train(job: Any) -> CommandResult:
         seen["train"] = job
         return CommandResult({"version": "v0001", "run_dir": "unused"})
@@ -38,6 +44,7 @@ def requests_seen(monkeypatch: pytest.MonkeyPatch) -> dict[str, Any]:
         raise RankerError("stopped by the test")
 
     monkeypatch.setattr(steps, "window", window)
+    monkeypatch.setattr(steps, "validate", validate)
     monkeypatch.setattr(steps, "train", train)
     monkeypatch.setattr(steps, "gate", gate)
     return seen
@@ -61,12 +68,15 @@ def test_ranker_run_and_the_dags_steps_build_the_same_requests(
 
     # the DAG's tasks: the same run id and Params, each step's own flags
     main(["features", "window", "--end", "2026-03-01", "--days", "7", *common])
+    main(["features", "validate", "--end", "2026-03-01", "--days", "7", *common])
     main(["train", "--end", "2026-03-01", "--days", "7", "--resume", *common])
     main(["gate", "--candidate", "v0001", "--end", "2026-03-01", "--tolerance", "0.2", *common])
     capsys.readouterr()
 
     assert by_run["window"] == requests_seen["window"]
     assert by_run["window"].days == 7 and by_run["window"].checks.min_coverage == 0.5
+    assert by_run["validate"] == requests_seen["validate"]
+    assert by_run["validate"].days == 7 and by_run["validate"].config.rate_max_z == 4.0
     assert by_run["gate"] == requests_seen["gate"]
     assert by_run["gate"].config.tolerance == 0.2 and by_run["gate"].config.ci_level == 0.8
     assert by_run["gate"].config.bootstrap_samples == 50

@@ -1,13 +1,15 @@
-"""Window validation: pure checks that raise DataValidationError naming the problem.
+"""Checks of the window build itself: pure checks that raise DataValidationError naming the
+problem (a join that lost rows, an input of another schema, duplicated impressions, too few days).
 
-Every check here runs before anything that looks complete (a partition's stats file, the
-window manifest) is published, so a window that fails is never mistaken for a good one.
+Every check here runs before anything that looks complete (a partition's record, the window
+manifest) is published, so a build that fails is never mistaken for a good one. What the data
+says (rates, distributions, drift, leaks) is the data validation step's (features/validation/).
 """
 
 from __future__ import annotations
 
 import datetime as dt
-from collections.abc import Mapping, Sequence
+from collections.abc import Sequence
 from dataclasses import dataclass
 
 import pandas as pd
@@ -18,22 +20,13 @@ from ranking.core.errors import DataValidationError
 
 @dataclass(frozen=True)
 class WindowChecks:
-    """Thresholds of the window checks (all configurable from `ranker features window`)."""
+    """What a window build requires (``[window]``; configurable from `ranker features window`)."""
 
     min_coverage: float = 0.9  # fraction of training days that must have impressions
-    min_label_rate: float = 0.001  # per day; below: the label pipeline is probably broken
-    max_label_rate: float = 0.5
-    max_null_rate: float = 0.5  # per feature column and day
 
     def validate(self) -> None:
         if not 0.0 <= self.min_coverage <= 1.0:
             raise DataValidationError(f"min_coverage must be in [0, 1], got {self.min_coverage}")
-        if not 0.0 <= self.min_label_rate <= self.max_label_rate <= 1.0:
-            raise DataValidationError(
-                f"label-rate bounds must satisfy 0 <= min <= max <= 1, got [{self.min_label_rate}, {self.max_label_rate}]"
-            )
-        if not 0.0 <= self.max_null_rate <= 1.0:
-            raise DataValidationError(f"max_null_rate must be in [0, 1], got {self.max_null_rate}")
 
 
 def check_coverage(train_days: Sequence[dt.date], missing: Sequence[dt.date], min_coverage: float) -> None:
@@ -82,27 +75,4 @@ def check_rows_conserved(day: dt.date, stage: str, rows_in: int, rows_out: int) 
         raise DataValidationError(
             f"{stage} of {day.isoformat()} returned {rows_out} rows for {rows_in} in ({rows_out - rows_in:+d}):"
             " refusing a window with lost or duplicated impressions"
-        )
-
-
-def check_day_stats(
-    day: dt.date,
-    rows: int,
-    label_rate: float,
-    null_rates: Mapping[str, float],
-    checks: WindowChecks,
-    role: str,
-) -> None:
-    if rows == 0:
-        raise DataValidationError(f"the {role} day {day.isoformat()} has no impressions")
-    if not checks.min_label_rate <= label_rate <= checks.max_label_rate:
-        raise DataValidationError(
-            f"label rate {label_rate:.4%} of {role} day {day.isoformat()} is outside"
-            f" [{checks.min_label_rate:.4%}, {checks.max_label_rate:.4%}]"
-        )
-    high = {c: r for c, r in null_rates.items() if r > checks.max_null_rate}
-    if high:
-        worst = ", ".join(f"{c}={r:.1%}" for c, r in sorted(high.items(), key=lambda kv: -kv[1]))
-        raise DataValidationError(
-            f"null rate above {checks.max_null_rate:.0%} on {role} day {day.isoformat()}: {worst}"
         )
