@@ -22,7 +22,7 @@ from typing import Literal
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
-from features.schema import ENTITY_KEYS
+from features.schema import ENTITY_KEYS, REQUEST_KEY, entity_of
 from features.validation.statistics import CategoricalStatistics, DayStatistics, NumericStatistics, merge
 from ranking.core.atomic import atomic_write_text
 from ranking.core.errors import DataValidationError
@@ -34,8 +34,9 @@ class FeatureSchema(BaseModel):
     model_config = ConfigDict(extra="forbid", frozen=True)
 
     kind: Literal["numeric", "categorical"]
-    # a fraction of rows that must hold a value: 1.0 = required (inferred when no training day
-    # had a null), 0.0 = optional
+    # a fraction of rows that must hold a value: 1.0 = required (inferred for the impression's own
+    # columns when no training day had a null; a feature view's are null for new entities), 0.0 =
+    # optional
     min_presence: float = Field(ge=0, le=1)
     # numeric: values must lie in [domain_min, domain_max] (None: unbounded on that side);
     # inferred: 0 when no value was negative, 1 when every value lay in [0, 1] (a rate)
@@ -81,7 +82,10 @@ def infer(
     merged = merge(days)
     features: dict[str, FeatureSchema] = {}
     for name, stats in merged.items():
-        required = all(d.features[name].nulls == 0 for d in days if name in d.features)
+        # a feature view's columns are null for an entity it has no snapshot of yet (a new user
+        # or pin, any day): never inferred required; the operator may require one by hand
+        of_view = entity_of(name) != REQUEST_KEY and name not in ENTITY_KEYS
+        required = not of_view and all(d.features[name].nulls == 0 for d in days if name in d.features)
         presence = 1.0 if required else 0.0
         if isinstance(stats, NumericStatistics):
             low = stats.min

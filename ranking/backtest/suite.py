@@ -332,8 +332,10 @@ class GateSuite:
         self._build_probe()
 
     def clean_validation(self) -> dict[str, Any]:
-        """How the clean windows fared in the data validation: days, failing, warning, the kinds."""
-        clean = [v for k, v in self.validations.items() if k.startswith("clean@")]
+        """How the eval days' clean windows fared in the data validation: days, failing, warning,
+        the failing kinds."""
+        keys = (f"clean@{day.isoformat()}" for day in self.days)
+        clean = [self.validations[k] for k in keys if k in self.validations]
         return {
             "days": len(clean),
             "fail": sum(1 for v in clean if v.verdict == "fail"),

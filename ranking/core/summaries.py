@@ -553,6 +553,16 @@ class FirstBase(Summary):
     error: str | None
 
 
+class ValidationBrief(Summary):
+    """The data validation of a run's window, as the run summary lists it."""
+
+    verdict: Literal["pass", "warn", "fail"]
+    counts: dict[Literal["fail", "warn", "accepted"], NonNegativeInt]
+    failing: list[str]
+    """the kinds of the failing anomalies"""
+    report: str
+
+
 class RunSummary(StepSummary):
     """``ranker run``: window → train → gate → promote | reject → metrics publish in one process."""
 
@@ -580,6 +590,8 @@ class RunSummary(StepSummary):
     duration_seconds: Seconds
     pretrain: FirstBase | None = None
     """the first base, when the run pretrained one before its window"""
+    validation: ValidationBrief | None = None
+    """the window's data validation (set once the step judged the window)"""
 
 
 SUMMARY_MODELS: tuple[type[StepSummary], ...] = (

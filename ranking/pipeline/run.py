@@ -289,7 +289,20 @@ class _Run:
         window = self._step("window", lambda: steps.window(requests.window_request(config, self.ws, end)))
         self.summary["days"] = window.summary.get("days", config.window.days)
         # the data before anything trains on it: a failing anomaly stops the run here (exit 2)
-        self._step("validate", lambda: steps.validate(requests.validation_request(config, self.ws, end)))
+        validated = self.runner.run(
+            "validate", lambda: steps.validate(requests.validation_request(config, self.ws, end))
+        )
+        if "verdict" in validated.summary:
+            self.summary["validation"] = {
+                "verdict": validated.summary["verdict"],
+                "counts": validated.summary["counts"],
+                "failing": sorted(
+                    {a["kind"] for a in validated.summary["anomalies"] if a["policy"] == "fail"}
+                ),
+                "report": validated.summary["report"],
+            }
+        if validated.exit_code != 0:
+            raise _StepFailed(validated)
         if self.rerun is not None and self.rerun.train is not None:
             trained = _reused_train(self.rerun, window.summary, self.run_id, self.runner)
         else:

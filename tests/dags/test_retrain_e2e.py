@@ -313,3 +313,35 @@ def test_schema_invalid_params_never_create_a_run(airflow_db: Path) -> None:
         with pytest.raises(ParamValidationError):
             ranker_retrain.test(run_conf=conf)
         assert ranker_retrain.params["window_days"] is None  # the refused conf left no trace
+
+
+LATE_SNAPSHOTS = """
+import datetime as dt, sys
+import pyarrow as pa, pyarrow.compute as pc
+from features import sources
+from features.schema import SNAPSHOT_TIME
+from ranking.core.workspace import Workspace
+ws, day = Workspace.resolve(sys.argv[1]), dt.date.fromisoformat(sys.argv[2])
+table = sources.read_day(ws, sources.PINS, day)
+i = table.schema.get_field_index(SNAPSHOT_TIME)
+late = pc.add(table.column(i), pa.scalar(dt.timedelta(hours=12), pa.duration("us"))).cast(table.schema.field(i).type)
+sources.write_day(ws, sources.PINS, day, table.set_column(i, SNAPSHOT_TIME, late))
+"""
+
+
+def test_a_window_that_fails_its_data_validation_stops_the_dag_before_training(
+    dry_run: RunResult, dags: dict[str, Any], home: Path
+) -> None:
+    """The same validation step as `ranker run`'s: a snapshot dated after its impressions (a
+    leak read from the data) fails `validate_window` in one line; nothing trains, the run fails."""
+    python = RANKER_BIN.with_name("python")
+    subprocess.run([str(python), "-c", LATE_SNAPSHOTS, str(home), "2026-01-08"], check=True, timeout=300)
+    result = run_dag(dags["retrain"], home, {"window_end": "2026-01-10", **FAST_TRAIN})
+    assert result.state == "failed"
+    assert result.tasks["build_window"] == "success" and result.tasks["validate_window"] == "failed"
+    assert result.tasks["train"] == "upstream_failed"
+    validated = result.summary(home, "validate")
+    assert validated["verdict"] == "fail" and validated["exit_code"] == 2
+    assert "leakage_snapshot_date" in validated["error"]
+    assert versions(result.models) == versions(dry_run.models)
+    assert result.summary(home, "metrics")["failed_step"] == "validate"

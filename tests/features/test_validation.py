@@ -186,7 +186,8 @@ def test_the_schema_inferred_from_the_training_days() -> None:
     stats = [st.compute(t, d) for d, t in days(FIRST, 3)]
     schema = data_schema.infer(COLUMNS, stats, "w", "v1")
     rate = schema.features["pin_stats__save_rate_28d"]
-    assert (rate.kind, rate.min_presence, rate.domain_min, rate.domain_max) == ("numeric", 1.0, 0.0, 1.0)
+    assert (rate.kind, rate.min_presence, rate.domain_min, rate.domain_max) == ("numeric", 0.0, 0.0, 1.0)
+    assert schema.features["position"].min_presence == 1.0  # the impression's own: required
     count = schema.features["user_stats__impressions_7d"]
     assert (count.domain_min, count.domain_max) == (0.0, None)
     category = schema.features["pin_stats__category"]

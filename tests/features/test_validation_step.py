@@ -207,6 +207,9 @@ def test_ranker_run_stops_at_the_validation_step(
     summary = json.loads(captured.out.strip().splitlines()[-1])
     assert code == 2 and summary["failed_step"] == "validate"
     assert [s["step"] for s in summary["steps"]] == ["window", "validate", "metrics"]
+    assert summary["validation"]["verdict"] == "fail" and summary["validation"]["failing"] == [
+        "leakage_snapshot_date"
+    ]
     assert "ranker run: error: step validate failed: data validation failed" in captured.err
     folder = private_home / "pipeline" / "bad"
     assert not (folder / "train.json").exists() and not (private_home / "registry" / "versions").exists()
@@ -214,3 +217,24 @@ def test_ranker_run_stops_at_the_validation_step(
     assert "ranker_validation_passed 0" in prom and 'ranker_run_failures_total{step="validate"} 1' in prom
     assert 'ranker_validation_anomalies_by_kind{kind="leakage_snapshot_date"} ' in prom
     shutil.rmtree(folder)
+
+
+def test_apply_gives_old_snapshots_their_time(tmp_path: Path) -> None:
+    """A workspace written before the snapshots carried `as_of`: the first apply adds it (equal
+    to the snapshot's event time), once, without touching the impressions."""
+    from features.schema import SNAPSHOT_TIME
+
+    ws = Workspace.resolve(tmp_path / "home")
+    day = dt.date(2026, 1, 2)
+    stamp = dt.datetime(2026, 1, 2, tzinfo=dt.UTC)
+    old = pa.table(
+        {
+            "user_id": pa.array([1, 2], pa.int64()),
+            "event_timestamp": pa.array([stamp, stamp], pa.timestamp("us", tz="UTC")),
+        }
+    )
+    sources.write_day(ws, sources.USERS, day, old)
+    assert sources.add_snapshot_time(ws, SNAPSHOT_TIME) == 1
+    table = sources.read_day(ws, sources.USERS, day)
+    assert table.column(SNAPSHOT_TIME).equals(table.column("event_timestamp"))
+    assert sources.add_snapshot_time(ws, SNAPSHOT_TIME) == 0  # idempotent
