@@ -355,8 +355,8 @@ class GateSuite:
         return path if path.is_file() else None
 
     def _build_probe(self) -> None:
-        """Naive candidates for the first PROBE_CHAMPIONS eval days (the champions a recipe switch
-        meets), trained from scratch on the same windows, validated like the others."""
+        """Naive candidates for every eval day but the last (the champions a recipe switch meets),
+        trained from scratch on the same windows, validated like the others."""
         naive = self._probe_recipe()
         if naive is None or len(self.days) <= self.PROBE_CHAMPIONS:
             return
@@ -369,48 +369,56 @@ class GateSuite:
             file_values(base_file) if base_file else {},
             f"file:{base_file}" if base_file else None,
         )
-        for day in self.days[: self.PROBE_CHAMPIONS]:
+        for day in self.days[:-1]:
             out = self._train(
                 self.run.home, self.folder / "probe" / day.isoformat(), day, None, effective=effective
             )
             evidence = self.store.models[f"c-{day.isoformat()}"].evidence
-            self.store.add(
-                Model(
-                    f"naive-{day.isoformat()}",
-                    day,
-                    out / "model.pt",
-                    out / "eval_scores.parquet",
-                    evidence=evidence,
-                )
-            )
-        self._say(f"probe: {self.PROBE_CHAMPIONS} naive champions trained")
+            key = f"naive-{day.isoformat()}"
+            self.store.add(Model(key, day, out / "model.pt", out / "eval_scores.parquet", evidence=evidence))
+        self._say(f"probe: {len(self.days) - 1} naive candidates trained")
 
     def _probe_verdict(self, config: GateConfig) -> dict[str, Any] | None:
-        """The recipe's candidate on the day after the naive champions, judged in the state the
-        gate reached serving naive: a genuine improvement must be promoted on its first day."""
+        """A switch from naive to the recipe on each eval day after the first PROBE_CHAMPIONS: the
+        recipe's candidate judged in the state the gate reached serving naive the days before (a
+        genuine improvement must be promoted on its first day), and again without the leak
+        evidence, as the gate judged a large lift before issue 30."""
         if self._probe_recipe() is None or len(self.days) <= self.PROBE_CHAMPIONS:
             return None
-        first = self.days[: self.PROBE_CHAMPIONS]
-        judge = self.judge(config)
-        _, states = replay(
-            [*first, self.days[self.PROBE_CHAMPIONS]],
-            {d: f"naive-{d.isoformat()}" for d in first},
-            config,
-            judge,
-        )
-        day = self.days[self.PROBE_CHAMPIONS]
-        candidate = f"c-{day.isoformat()}"
-        report = judge(day, candidate, states[-1])
-        leak = next((c for c in report.checks if c.name == "leakage"), None)
+        with_evidence, without = self.judge(config), self.judge(config, evidence=False)
+        days: list[dict[str, Any]] = []
+        changes: list[float | None] = []
+        for i in range(self.PROBE_CHAMPIONS, len(self.days)):
+            before, day = self.days[i - self.PROBE_CHAMPIONS : i], self.days[i]
+            _, states = replay(
+                [*before, day], {d: f"naive-{d.isoformat()}" for d in before}, config, with_evidence
+            )
+            candidate = f"c-{day.isoformat()}"
+            report = with_evidence(day, candidate, states[-1])
+            leak = next((c for c in report.checks if c.name == "leakage"), None)
+            changes.append(report.relative_change)
+            days.append(
+                {
+                    "day": day.isoformat(),
+                    "champion": states[-1].champion.key if states[-1].champion else None,
+                    "decision": report.decision,
+                    "decision_without_evidence": without(day, candidate, states[-1]).decision,
+                    "relative_change": report.relative_change,
+                    "ci": report.ci,
+                    "failed_checks": report.failed_checks,
+                    "warnings": report.warnings,
+                    "leakage": leak.detail if leak else None,
+                }
+            )
+        lifts = [
+            d for d in days if d["relative_change"] is not None and d["relative_change"] > config.max_lift
+        ]
         return {
-            "day": day.isoformat(),
-            "champion": states[-1].champion.key if states[-1].champion else None,
-            "decision": report.decision,
-            "relative_change": report.relative_change,
-            "ci": report.ci,
-            "failed_checks": report.failed_checks,
-            "warnings": report.warnings,
-            "leakage": leak.detail if leak else None,
+            "days": days,
+            "promoted": sum(1 for d in days if d["decision"] == "pass"),
+            "large_lift": len(lifts),
+            "large_lift_promoted": sum(1 for d in lifts if d["decision"] == "pass"),
+            "promoted_without_evidence": sum(1 for d in days if d["decision_without_evidence"] == "pass"),
         }
 
     def _inject(
@@ -482,7 +490,12 @@ class GateSuite:
         end = self.store.models[key].trained_for
         return TrainingWindow(end - dt.timedelta(days=self.window_days), end)
 
-    def judge(self, config: GateConfig) -> Callable[[dt.date, str, GateState], GateReport]:
+    def judge(
+        self, config: GateConfig, evidence: bool = True
+    ) -> Callable[[dt.date, str, GateState], GateReport]:
+        """The gate ``config`` on a model's stored scores; ``evidence=False``: without the leak
+        evidence (how a large lift was judged before issue 30)."""
+
         def run(day: dt.date, candidate: str, state: GateState) -> GateReport:
             champion = state.champion
             return run_gate(
@@ -496,7 +509,7 @@ class GateSuite:
                 references={k: self.store.scores(k, day) for k in state.references},
                 trend_reference=(state.trend, self.store.scores(state.trend, day)) if state.trend else None,
                 history=state.history,
-                leak_evidence=self.store.models[candidate].evidence,
+                leak_evidence=self.store.models[candidate].evidence if evidence else None,
             )
 
         return run
@@ -648,18 +661,26 @@ def _probe_lines(result: Mapping[str, Any], gates: Sequence[str], recipe: str) -
         probe = result[name].get("probe")
         if not probe:
             continue
-        ci = probe["ci"]
         lines += [
             "",
             f"### `{name}`: the real-improvement probe",
             "",
-            f"Naive candidates served as champions for the first eval days; on {probe['day']} the `{recipe}`"
-            f" candidate met {probe['champion']}: **{probe['decision']}**, save HIT@3 {_pct(probe['relative_change'])}"
-            + (f" [{_pct(ci[0])}, {_pct(ci[1])}]" if ci else "")
-            + f"; failed checks: {', '.join(probe['failed_checks']) or '—'}; warnings: {', '.join(probe['warnings']) or '—'}.",
+            f"A switch from the naive recipe to `{recipe}` on each day: the naive candidates of the days before"
+            f" served as champions, then the `{recipe}` candidate was judged. Promoted on its first day:"
+            f" **{probe['promoted']}/{len(probe['days'])}**; lifts above `max_lift`: {probe['large_lift']},"
+            f" promoted {probe['large_lift_promoted']}; without the leak evidence (the gate before issue 30):"
+            f" promoted {probe['promoted_without_evidence']}/{len(probe['days'])}.",
+            "",
+            "| day | champion | HIT@3 vs champion (CI) | decision | without the evidence | failed checks | warnings |",
+            "| --- | --- | --- | --- | --- | --- | --- |",
         ]
-        if probe.get("leakage"):
-            lines.append(f"Its leakage check: {probe['leakage']}")
+        for d in probe["days"]:
+            ci = d["ci"]
+            lines.append(
+                f"| {d['day']} | {d['champion'] or '—'} | {_pct(d['relative_change'])}"
+                f"{f' [{_pct(ci[0])}, {_pct(ci[1])}]' if ci else ''} | {d['decision']} | {d['decision_without_evidence']} | "
+                f"{', '.join(d['failed_checks']) or '—'} | {', '.join(d['warnings']) or '—'} |"
+            )
     return lines
 
 

@@ -162,7 +162,11 @@ def _suite(args: argparse.Namespace, ws, spec, bt, started: float) -> CommandRes
                 f"  {name}: regret vs oracle {g['regret_vs_oracle']}, staleness median {g['staleness_median_days']} d,"
                 f" bad candidates promoted {r['bad_promoted']}/{len(r['injected'])}"
                 f" ({r['stopped_by_validation']} stopped by the data validation)"
-                + (f"; real-improvement probe: {probe['decision']}" if probe else "")
+                + (
+                    f"; real-improvement probe: {probe['promoted']}/{len(probe['days'])} promoted on their first day"
+                    if probe
+                    else ""
+                )
             )
     return CommandResult(summary=summary, text="\n".join(lines))
 

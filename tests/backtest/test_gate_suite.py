@@ -71,6 +71,11 @@ def test_each_kind_is_judged_once_by_each_gate(suite: tuple[Path, dict, list[str
         assert judged == {(k, d.isoformat()) for k, d in INJECT.items()}, name
         assert set(gate["stopped"]) == set(inject.KINDS)
         assert gate["bad_promoted"] == sum(1 for b in gate["injected"] if b["decision"] == "pass")
+        # the real-improvement probe: a switch from naive on each day after the first three
+        probe = gate["probe"]
+        assert [d["day"] for d in probe["days"]] == [d.isoformat() for d in EVAL[3:]]
+        assert all(d["champion"] and d["champion"].startswith("naive-") for d in probe["days"])
+        assert probe["promoted"] == sum(1 for d in probe["days"] if d["decision"] == "pass")
         # the clean replay judges only the clean candidates: the injected ones never change its course
         assert [d["candidate"] for d in gate["days"]] == [f"c-{d.isoformat()}" for d in EVAL]
 
