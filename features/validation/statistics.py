@@ -115,17 +115,34 @@ class DayStatistics(_Model):
 # ------------------------------------------------------------------------------------- compute
 
 
-def bin_keys(values: np.ndarray) -> np.ndarray:
-    """The fixed histogram bin of each finite value: ``0`` for zero, else the sign and the
-    quarter-octave ``floor(4 log2 |x|)`` (clipped to the end bins), as text ("+5", "-12")."""
-    out = np.full(values.shape, "0", dtype=object)
+def _bin_codes(values: np.ndarray) -> np.ndarray:
+    """Integer bin codes of finite values: 0 for zero, else the quarter-octave index shifted to
+    start at 1, negated for negative values (vectorised; keys are made for the distinct codes)."""
+    codes = np.zeros(values.shape, dtype=np.int64)
     nonzero = values != 0
     if nonzero.any():
         magnitude = np.floor(BINS_PER_OCTAVE * np.log2(np.abs(values[nonzero])))
-        index = np.clip(magnitude, _LOWEST_BIN, _HIGHEST_BIN).astype(np.int64)
-        signs = np.where(values[nonzero] > 0, "+", "-")
-        out[nonzero] = [f"{s}{i}" for s, i in zip(signs, index, strict=True)]
-    return out
+        index = np.clip(magnitude, _LOWEST_BIN, _HIGHEST_BIN).astype(np.int64) - _LOWEST_BIN + 1
+        codes[nonzero] = np.where(values[nonzero] > 0, index, -index)
+    return codes
+
+
+def _key(code: int) -> str:
+    if code == 0:
+        return "0"
+    return f"{'+' if code > 0 else '-'}{abs(code) - 1 + _LOWEST_BIN}"
+
+
+def bin_keys(values: np.ndarray) -> np.ndarray:
+    """The fixed histogram bin of each finite value: ``0`` for zero, else the sign and the
+    quarter-octave ``floor(4 log2 |x|)`` (clipped to the end bins), as text ("+5", "-12")."""
+    return np.array([_key(int(c)) for c in _bin_codes(values)], dtype=object)
+
+
+def histogram(values: np.ndarray) -> dict[str, int]:
+    """Counts of finite values per fixed bin (:func:`bin_keys`), keyed as there."""
+    codes, counts = np.unique(_bin_codes(values), return_counts=True)
+    return {_key(int(c)): int(n) for c, n in zip(codes, counts, strict=True)}
 
 
 def bin_range(key: str) -> tuple[float, float]:
@@ -157,7 +174,6 @@ def _numeric(column: pa.ChunkedArray) -> NumericStatistics:
             std=None,
             histogram={},
         )
-    keys, counts = np.unique(bin_keys(values), return_counts=True)
     finite = values[np.isfinite(values)]
     return NumericStatistics(
         type=kind,
@@ -169,39 +185,45 @@ def _numeric(column: pa.ChunkedArray) -> NumericStatistics:
         max=float(values.max()),
         mean=float(finite.mean()) if len(finite) else None,
         std=float(finite.std()) if len(finite) else None,
-        histogram={str(k): int(c) for k, c in zip(keys, counts, strict=True)},
+        histogram=histogram(values),
     )
 
 
 def _categorical(column: pa.ChunkedArray, is_id: bool) -> CategoricalStatistics:
-    counted = pc.value_counts(column.drop_null().cast(pa.string()))
-    pairs = sorted(
-        zip(counted.field("values").to_pylist(), counted.field("counts").to_pylist(), strict=True),
-        key=lambda kv: (-kv[1], kv[0]),
-    )
-    complete = not is_id and len(pairs) <= VOCABULARY_LIMIT
-    kept = pairs if complete else pairs[:TOP_K]
+    counted = pc.value_counts(column.drop_null())
+    counts = np.asarray(counted.field("counts").to_numpy(zero_copy_only=False))
+    complete = not is_id and len(counts) <= VOCABULARY_LIMIT
+    if complete:
+        chosen = np.arange(len(counts))
+    else:  # the top TOP_K, ties included at the cut, then ordered as below
+        cut = np.sort(counts)[-TOP_K] if len(counts) > TOP_K else 0
+        chosen = np.flatnonzero(counts >= cut)
+    values = counted.field("values").take(pa.array(chosen, pa.int64())).cast(pa.string()).to_pylist()
+    pairs = sorted(zip(values, counts[chosen].tolist(), strict=True), key=lambda kv: (-kv[1], kv[0]))
     return CategoricalStatistics(
         type=str(column.type),
         count=len(column) - column.null_count,
         nulls=column.null_count,
-        distinct=len(pairs),
-        values={str(v): int(c) for v, c in kept},
+        distinct=len(counts),
+        values={str(v): int(c) for v, c in (pairs if complete else pairs[:TOP_K])},
         complete=complete,
     )
 
 
-def _stable_hashes(values: Sequence[str]) -> np.ndarray:
+def _stable_hashes(values: np.ndarray) -> np.ndarray:
     """64-bit hashes of text that are the same in every process (pandas' siphash, fixed key)."""
     import pandas as pd
 
     return np.asarray(pd.util.hash_array(np.asarray(values, dtype=object)), dtype=np.uint64)
 
 
-def request_sketch(request_ids: Iterable[str], size: int = SKETCH_SIZE) -> list[int]:
+def request_sketch(request_ids: pa.ChunkedArray | Iterable[str], size: int = SKETCH_SIZE) -> list[int]:
     """The ``size`` smallest hashes of the distinct request ids (a bottom-k MinHash sketch)."""
-    distinct = sorted(set(request_ids))
-    if not distinct:
+    if isinstance(request_ids, pa.ChunkedArray):
+        distinct = pc.unique(request_ids.drop_null().cast(pa.string())).to_numpy(zero_copy_only=False)
+    else:
+        distinct = np.asarray(sorted(set(request_ids)), dtype=object)
+    if not len(distinct):
         return []
     hashes = np.unique(_stable_hashes(distinct))
     return [int(h) for h in hashes[:size]]
@@ -242,21 +264,26 @@ def _utc(value: dt.datetime | None) -> dt.datetime | None:
     return value if value.tzinfo is not None else value.replace(tzinfo=dt.UTC)
 
 
-def inconsistent_rows(values: pa.ChunkedArray, entity: pa.ChunkedArray | None) -> int:
-    """Rows of entities whose rows of the day disagree on ``values`` (a null on some and a value
-    on others, or two values). A feature view has one snapshot a day per entity, so every row of
-    an entity joins the same values: only a join that lost or mixed rows disagrees."""
-    if entity is None:
-        return 0
-    frame = pa.table({"entity": entity, "value": values})
-    counts = frame.group_by("entity").aggregate(
-        [
-            ("value", "count_distinct", pc.CountOptions(mode="all")),
-            ("value", "count", pc.CountOptions(mode="all")),
-        ]
+def inconsistent_rows(table: pa.Table, key: str, columns: Sequence[str]) -> dict[str, int]:
+    """Per column, the rows of entities (``key``) whose rows of the day disagree on it (a null on
+    some and a value on others, or two values): one group-by for all of a view's columns. A
+    feature view has one snapshot a day per entity, so every row of an entity joins the same
+    values: only a join that lost or mixed rows disagrees."""
+    if not columns:
+        return {}
+    counts = (
+        table.select([key, *columns])
+        .group_by(key)
+        .aggregate(
+            [(key, "count", pc.CountOptions(mode="all"))]
+            + [(c, "count_distinct", pc.CountOptions(mode="all")) for c in columns]
+        )
     )
-    mixed = pc.greater(counts.column("value_count_distinct"), 1)
-    return int(pc.sum(pc.filter(counts.column("value_count"), mixed)).as_py() or 0)
+    rows = counts.column(f"{key}_count")
+    return {
+        c: int(pc.sum(pc.filter(rows, pc.greater(counts.column(f"{c}_count_distinct"), 1))).as_py() or 0)
+        for c in columns
+    }
 
 
 def _snapshot(as_of: pa.ChunkedArray, event_time: pa.ChunkedArray) -> SnapshotStatistics:
@@ -294,8 +321,8 @@ def compute(table: pa.Table, date: dt.date, sha256: str | None = None) -> DaySta
     rows = table.num_rows
     labels = table.column(LABEL).drop_null().cast(pa.int64())
     positives = int(pc.sum(labels).as_py() or 0)
-    request_ids = table.column(REQUEST_KEY).drop_null().cast(pa.string()).to_pylist()
-    requests = len(set(request_ids))
+    request_ids = table.column(REQUEST_KEY)
+    requests = int(pc.count_distinct(request_ids).as_py())
     distinct_impressions = (
         table.select([REQUEST_KEY, "pin_id"]).group_by([REQUEST_KEY, "pin_id"]).aggregate([])
     )
@@ -311,14 +338,13 @@ def compute(table: pa.Table, date: dt.date, sha256: str | None = None) -> DaySta
                 column, table.column("event_timestamp")
             )
         found = _feature(field, column)
-        if found is None:
-            continue
-        key = entity_of(field.name)
-        if field.name not in ENTITY_KEYS and key != REQUEST_KEY and key in table.schema.names:
-            found = found.model_copy(
-                update={"inconsistent_rows": inconsistent_rows(column, table.column(key))}
-            )
-        features[field.name] = found
+        if found is not None:
+            features[field.name] = found
+    for key in ENTITY_KEYS:
+        of_view = [n for n in features if n not in ENTITY_KEYS and entity_of(n) == key]
+        if key in table.schema.names:
+            for name, disagreeing in inconsistent_rows(table, key, of_view).items():
+                features[name] = features[name].model_copy(update={"inconsistent_rows": disagreeing})
     return DayStatistics(
         date=date,
         sha256=sha256,
