@@ -1,5 +1,6 @@
-"""The pipeline config: one typed model with eight sections (``features``, ``window``,
-``validation``, ``recipe``, ``pretrain``, ``gate``, ``metrics``, ``review``), validated by pydantic.
+"""The pipeline config: one typed model with nine sections (``features``, ``window``,
+``validation``, ``recipe``, ``pretrain``, ``gate``, ``heuristic``, ``metrics``, ``review``),
+validated by pydantic.
 
 Defaults are not written twice: they are read from the dataclasses the steps already use
 (``features.feast_repo.StoreSettings``, ``features.build_checks.WindowChecks``,
@@ -21,6 +22,7 @@ from features.build_checks import WindowChecks
 from features.feast_repo import OFFLINE_STORES, ONLINE_STORES, StoreSettings, valid_redis_url
 from features.validation.anomalies import KINDS as ANOMALY_KINDS
 from features.validation.anomalies import WEEKLY_CHOICES, Policy, ValidationConfig
+from ranking.evaluation.heuristic import HEURISTIC_POLICIES, HEURISTICS, HeuristicConfig
 from ranking.gate.checks import RULES as GATE_RULES
 from ranking.gate.checks import GateConfig
 from ranking.trainer.models.config import DENSE_OPTIMIZERS, PIPELINES, REMEDIES, TABLE_OPTIMIZERS, TrainConfig
@@ -41,6 +43,7 @@ _S = StoreSettings()
 _W = WindowChecks()
 _V = ValidationConfig()
 _G = GateConfig()
+_H = HeuristicConfig()
 _T = TrainConfig(schedule=("joint",))
 
 
@@ -321,6 +324,21 @@ class GateSection(_Section):
         return GateConfig(**self.model_dump())
 
 
+class HeuristicSection(_Section):
+    """The non-learned ranker scored beside every model (``ranking.evaluation.heuristic``) and the
+    gate's ``beats_heuristic`` check."""
+
+    # pin_save_rate: the pin's smoothed 28-day save rate
+    name: Literal[HEURISTICS] = _H.name  # type: ignore[valid-type]
+    smoothing: float = Field(default=_H.smoothing, gt=0, le=1_000_000)
+    margin: float = Field(default=_H.margin, ge=-1, le=10)
+    # warn: a model no better than the heuristic is promoted with a warning; fail: rejected
+    policy: Literal[HEURISTIC_POLICIES] = _H.policy  # type: ignore[valid-type]
+
+    def heuristic_config(self) -> HeuristicConfig:
+        return HeuristicConfig(**self.model_dump())
+
+
 class MetricsSection(_Section):
     """Where ``ranker metrics publish`` sends the metrics."""
 
@@ -394,6 +412,7 @@ class PipelineConfig(_Section):
     recipe: RecipeSection = Field(default_factory=RecipeSection)
     pretrain: PretrainSection = Field(default_factory=PretrainSection)
     gate: GateSection = Field(default_factory=GateSection)
+    heuristic: HeuristicSection = Field(default_factory=HeuristicSection)
     metrics: MetricsSection = Field(default_factory=MetricsSection)
     review: ReviewSection = Field(default_factory=ReviewSection)
 
@@ -405,6 +424,7 @@ SECTIONS: dict[str, type[_Section]] = {
     "recipe": RecipeSection,
     "pretrain": PretrainSection,
     "gate": GateSection,
+    "heuristic": HeuristicSection,
     "metrics": MetricsSection,
     "review": ReviewSection,
 }

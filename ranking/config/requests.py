@@ -146,7 +146,8 @@ def gate_request(
     registry: str | None = None,
     run_id: str | None = None,
 ) -> GateRequest:
-    """Judge ``candidate`` on ``end`` with the ``[gate]`` section's checks."""
+    """Judge ``candidate`` on ``end`` with the ``[gate]`` section's checks, beside the
+    ``[heuristic]`` section's non-learned ranker."""
     from ranking.gate.run import GateRequest
 
     return GateRequest(
@@ -156,6 +157,7 @@ def gate_request(
         end=end,
         config=config.gate.gate_config(),
         run_id=run_id,
+        heuristic=config.heuristic.heuristic_config(),
     )
 
 

@@ -412,6 +412,21 @@ class ReferenceSummary(Summary):
     ci: Interval
 
 
+class HeuristicSummary(EvalSummary):
+    """The non-learned ranker on the eval day (``ranking.evaluation.heuristic``) and the lifts of
+    the models over it."""
+
+    name: str
+    relative_change: float | None
+    """the candidate's save HIT@3 over the heuristic's, minus 1"""
+    ci: Interval | None
+    """its paired bootstrap interval"""
+    champion_relative_change: float | None
+    """the champion's (the served model's) lift over the heuristic on the same day"""
+    margin: float
+    policy: Literal["warn", "fail"]
+
+
 class GateThresholds(Summary):
     """The gate's configuration (``ranking.gate.checks.GateConfig``)."""
 
@@ -460,6 +475,8 @@ class GateSummary(StepSummary):
     config: GateThresholds
     anchor: AnchorSummary | None
     reference: ReferenceSummary | None
+    heuristic: HeuristicSummary | None = None
+    """the non-learned ranker scored beside the models (null: not scored)"""
     duration_seconds: Seconds
 
 
@@ -757,7 +774,12 @@ def example_summaries() -> dict[str, StepSummary]:
             candidate=CandidateMetrics(version="v0003", random_save_hit_at_3=0.3, **metrics),
             champion=ModelMetrics(version="v0002", **{**metrics, "save_hit_at_3": 0.405}),
             relative_change=0.0125, ci=(-0.004, 0.03), eval_date=day, config=GateThresholds.model_validate(thresholds),
-            anchor=None, reference=None, duration_seconds=3.25,
+            anchor=None, reference=None,
+            heuristic=HeuristicSummary(
+                name="pin_save_rate", **{**metrics, "save_hit_at_3": 0.35}, relative_change=0.171, ci=(0.12, 0.22),
+                champion_relative_change=0.157, margin=0.0, policy="warn",
+            ),
+            duration_seconds=3.25,
         ),
         DecideSummary(
             branch="promote", reason="gate passed", force=False, version="v0003", end=day, decision="pass",

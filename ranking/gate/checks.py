@@ -232,6 +232,7 @@ class GateReport:
     config: dict[str, Any] = field(default_factory=dict)
     anchor: dict[str, Any] | None = None  # the anchor version, its metrics, change and CI
     reference: dict[str, Any] | None = None  # the reference models' HIT@3, their mean, change, CI
+    heuristic: dict[str, Any] | None = None  # the non-learned ranker's metrics and the lifts over it
 
     @property
     def passed(self) -> bool:
@@ -259,6 +260,7 @@ class GateReport:
             "config": self.config,
             "anchor": self.anchor,
             "reference": self.reference,
+            "heuristic": self.heuristic,
         }
 
 
@@ -615,6 +617,74 @@ def _leakage_check(
 
 
 @dataclass(frozen=True)
+class Heuristic:
+    """A non-learned ranker's scores on the eval day (``ranking.evaluation.heuristic``) and what
+    beating it means: the candidate's save HIT@3 lift over it above ``margin`` (the CI's lower
+    bound under rule "ci"); ``policy`` warn: a warning when it does not, fail: a rejection."""
+
+    name: str
+    scores: pd.DataFrame
+    margin: float = 0.0
+    policy: str = "warn"
+
+
+def _heuristic_comparison(
+    day: _EvalDay,
+    cand_hit: float,
+    champ_scores: np.ndarray | None,
+    heuristic: Heuristic,
+    config: GateConfig,
+) -> tuple[Check, dict[str, Any]]:
+    """The ``beats_heuristic`` check and the report's heuristic summary (its metrics, the
+    candidate's lift over it with a paired-bootstrap CI, the champion's lift)."""
+    keys = ["request_id", "pin_id"]
+    merged = day.frame[keys].merge(
+        heuristic.scores[[*keys, "score"]], on=keys, how="left", validate="one_to_one"
+    )
+    if merged["score"].isna().any():
+        raise GateInputError(f"the heuristic {heuristic.name} was not scored on every eval impression")
+    scores = merged["score"].to_numpy(dtype=np.float64)
+    metrics = compute_metrics(day.request_ids, day.labels, scores)
+    (interval,) = paired_bootstrap(
+        day.request_ids, day.labels, day.cand_scores, [scores],
+        samples=config.bootstrap_samples, level=config.ci_level, seed=config.seed,
+    )  # fmt: skip
+    lift, ci = _ratio_change(cand_hit, metrics.save_hit_at_3), interval.hit_change
+    champion_lift = None
+    if champ_scores is not None:
+        champ_hit = compute_metrics(day.request_ids, day.labels, champ_scores).save_hit_at_3
+        champion_lift = _ratio_change(champ_hit, metrics.save_hit_at_3)
+    judged = ci[0] if config.rule == "ci" and ci else lift
+    beats = judged is not None and judged > heuristic.margin
+    detail = (
+        f"save HIT@3 {_fmt(cand_hit)} vs the {heuristic.name} heuristic {_fmt(metrics.save_hit_at_3)}: lift "
+        f"{_fmt(lift)}, {_interval_text(ci, config)}; must exceed {heuristic.margin:g}"
+        f"{' (its lower bound)' if config.rule == 'ci' else ''}"
+    )
+    if beats:
+        check = Check("beats_heuristic", True, lift, heuristic.margin, detail, ci)
+    elif heuristic.policy == "warn":
+        check = Check(
+            "beats_heuristic", True, lift, heuristic.margin,
+            detail + " — a warning (policy warn): the model is no better than a one-line ranker", ci, warning=True,
+        )  # fmt: skip
+    else:
+        check = Check(
+            "beats_heuristic", False, lift, heuristic.margin, detail + " — the model is no better", ci
+        )
+    summary = {
+        "name": heuristic.name,
+        **metrics.to_dict(),
+        "relative_change": lift,
+        "ci": ci,
+        "champion_relative_change": champion_lift,
+        "margin": heuristic.margin,
+        "policy": heuristic.policy,
+    }
+    return check, summary
+
+
+@dataclass(frozen=True)
 class _EvalDay:
     """The impressions the models are judged on: the candidate's (and the champion's) scores row
     for row, the requests as int codes and the labels."""
@@ -921,19 +991,28 @@ def run_gate(
     trend_reference: tuple[str, pd.DataFrame] | None = None,
     history: Sequence[PastComparison] = (),
     leak_evidence: LeakEvidence | None = None,
+    heuristic: Heuristic | None = None,
 ) -> GateReport:
     """Judge a candidate against the champion (or, on the first run, on absolute checks only),
     against the best of ``anchors`` (version -> scores of recent champions on the same day), the
     mean of the champion and ``references`` (the champions before it), the champion served
     ``trend_days`` ago (``trend_reference``), with ``history`` (earlier days' comparisons, oldest
-    first) for the pooled decision, and ``leak_evidence`` (the window's data-level leak checks and
-    the lineage) for a lift too large to be believed on its own."""
+    first) for the pooled decision, ``leak_evidence`` (the window's data-level leak checks and the
+    lineage) for a lift too large to be believed on its own, and ``heuristic`` (a non-learned
+    ranker's scores) for the ``beats_heuristic`` check."""
     config = config or GateConfig()
     day = _eval_day(candidate, champion)
     cand_metrics = compute_metrics(day.request_ids, day.labels, day.cand_scores)
     random_hit = random_ranking_hit_at_k(day.request_ids, day.labels)
     candidate_summary: dict[str, Any] = {**cand_metrics.to_dict(), "random_save_hit_at_3": random_hit}
     checks = _candidate_checks(day, cand_metrics, random_hit, config, eval_date, candidate_window)
+    heuristic_summary = None
+    if heuristic is not None:
+        champ_scores = day.frame["champ"].to_numpy(dtype=np.float64) if champion is not None else None
+        heuristic_check, heuristic_summary = _heuristic_comparison(
+            day, cand_metrics.save_hit_at_3, champ_scores, heuristic, config
+        )
+        checks.append(heuristic_check)
     comparison = None
     if champion is not None:
         fairness = _fairness_check(eval_date, candidate_window, champion_window, config)
@@ -951,4 +1030,5 @@ def run_gate(
         config=config.to_dict(),
         anchor=comparison.anchor if comparison else None,
         reference=comparison.reference if comparison else None,
+        heuristic=heuristic_summary,
     )

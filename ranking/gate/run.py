@@ -18,7 +18,16 @@ from typing import TYPE_CHECKING, Any
 from ranking.core.errors import RankerError, RegistryError
 from ranking.core.summaries import GateSummary
 from ranking.core.workspace import Workspace
-from ranking.gate.checks import GateConfig, GateReport, LeakEvidence, PastComparison, TrainingWindow, run_gate
+from ranking.evaluation.heuristic import HEURISTIC_COLUMNS, HeuristicConfig, heuristic_scores
+from ranking.gate.checks import (
+    GateConfig,
+    GateReport,
+    Heuristic,
+    LeakEvidence,
+    PastComparison,
+    TrainingWindow,
+    run_gate,
+)
 from ranking.registry import Registry, cache_dir, current_actor
 from ranking.registry.records import utc_now
 
@@ -40,6 +49,8 @@ class GateRequest:
     end: dt.date | None = None
     config: GateConfig = field(default_factory=GateConfig)
     run_id: str | None = None
+    # the non-learned ranker scored beside the models (None: not scored)
+    heuristic: HeuristicConfig | None = field(default_factory=HeuristicConfig)
 
 
 @dataclass(frozen=True)
@@ -337,6 +348,33 @@ def leak_evidence(
     )
 
 
+def _heuristic(
+    ws: Workspace, eval_day: dt.date, feature_version: Any, config: HeuristicConfig | None
+) -> Heuristic | None:
+    """The heuristic's scores on the eval day's partition (None when not asked for, when no window
+    of that eval day is built, or when its partition lacks the columns or cannot be read)."""
+    if config is None:
+        return None
+    import pyarrow as pa
+    import pyarrow.parquet as pq
+
+    try:
+        parquet = find_eval_parquet(ws, eval_day, feature_version)
+    except RankerError as exc:  # a candidate judged on its recorded scores needs no window
+        log.warning("gate: the heuristic is not scored: %s", exc)
+        return None
+    columns = ["request_id", "pin_id", "saved", *HEURISTIC_COLUMNS]
+    try:
+        if not set(columns) <= set(pq.read_schema(parquet).names):
+            log.warning("gate: %s lacks the heuristic's columns: not scored", parquet)
+            return None
+        examples = pq.read_table(parquet, columns=columns).to_pandas()
+    except (OSError, pa.ArrowException) as exc:  # the models' scoring says what is wrong with it
+        log.warning("gate: the heuristic could not read %s (%s): not scored", parquet, exc)
+        return None
+    return Heuristic(config.name, heuristic_scores(examples, config), config.margin, config.policy)
+
+
 def gate_candidate(req: GateRequest) -> GateResult:
     """Run the gate for one candidate and record its verdict (the latest gate run wins)."""
     started = time.perf_counter()
@@ -366,6 +404,7 @@ def gate_candidate(req: GateRequest) -> GateResult:
         trend_reference=compared.trend,
         history=compared.history,
         leak_evidence=leak_evidence(reg, cand, champion.version if champion else None, eval_day),
+        heuristic=_heuristic(req.ws, eval_day, feature_version, req.heuristic),
     )
     champion_version = champion.version if champion else None
     body = _report_body(report, version, champion_version, compared.skipped)

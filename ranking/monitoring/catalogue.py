@@ -12,7 +12,7 @@ from dataclasses import dataclass
 PREFIX = "ranker_"
 STATUSES = ("success", "failed")
 PHASES = ("frozen", "joint")
-MODELS = ("candidate", "champion")
+MODELS = ("candidate", "champion", "heuristic")  # heuristic: the non-learned ranker (issue 31)
 # Steps a failure can be attributed to; anything else is counted as "other" (bounded label values).
 KNOWN_STEPS = (
     "freshness",
@@ -96,6 +96,16 @@ CATALOGUE: dict[str, MetricSpec] = {
         _g("eval_save_hit_at_3_ratio", "Save HIT@3 on the eval day.", "model"),
         _g("eval_auc_ratio", "ROC AUC on the eval day.", "model"),
         _g("eval_normalized_entropy", "Normalized entropy on the eval day (lower is better).", "model"),
+        _g(
+            "heuristic_relative_change",
+            "A model's save HIT@3 over the non-learned heuristic's on the eval day, minus 1 (candidate:"
+            " the gate's candidate; champion: the served model).",
+            "model",
+        ),
+        _g(
+            "heuristic_relative_change_ci_lower",
+            "Lower bound of the candidate's lift over the heuristic (paired bootstrap).",
+        ),
         _g("gate_passed", "1 if the last gate passed the candidate, 0 if it rejected it."),
         _g("gate_check_passed", "1 if the gate check passed in the last gate, else 0.", "check"),
         _g("gate_check_value", "The value a gate check measured.", "check"),

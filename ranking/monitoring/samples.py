@@ -238,11 +238,17 @@ def _candidate(run: RunRecord) -> EvalSummary | None:
 
 
 def _add_models(out: _Samples, run: RunRecord) -> None:
-    """The candidate's metrics; with a gate, the champion's and the gate's checks."""
+    """The candidate's metrics; with a gate, the champion's, the heuristic's and the gate's checks."""
     _add_eval(out, "candidate", _candidate(run))
     gate = run.summaries.get("gate")
     if isinstance(gate, GateSummary):
         _add_eval(out, "champion", gate.champion)
+        if gate.heuristic is not None:
+            _add_eval(out, "heuristic", gate.heuristic)
+            out.add("heuristic_relative_change", gate.heuristic.relative_change, model="candidate")
+            out.add("heuristic_relative_change", gate.heuristic.champion_relative_change, model="champion")
+            if gate.heuristic.ci is not None:
+                out.add("heuristic_relative_change_ci_lower", gate.heuristic.ci[0])
         _add_gate(out, gate)
 
 

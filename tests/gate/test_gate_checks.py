@@ -280,3 +280,30 @@ def test_a_large_lift_is_judged_by_the_data_and_the_lineage_not_its_size(  # typ
     assert leak.passed is passes and says in leak.detail
     assert leak.warning is passes and report.warnings == (["leakage"] if passes else [])
     assert report.passed is passes
+
+
+def test_a_model_no_better_than_the_heuristic_is_told(day) -> None:  # type: ignore[no-untyped-def]
+    """Issue 31: a trained model exactly as good as one of its own input features passed every
+    check. The gate scores the heuristic beside it: a warning by default, a rejection on request."""
+    from ranking.gate.checks import Heuristic
+
+    frame, p = day
+    model = with_scores(frame, noisy(p, 0.3, 1))
+    same = Heuristic("pin_save_rate", model)  # a model that ranks as the heuristic does
+    report = run_gate(model, None, heuristic=same, eval_date=EVAL_DAY)
+    found = check(report, "beats_heuristic")
+    assert found.passed and found.warning and report.warnings == ["beats_heuristic"]
+    assert found.value == pytest.approx(0.0) and report.heuristic is not None
+    assert report.heuristic["save_hit_at_3"] == pytest.approx(report.candidate["save_hit_at_3"])
+    strict = run_gate(
+        model, None, heuristic=Heuristic("pin_save_rate", model, policy="fail"), eval_date=EVAL_DAY
+    )
+    assert strict.failed_checks == ["beats_heuristic"]
+    weak = Heuristic("pin_save_rate", with_scores(frame, noisy(p, 3.0, 2)))
+    better = run_gate(model, None, heuristic=weak, eval_date=EVAL_DAY)
+    lift = check(better, "beats_heuristic")
+    assert lift.passed and not lift.warning and lift.ci is not None and lift.ci[0] > 0
+    # with a champion, its own lift over the heuristic is reported too (the served model's)
+    champ = with_scores(frame, noisy(p, 1.5, 3))
+    both = run_gate(model, champ, heuristic=weak, **FAIR)
+    assert both.heuristic is not None and both.heuristic["champion_relative_change"] is not None

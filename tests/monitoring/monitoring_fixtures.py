@@ -168,6 +168,7 @@ def write_contract_run(
             "failed_checks": [c["name"] for c in checks if not c["passed"]],
             "relative_change": (0.0125 if decision == "pass" else -0.05) if champion else None,
             "ci": [-0.004, 0.03] if champion else None,
+            "heuristic": EXAMPLES["gate"]["heuristic"],
             "duration_seconds": 3.25,
         },
         exit_code=0 if decision == "pass" else 1,

@@ -327,6 +327,12 @@ CONTRACT_RUN = [
     ('ranker_eval_save_hit_at_3_ratio{model="champion"}', 0.405),
     ('ranker_eval_auc_ratio{model="champion"}', 0.735),
     ('ranker_eval_normalized_entropy{model="champion"}', 0.94),
+    ('ranker_eval_save_hit_at_3_ratio{model="heuristic"}', 0.35),
+    ('ranker_eval_auc_ratio{model="heuristic"}', 0.74),
+    ('ranker_eval_normalized_entropy{model="heuristic"}', 0.93),
+    ('ranker_heuristic_relative_change{model="candidate"}', 0.171),
+    ('ranker_heuristic_relative_change{model="champion"}', 0.157),
+    ("ranker_heuristic_relative_change_ci_lower", 0.12),
     ('ranker_gate_check_passed{check="scores_finite"}', 1.0),
     ('ranker_gate_check_value{check="scores_finite"}', 1.0),
     ('ranker_gate_check_warning{check="scores_finite"}', 0.0),
@@ -484,7 +490,7 @@ EVALUATE_ONLY_RUN = [
 
 # every publish's samples, json-dumped: a change shows in the three runs above or, for the others,
 # by printing ``json.dumps(samples)`` before and after
-ALL_SAMPLES_SHA256 = "4659d3747446f693cf928f8cfd9f071ebf630ec72070079b72368b5a534dc8f0"
+ALL_SAMPLES_SHA256 = "2a13532fe3d32a419fbd00d8a3a965c6f6e8e0d998387c2adbcec2e1721b95ba"
 
 
 def test_the_samples_of_every_run_keep_their_names_values_and_order(ws: Workspace) -> None:

@@ -387,6 +387,7 @@ def test_retrain_facts_reached_prometheus(real_retrain: Published) -> None:
     assert set(scraped_series(base, "ranker_eval_save_hit_at_3_ratio")) == {
         (("model", "candidate"),),
         (("model", "champion"),),
+        (("model", "heuristic"),),  # the non-learned ranker, scored by the real gate
     }
     assert scraped_series(base, "ranker_window_length_days")[()] == 3.0
     assert scraped_series(base, "ranker_train_epochs")[()] == 2.0
