@@ -790,6 +790,61 @@ def compare_to_baseline(
     return out
 
 
+def heuristic_day_scores(bt: Backtest, day: dt.date) -> Any:
+    """The non-learned heuristic's scores on ``day``'s eval partition (the backtested workspace's
+    ``[heuristic]``, the first recipe's config), kept under ``<backtest>/heuristic/``; None when
+    the day's window was not built or lacks the heuristic's columns."""
+    import pandas as pd
+    import pyarrow.parquet as pq
+
+    from ranking.evaluation.heuristic import HEURISTIC_COLUMNS, heuristic_scores
+    from ranking.evaluation.scores import write_scores
+
+    path = bt.folder / "heuristic" / f"{day.isoformat()}.parquet"
+    if path.is_file():
+        return pd.read_parquet(path)
+    config = bt.runs[0].effective.config
+    manifest = _window_manifest(bt.ws.root, day, config.window.days)
+    if manifest is None:
+        return None
+    columns = ["request_id", "pin_id", "saved", *HEURISTIC_COLUMNS]
+    parquet = Path(manifest["eval"]["path"])
+    if not set(columns) <= set(pq.read_schema(parquet).names):
+        return None
+    scores = heuristic_scores(
+        pq.read_table(parquet, columns=columns).to_pandas(), config.heuristic.heuristic_config()
+    )
+    path.parent.mkdir(parents=True, exist_ok=True)
+    write_scores(path, scores)
+    return scores
+
+
+def compare_to_heuristic(
+    bt: Backtest, records: Mapping[str, list[dict[str, Any]]], who: str = "served"
+) -> dict[str, Any]:
+    """Each recipe's paired comparison with the non-learned heuristic over the days it had a
+    ``who`` model (served | candidate), as :func:`compare_to_baseline` pairs two recipes."""
+    import pandas as pd
+
+    from ranking.backtest.stats import compare, paired_day
+
+    folders = {run.recipe.name: run.folder for run in bt.runs}
+    out: dict[str, Any] = {}
+    for name, days in records.items():
+        pairs = []
+        for r in days:
+            rel = (r.get(who) or {}).get("scores")
+            if not rel:
+                continue
+            heuristic = heuristic_day_scores(bt, dt.date.fromisoformat(r["day"]))
+            if heuristic is not None:
+                pairs.append(paired_day(r["day"], heuristic, pd.read_parquet(folders[name] / str(rel))))
+        out[name] = compare(
+            pairs, samples=bt.spec.bootstrap_samples, level=bt.spec.ci_level, seed=bt.spec.seed
+        )
+    return out
+
+
 def finite_json(obj: Any) -> Any:
     """NaN/inf -> None, so the report is strict JSON."""
     if isinstance(obj, float):

@@ -128,7 +128,10 @@ def build_report(
     comparisons: Mapping[str, Comparison | None],
     wall_seconds: float,
     candidate_comparisons: Mapping[str, Comparison | None] | None = None,
+    heuristic_comparisons: Mapping[str, Mapping[str, Comparison | None]] | None = None,
 ) -> dict[str, Any]:
+    """The report's content; ``heuristic_comparisons``: ``{"served"|"candidate": {recipe:
+    comparison with the non-learned heuristic}}``."""
     return {
         "spec": dict(spec),
         "baseline": spec["baseline"],
@@ -141,6 +144,10 @@ def build_report(
         "vs_baseline": {name: (c.to_dict() if c else None) for name, c in comparisons.items()},
         "candidates_vs_baseline": {
             name: (c.to_dict() if c else None) for name, c in (candidate_comparisons or {}).items()
+        },
+        "vs_heuristic": {
+            who: {name: (c.to_dict() if c else None) for name, c in found.items()}
+            for who, found in (heuristic_comparisons or {}).items()
         },
         "days": dict(records),
         "wall_seconds": round(wall_seconds, 1),
@@ -173,6 +180,33 @@ def _shown_path(path: str) -> str:
         return str(Path(path).resolve().relative_to(Path.cwd().resolve()))
     except ValueError:
         return path
+
+
+def _heuristic_lines(report: Mapping[str, Any]) -> list[str]:
+    """Each recipe's served and candidate models against the non-learned heuristic."""
+    found = report.get("vs_heuristic") or {}
+    if not found:
+        return []
+    lines = [
+        "",
+        "Against the non-learned heuristic (`[heuristic]`: the pin's smoothed 28-day save rate, scored on"
+        " each eval day): save HIT@3 of the recipe's models over the heuristic's, paired the same way."
+        " A recipe whose lift's interval holds 0 ranks no better than one line of arithmetic.",
+        "",
+        "| recipe | served vs heuristic (CI) | candidate vs heuristic (CI) |",
+        "| --- | --- | --- |",
+    ]
+    for name in report["recipes"]:
+        cells = []
+        for who in ("served", "candidate"):
+            c = (found.get(who) or {}).get(name)
+            cells.append(
+                f"{_pct(c['relative_change']['save_hit_at_3'])} {_ci(c['ci']['save_hit_at_3'])} over {c['days']} d"
+                if c
+                else "—"
+            )
+        lines.append(f"| `{name}` | " + " | ".join(cells) + " |")
+    return lines
 
 
 def render_markdown(report: Mapping[str, Any]) -> str:
@@ -234,6 +268,7 @@ def render_markdown(report: Mapping[str, Any]) -> str:
             lines.append(
                 f"| `{name}` | {_f(s['candidate_mean']['save_hit_at_3'])} | " + " | ".join(rel) + " |"
             )
+    lines += _heuristic_lines(report)
     lines += [
         "",
         "The gate's calls, judged on the same eval day (did the candidate's save HIT@3 beat the served model's?):",

@@ -180,6 +180,7 @@ def _backtest(args: argparse.Namespace) -> CommandResult:
         CliReplayer,
         check_days_against_data,
         compare_to_baseline,
+        compare_to_heuristic,
         finite_json,
         read_recipe,
         window_builder_for,
@@ -221,8 +222,11 @@ def _backtest(args: argparse.Namespace) -> CommandResult:
     records = bt.run()
     comparisons = compare_to_baseline(bt, records)
     candidates = compare_to_baseline(bt, records, who="candidate")
+    heuristic = {who: compare_to_heuristic(bt, records, who) for who in ("served", "candidate")}
     report = finite_json(
-        build_report(spec.to_dict(), records, comparisons, time.perf_counter() - started, candidates)
+        build_report(
+            spec.to_dict(), records, comparisons, time.perf_counter() - started, candidates, heuristic
+        )
     )
     paths = write_report(report, bt.folder / "report")
     if args.report_dir:

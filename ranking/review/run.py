@@ -121,6 +121,11 @@ def weigh(report: Mapping[str, Any], baseline: str, candidate_only: bool) -> dic
                 entry[model] = {"lift": 0.0, "ci": [0.0, 0.0], "days": days_seen}
             else:
                 entry[model] = _lift(report[key].get(name))
+        # the recipe's models against the non-learned heuristic (issue 31)
+        entry["vs_heuristic"] = {
+            model: _lift((report.get("vs_heuristic") or {}).get(model, {}).get(name))
+            for model in ("served", "candidate")
+        }
         out[name] = entry
     return out
 
@@ -267,15 +272,17 @@ def _replay(bt: Backtest, plan: ReviewPlan, started: float, review: dict[str, An
 
 def _weigh_replay(bt: Backtest, plan: ReviewPlan, started: float) -> dict[str, dict[str, Any]]:
     """Run the replay; each recipe weighed against the baseline from its backtest report."""
-    from ranking.backtest.engine import compare_to_baseline, finite_json
+    from ranking.backtest.engine import compare_to_baseline, compare_to_heuristic, finite_json
     from ranking.backtest.report import build_report
 
     settings = plan.settings
     records = bt.run()
     served = {} if settings.candidate_only else compare_to_baseline(bt, records)
     candidates = compare_to_baseline(bt, records, who="candidate")
+    whose = ("candidate",) if settings.candidate_only else ("served", "candidate")
+    heuristic = {who: compare_to_heuristic(bt, records, who) for who in whose}
     report = finite_json(
-        build_report(bt.spec.to_dict(), records, served, time.perf_counter() - started, candidates)
+        build_report(bt.spec.to_dict(), records, served, time.perf_counter() - started, candidates, heuristic)
     )
     return weigh(report, settings.baseline, settings.candidate_only)
 

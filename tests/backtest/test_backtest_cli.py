@@ -67,7 +67,17 @@ def test_backtest_naive_vs_default_on_a_tiny_workspace(
             assert forward["promoted_fresh"] is True and forward["other"] is None
             assert forward["fresh_save_hit_at_3"] == records[1]["served"]["metrics"]["save_hit_at_3"]
     assert Path(summary["report"]["markdown"]).is_file() and Path(summary["report"]["png"]).is_file()
-    assert "Gate regret" in Path(summary["report"]["markdown"]).read_text()
+    text = Path(summary["report"]["markdown"]).read_text()
+    assert "Gate regret" in text and "Against the non-learned heuristic" in text
+    # every recipe's candidates against the heuristic, scored on each eval day's partition (issue 31)
+    report = json.loads(Path(summary["report"]["json"]).read_text())
+    for name in ("naive", "default"):
+        found = report["vs_heuristic"]["candidate"][name]
+        assert found["days"] == 2 and found["ci"]["save_hit_at_3"] is not None
+    assert sorted(p.name for p in (folder / "heuristic").iterdir()) == [
+        "2026-01-06.parquet",
+        "2026-01-07.parquet",
+    ]
     assert not (home / "registry").exists()
 
     runs_before = sorted(p.name for p in (folder / "default" / "home" / "runs").iterdir())

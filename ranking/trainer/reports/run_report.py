@@ -57,21 +57,32 @@ def render_report(train: Mapping[str, Any], gate: Mapping[str, Any] | None, run_
         lines += [f"| {label} | {_number(final.get(key))} |" for key, label in METRICS]
         return "\n".join(lines) + "\n"
     candidate, champion = gate.get("candidate") or {}, gate.get("champion") or {}
+    heuristic = gate.get("heuristic") or {}
     champion_name = champion.get("version") or "none (first run)"
     lines += [
         f"## Candidate vs champion on {gate.get('eval_date') or labels.eval_date}",
         "",
-        f"| metric | candidate {candidate.get('version') or version} | champion {champion_name} |",
-        "| --- | --- | --- |",
+        f"| metric | candidate {candidate.get('version') or version} | champion {champion_name}"
+        f" | heuristic {heuristic.get('name') or '(not scored)'} |",
+        "| --- | --- | --- | --- |",
     ]
     lines += [
-        f"| {label} | {_number(candidate.get(key))} | {_number(champion.get(key))} |"
+        f"| {label} | {_number(candidate.get(key))} | {_number(champion.get(key))} | {_number(heuristic.get(key))} |"
         for key, label in METRICS
     ]
     change, ci = gate.get("relative_change"), gate.get("ci")
     if change is not None:
         interval = f" [{ci[0]:+.2%}, {ci[1]:+.2%}]" if ci else ""
         lines += ["", f"Relative change of save HIT@3: {change:+.2%}{interval}"]
+    lift, lift_ci = heuristic.get("relative_change"), heuristic.get("ci")
+    if lift is not None:
+        interval = f" [{lift_ci[0]:+.2%}, {lift_ci[1]:+.2%}]" if lift_ci else ""
+        served = heuristic.get("champion_relative_change")
+        lines += [
+            "",
+            f"Over the non-learned heuristic (the pin's smoothed 28-day save rate): candidate {lift:+.2%}{interval}"
+            + (f", champion {served:+.2%}" if served is not None else ""),
+        ]
     failed = list(gate.get("failed_checks") or [])
     lines += [
         "",
