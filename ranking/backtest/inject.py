@@ -32,7 +32,11 @@ KINDS: dict[str, str] = {
     "rate_x100": "a rate feature (pin save rate, 28 d) in percent instead of a fraction (x100)",
     "day_duplicated": "one training day's file loaded again as the next day (the same requests, re-dated)",
     "label_rate_doubled": "every positive row joined twice (saves counted double)",
+    "first_seen_shuffled": "first-seen users' slates ranked at random (their features lost in serving): one slice"
+    " hurt, the day's totals barely",
 }
+# kinds made from a clean candidate's scores on the day (no training)
+SCORE_KINDS = ("nan_scores", "calibration_x3", "first_seen_shuffled")
 TRAINED_KINDS = ("shuffled_labels", "zeroed_feature", "lr_x100", "stale_window", "leakage")
 # bugs made in the window the run reads: its data validation must stop each by this anomaly
 DATA_KINDS: dict[str, str] = {
@@ -143,6 +147,32 @@ def nan_scores(scores: pd.DataFrame, seed: int) -> pd.DataFrame:
     values[rng.random(len(values)) < NAN_SHARE] = np.nan
     out["score"] = values
     return out
+
+
+def first_seen_shuffled(scores: pd.DataFrame, first_seen: set[str], seed: int) -> pd.DataFrame:
+    """The same scores with the slates of the requests in ``first_seen`` ranked at random: each
+    such slate's scores permuted among its own pins (the day's score distribution kept)."""
+    out = scores.copy()
+    rows = np.flatnonzero(out["request_id"].isin(first_seen).to_numpy())
+    if not len(rows):
+        return out
+    rng = np.random.default_rng(seed)
+    requests = out["request_id"].to_numpy()[rows]
+    by_request = np.lexsort((rows, requests))  # each slate's rows together, in row order
+    shuffled = np.lexsort((rng.random(len(rows)), requests))  # the same slates, rows in random order
+    values = out["score"].to_numpy(dtype=np.float64).copy()
+    values[rows[by_request]] = values[rows[shuffled]]
+    out["score"] = values
+    return out
+
+
+def first_seen_requests(examples: pd.DataFrame) -> set[str]:
+    """The eval day's requests of users first seen that day (no 28-day impressions before it;
+    ``ranking.evaluation.slices``' first-seen slice)."""
+    from ranking.evaluation.slices import USER_ACTIVITY
+
+    activity = examples[USER_ACTIVITY].fillna(0).to_numpy(dtype=np.float64)
+    return set(examples["request_id"].to_numpy()[activity <= 0].tolist())
 
 
 def rescaled_scores(scores: pd.DataFrame) -> pd.DataFrame:

@@ -43,6 +43,7 @@ from ranking.core.atomic import atomic_path, atomic_write_json, read_json
 from ranking.core.hashing import sha256_file
 from ranking.core.workspace import Workspace
 from ranking.gate.checks import GateConfig, GateReport, LeakEvidence, TrainingWindow, run_gate
+from ranking.gate.run import EvalExtras, eval_extras
 
 if TYPE_CHECKING:
     import pandas as pd
@@ -73,7 +74,7 @@ class Model:
     trained_for: dt.date  # its window's recorded end
     checkpoint: Path | None
     own_scores: Path | None  # eval_scores.parquet on its own eval day
-    transform: str | None = None  # reset_tables | nan_scores | calibration_x3
+    transform: str | None = None  # reset_tables | one of inject.SCORE_KINDS
     source: str | None = None  # the model whose scores a score transform starts from
     evidence: LeakEvidence | None = None  # its window's data-level leak checks and its lineage
 
@@ -100,13 +101,8 @@ class ScoreStore:
         if path.is_file():
             return pd.read_parquet(path)
         model = self.models[key]
-        if model.transform in ("nan_scores", "calibration_x3"):
-            base = self.scores(model.source or "", day)
-            frame = (
-                inject.nan_scores(base, seed=day.toordinal())
-                if model.transform == "nan_scores"
-                else inject.rescaled_scores(base)
-            )
+        if model.transform in inject.SCORE_KINDS:
+            frame = self._transformed_scores(model.transform, self.scores(model.source or "", day), day)
         elif model.own_scores is not None and day == model.trained_for and model.transform is None:
             frame = pd.read_parquet(model.own_scores)
         else:
@@ -115,6 +111,18 @@ class ScoreStore:
             frame = self.scorer(model.checkpoint, self.eval_parquet(day), model.transform == "reset_tables")
         write_scores(path, frame)
         return frame
+
+    def _transformed_scores(self, kind: str, base: pd.DataFrame, day: dt.date) -> pd.DataFrame:
+        if kind == "nan_scores":
+            return inject.nan_scores(base, seed=day.toordinal())
+        if kind == "calibration_x3":
+            return inject.rescaled_scores(base)
+        import pyarrow.parquet as pq
+
+        from ranking.evaluation.slices import USER_ACTIVITY
+
+        examples = pq.read_table(self.eval_parquet(day), columns=["request_id", USER_ACTIVITY]).to_pandas()
+        return inject.first_seen_shuffled(base, inject.first_seen_requests(examples), seed=day.toordinal())
 
     def hit(self, key: str, day: dt.date) -> float:
         from ranking.evaluation.scores import metrics_of
@@ -142,6 +150,7 @@ class GateSuite:
         self.store = ScoreStore(self.folder / "scores", self._eval_parquet, self.scorer)
         self.validations: dict[str, ValidationSummary] = {}  # "clean@D" / injection key -> verdict
         self.probe: dict[str, Any] | None = None
+        self._extras_by_day: dict[dt.date, EvalExtras] = {}
 
     # ------------------------------------------------------------ data and training
 
@@ -427,7 +436,7 @@ class GateSuite:
         day, kind = injection.day, injection.kind
         folder = self.folder / "injected" / injection.key
         evidence = self.store.models[clean].evidence
-        if kind in ("nan_scores", "calibration_x3"):
+        if kind in inject.SCORE_KINDS:
             self.store.add(
                 Model(injection.key, day, None, None, transform=kind, source=clean, evidence=evidence)
             )
@@ -498,6 +507,7 @@ class GateSuite:
 
         def run(day: dt.date, candidate: str, state: GateState) -> GateReport:
             champion = state.champion
+            extras = self._extras(day)
             return run_gate(
                 self.store.scores(candidate, day),
                 self.store.scores(champion.key, day) if champion else None,
@@ -510,9 +520,21 @@ class GateSuite:
                 trend_reference=(state.trend, self.store.scores(state.trend, day)) if state.trend else None,
                 history=state.history,
                 leak_evidence=self.store.models[candidate].evidence if evidence else None,
+                heuristic=extras.heuristic,
+                slices=extras.slices,
             )
 
         return run
+
+    def _extras(self, day: dt.date) -> EvalExtras:
+        """The heuristic and the slices on the day's eval partition, as ``ranker gate`` reads them
+        (the recipe's ``[heuristic]`` and ``[slices]``), each day once."""
+        if day not in self._extras_by_day:
+            config = self.run.effective.config
+            self._extras_by_day[day] = eval_extras(
+                self._eval_parquet(day), config.heuristic.heuristic_config(), config.slices.slice_config()
+            )
+        return self._extras_by_day[day]
 
     def _judged_injection(
         self,

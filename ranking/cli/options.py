@@ -136,13 +136,25 @@ GATE_OPTIONS: tuple[tuple[str, str, Any, str], ...] = (
         non_negative_int,
         "the candidate's window ends at most N days before the eval day (0: off)",
     ),
+    (
+        "--slice-min-requests",
+        "slice_min_requests",
+        positive_int,
+        "slice guard: judge slices with at least N requests with a save",
+    ),
+    (
+        "--slice-tolerance",
+        "slice_tolerance",
+        fraction_below_one,
+        "slice guard: max relative save HIT@3 loss of a slice",
+    ),
 )
 
 GATE_FLAGS: tuple[tuple[str, str, str], ...] = (
     ("--allow-unfair", "allow_unfair", "compare even if a model was trained on the eval day (recorded)"),
 )
 # set in the config file or --params only: no operator tunes them per run
-GATE_CONFIG_ONLY = ("min_score_std", "seed")
+GATE_CONFIG_ONLY = ("min_score_std", "seed", "slice_guard")
 
 
 def flag_dest(option: str) -> str:

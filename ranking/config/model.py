@@ -1,5 +1,5 @@
-"""The pipeline config: one typed model with nine sections (``features``, ``window``,
-``validation``, ``recipe``, ``pretrain``, ``gate``, ``heuristic``, ``metrics``, ``review``),
+"""The pipeline config: one typed model with ten sections (``features``, ``window``,
+``validation``, ``recipe``, ``pretrain``, ``gate``, ``heuristic``, ``slices``, ``metrics``, ``review``),
 validated by pydantic.
 
 Defaults are not written twice: they are read from the dataclasses the steps already use
@@ -23,6 +23,7 @@ from features.feast_repo import OFFLINE_STORES, ONLINE_STORES, StoreSettings, va
 from features.validation.anomalies import KINDS as ANOMALY_KINDS
 from features.validation.anomalies import WEEKLY_CHOICES, Policy, ValidationConfig
 from ranking.evaluation.heuristic import HEURISTIC_POLICIES, HEURISTICS, HeuristicConfig
+from ranking.evaluation.slices import SLICE_COLUMNS, SliceConfig
 from ranking.gate.checks import RULES as GATE_RULES
 from ranking.gate.checks import GateConfig
 from ranking.trainer.models.config import DENSE_OPTIMIZERS, PIPELINES, REMEDIES, TABLE_OPTIMIZERS, TrainConfig
@@ -44,6 +45,7 @@ _W = WindowChecks()
 _V = ValidationConfig()
 _G = GateConfig()
 _H = HeuristicConfig()
+_SL = SliceConfig()
 _T = TrainConfig(schedule=("joint",))
 
 
@@ -319,6 +321,12 @@ class GateSection(_Section):
     max_lift: float = Field(default=_G.max_lift, ge=0)
     max_window_lag_days: int = Field(default=_G.max_window_lag_days, ge=0, le=365)
     allow_unfair: bool = _G.allow_unfair
+    # slice guard: a slice ([slices]) with at least slice_min_requests requests with a save may
+    # not lose more than slice_tolerance vs the champion (a one-sided test corrected for the
+    # number of slices judged)
+    slice_guard: bool = _G.slice_guard
+    slice_min_requests: int = Field(default=_G.slice_min_requests, ge=1, le=1_000_000)
+    slice_tolerance: float = Field(default=_G.slice_tolerance, ge=0, lt=1)
 
     def gate_config(self) -> GateConfig:
         return GateConfig(**self.model_dump())
@@ -337,6 +345,38 @@ class HeuristicSection(_Section):
 
     def heuristic_config(self) -> HeuristicConfig:
         return HeuristicConfig(**self.model_dump())
+
+
+class SlicesSection(_Section):
+    """The eval day's slices (``ranking.evaluation.slices``): the gate's, the reports' and the
+    metrics' per-slice save HIT@3 and the gate's slice guard."""
+
+    users: bool = _SL.users  # user:first_seen | user:returning
+    pins: bool = _SL.pins  # pin:head | pin:torso | pin:tail by 28-day impressions
+    head_share: float = Field(default=_SL.head_share, gt=0, lt=1)
+    torso_share: float = Field(default=_SL.torso_share, gt=0, lt=1)
+    # categorical window columns, each cut by its top_values most frequent values plus "other"
+    columns: list[str] = Field(default_factory=lambda: list(_SL.columns), max_length=len(SLICE_COLUMNS))
+    top_values: int = Field(default=_SL.top_values, ge=1, le=20)
+
+    @field_validator("columns")
+    @classmethod
+    def _columns(cls, value: list[str]) -> list[str]:
+        unknown = [c for c in value if c not in SLICE_COLUMNS]
+        if unknown:
+            raise ValueError(f"{unknown} are not categorical window columns ({', '.join(SLICE_COLUMNS)})")
+        if len(set(value)) != len(value):
+            raise ValueError("names must be unique")
+        return value
+
+    @model_validator(mode="after")
+    def _shares(self) -> SlicesSection:
+        if self.head_share + self.torso_share >= 1:
+            raise ValueError("head_share + torso_share must be < 1 (the rest is the tail)")
+        return self
+
+    def slice_config(self) -> SliceConfig:
+        return SliceConfig(**{**self.model_dump(), "columns": tuple(self.columns)})
 
 
 class MetricsSection(_Section):
@@ -413,6 +453,7 @@ class PipelineConfig(_Section):
     pretrain: PretrainSection = Field(default_factory=PretrainSection)
     gate: GateSection = Field(default_factory=GateSection)
     heuristic: HeuristicSection = Field(default_factory=HeuristicSection)
+    slices: SlicesSection = Field(default_factory=SlicesSection)
     metrics: MetricsSection = Field(default_factory=MetricsSection)
     review: ReviewSection = Field(default_factory=ReviewSection)
 
@@ -425,6 +466,7 @@ SECTIONS: dict[str, type[_Section]] = {
     "pretrain": PretrainSection,
     "gate": GateSection,
     "heuristic": HeuristicSection,
+    "slices": SlicesSection,
     "metrics": MetricsSection,
     "review": ReviewSection,
 }

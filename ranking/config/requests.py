@@ -147,7 +147,7 @@ def gate_request(
     run_id: str | None = None,
 ) -> GateRequest:
     """Judge ``candidate`` on ``end`` with the ``[gate]`` section's checks, beside the
-    ``[heuristic]`` section's non-learned ranker."""
+    ``[heuristic]`` section's non-learned ranker, on the ``[slices]`` section's slices."""
     from ranking.gate.run import GateRequest
 
     return GateRequest(
@@ -158,6 +158,7 @@ def gate_request(
         config=config.gate.gate_config(),
         run_id=run_id,
         heuristic=config.heuristic.heuristic_config(),
+        slices=config.slices.slice_config(),
     )
 
 

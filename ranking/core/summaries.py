@@ -453,6 +453,33 @@ class GateThresholds(Summary):
     max_lift: float
     max_window_lag_days: int
     allow_unfair: bool
+    slice_guard: bool | None = None
+    """null in the fields below: a verdict recorded before the slice guard"""
+    slice_min_requests: int | None = None
+    slice_tolerance: float | None = None
+
+
+class SliceSummary(Summary):
+    """One slice of the eval day (``ranking.evaluation.slices``): the models' save HIT@3 on its
+    saved pins and the candidate's change vs the champion."""
+
+    name: str
+    """``group:value``: user:first_seen, pin:tail, user_stats__country:c03, ..."""
+    requests_with_save: NonNegativeInt
+    """requests with a saved pin in the slice"""
+    candidate: float | None
+    """null: no saved pin in the slice"""
+    heuristic: float | None = None
+    champion: float | None = None
+    relative_change: float | None = None
+    ci: Interval | None = None
+    """the paired bootstrap interval of ``relative_change`` at the gate's level"""
+    judged: bool = False
+    """judged by the slice guard (enough requests with a save)"""
+    judged_ci: Interval | None = None
+    """the interval at the level the guard judges it (corrected for the slices judged)"""
+    loss_p: float | None = None
+    """bootstrap p-value of "lost more than the tolerance" (rejected below the corrected level)"""
 
 
 class GateSummary(StepSummary):
@@ -477,6 +504,8 @@ class GateSummary(StepSummary):
     reference: ReferenceSummary | None
     heuristic: HeuristicSummary | None = None
     """the non-learned ranker scored beside the models (null: not scored)"""
+    slices: list[SliceSummary] | None = None
+    """the eval day's slices (null: not cut)"""
     duration_seconds: Seconds
 
 
@@ -779,6 +808,16 @@ def example_summaries() -> dict[str, StepSummary]:
                 name="pin_save_rate", **{**metrics, "save_hit_at_3": 0.35}, relative_change=0.171, ci=(0.12, 0.22),
                 champion_relative_change=0.157, margin=0.0, policy="warn",
             ),
+            slices=[
+                SliceSummary(
+                    name="user:first_seen", requests_with_save=61, candidate=0.31, heuristic=0.3, champion=0.33,
+                    relative_change=-0.061, ci=(-0.2, 0.08), judged=True, judged_ci=(-0.29, 0.17), loss_p=0.21,
+                ),
+                SliceSummary(
+                    name="user_stats__country:other", requests_with_save=12, candidate=0.42, heuristic=0.33,
+                    champion=0.4, relative_change=0.05, ci=(-0.18, 0.3),
+                ),
+            ],
             duration_seconds=3.25,
         ),
         DecideSummary(

@@ -20,9 +20,9 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 
 from ranking.core.errors import RankerError
-from ranking.evaluation.metrics import OfflineMetrics, compute_metrics
+from ranking.evaluation.metrics import OfflineMetrics, compute_metrics, hits_per_request
 from ranking.evaluation.scores import SCORE_COLUMNS
-from ranking.gate.bootstrap import PairedIntervals, hit_change_vs_mean, paired_bootstrap
+from ranking.gate.bootstrap import PairedIntervals, hit_change_vs_mean, paired_bootstrap, slice_changes
 
 if TYPE_CHECKING:
     import pandas as pd
@@ -87,12 +87,21 @@ class GateConfig:
     max_window_lag_days: int = 3  # 0: no window-age check
     # a champion trained on the eval day would be judged on its training data: fail closed
     allow_unfair: bool = False
+    # slice guard: no slice of the eval day (first-seen users, a country, tail pins, ...; the
+    # [slices] section) with at least slice_min_requests requests with a save may lose more than
+    # slice_tolerance of its save HIT@3 vs the champion. Judged on each slice's paired bootstrap
+    # interval at a level corrected for the number of slices judged (Bonferroni): rejected only
+    # when the whole interval lies below -slice_tolerance, whatever the rule (a point estimate on
+    # a few dozen requests would reject clean candidates by chance)
+    slice_guard: bool = True
+    slice_min_requests: int = 30
+    slice_tolerance: float = 0.10
 
     def __post_init__(self) -> None:
         problems = [
             *_fraction_problems(self, ("tolerance", "anchor_tolerance")),
             *_count_problems(self),
-            *_fraction_problems(self, ("reference_tolerance", "trend_tolerance")),
+            *_fraction_problems(self, ("reference_tolerance", "trend_tolerance", "slice_tolerance")),
             *_bootstrap_problems(self),
             *_calibration_problems(self),
             *_nonnegative_problems(self),
@@ -125,6 +134,8 @@ def _count_problems(config: GateConfig) -> list[str]:
     ]
     if config.pool_days < 1:
         problems.append(f"pool_days must be >= 1: {config.pool_days}")
+    if config.slice_min_requests < 1:
+        problems.append(f"slice_min_requests must be >= 1: {config.slice_min_requests}")
     return problems
 
 
@@ -170,7 +181,7 @@ def _nonnegative_problems(config: GateConfig) -> list[str]:
 
 
 # the first gate (before issue 23): the best of the last 5 champions as the anchor, none of the
-# reference, trend, pooled, leakage and window-age checks; kept for side-by-side backtests
+# reference, trend, pooled, leakage, window-age and slice checks; kept for side-by-side backtests
 OLD_GATE = GateConfig(
     tolerance=0.05,
     anchor_champions=5,
@@ -179,6 +190,7 @@ OLD_GATE = GateConfig(
     pool_days=1,
     max_lift=0.0,
     max_window_lag_days=0,
+    slice_guard=False,
 )
 
 
@@ -233,6 +245,7 @@ class GateReport:
     anchor: dict[str, Any] | None = None  # the anchor version, its metrics, change and CI
     reference: dict[str, Any] | None = None  # the reference models' HIT@3, their mean, change, CI
     heuristic: dict[str, Any] | None = None  # the non-learned ranker's metrics and the lifts over it
+    slices: list[dict[str, Any]] | None = None  # each slice's save HIT@3, change and CIs (None: not cut)
 
     @property
     def passed(self) -> bool:
@@ -261,6 +274,7 @@ class GateReport:
             "anchor": self.anchor,
             "reference": self.reference,
             "heuristic": self.heuristic,
+            "slices": self.slices,
         }
 
 
@@ -634,9 +648,10 @@ def _heuristic_comparison(
     champ_scores: np.ndarray | None,
     heuristic: Heuristic,
     config: GateConfig,
-) -> tuple[Check, dict[str, Any]]:
-    """The ``beats_heuristic`` check and the report's heuristic summary (its metrics, the
-    candidate's lift over it with a paired-bootstrap CI, the champion's lift)."""
+) -> tuple[Check, dict[str, Any], np.ndarray]:
+    """The ``beats_heuristic`` check, the report's heuristic summary (its metrics, the
+    candidate's lift over it with a paired-bootstrap CI, the champion's lift) and its scores row
+    for row with the eval day."""
     keys = ["request_id", "pin_id"]
     merged = day.frame[keys].merge(
         heuristic.scores[[*keys, "score"]], on=keys, how="left", validate="one_to_one"
@@ -681,7 +696,106 @@ def _heuristic_comparison(
         "margin": heuristic.margin,
         "policy": heuristic.policy,
     }
-    return check, summary
+    return check, summary, scores
+
+
+def _slice_masks(day: _EvalDay, slices: pd.DataFrame) -> dict[str, np.ndarray]:
+    """Each slice's impressions of the eval day, row for row with ``day.frame``."""
+    keys = ["request_id", "pin_id"]
+    names = [c for c in slices.columns if c not in keys]
+    merged = day.frame[keys].merge(slices, on=keys, how="left", validate="one_to_one")
+    if merged[names].isna().to_numpy().any():
+        raise GateInputError("the slices do not cover every eval impression")
+    return {name: merged[name].to_numpy(dtype=bool) for name in names}
+
+
+def _slice_hit(day: _EvalDay, scores: np.ndarray, mask: np.ndarray) -> tuple[float | None, int]:
+    """A slice's save HIT@3 (its saved pins in the top 3 of their whole slate; None without a
+    saved pin) and its requests with a save."""
+    hits, saves = hits_per_request(day.request_ids, day.labels * mask, scores)
+    total = float(saves.sum())
+    return (float(hits.sum() / total) if total else None), int((saves > 0).sum())
+
+
+def _slice_comparison(
+    day: _EvalDay,
+    champ_scores: np.ndarray | None,
+    heuristic_scores: np.ndarray | None,
+    slices: pd.DataFrame,
+    config: GateConfig,
+) -> tuple[Check | None, list[dict[str, Any]]]:
+    """Every slice's save HIT@3 for the candidate, the champion and the heuristic, the change vs
+    the champion with its paired interval, and the ``slice_guard`` check (None: no champion, or
+    the guard is off)."""
+    masks = _slice_masks(day, slices)
+    rows: list[dict[str, Any]] = []
+    for name, mask in masks.items():
+        hit, requests = _slice_hit(day, day.cand_scores, mask)
+        rows.append({"name": name, "requests_with_save": requests, "candidate": hit})
+        if heuristic_scores is not None:
+            rows[-1]["heuristic"] = _slice_hit(day, heuristic_scores, mask)[0]
+    if champ_scores is None:
+        return None, rows
+    judged = [
+        i
+        for i, r in enumerate(rows)
+        if config.slice_guard and r["requests_with_save"] >= config.slice_min_requests
+    ]
+    # one-sided, as the gate's other CI checks (a two-sided 90% interval = a one-sided 5% test),
+    # split over the slices judged
+    alpha = (1.0 - config.ci_level) / 2.0 / max(1, len(judged))
+    judged_level = 1.0 - 2.0 * alpha
+    changes = slice_changes(
+        day.request_ids, day.labels, day.cand_scores, champ_scores, list(masks.values()),
+        samples=config.bootstrap_samples, level=config.ci_level, judged_level=judged_level,
+        tolerance=config.slice_tolerance, seed=config.seed,
+    )  # fmt: skip
+    failed = []
+    for i, (row, change) in enumerate(zip(rows, changes, strict=True)):
+        row.update(
+            champion=change.reference if math.isfinite(change.reference) else None,
+            relative_change=change.relative_change,
+            ci=change.ci,
+            judged=i in judged,
+            judged_ci=change.judged_ci if i in judged else None,
+            loss_p=change.loss_p if i in judged else None,
+        )
+        if i in judged and change.loss_p < alpha:
+            failed.append(row)
+    if not config.slice_guard:
+        return None, rows
+    worst = min(
+        (rows[i] for i in judged if rows[i]["relative_change"] is not None),
+        key=lambda r: r["relative_change"],
+        default=None,
+    )
+    test = f"p < {alpha:.2g} ({(1 - config.ci_level) / 2:g} over {len(judged)} slices judged)"
+
+    def _named(r: dict[str, Any]) -> str:
+        ci = r["judged_ci"]
+        interval = f", {judged_level:.1%} interval [{ci[0]:+.3f}, {ci[1]:+.3f}]" if ci else ""
+        return (
+            f"{r['name']} ({r['requests_with_save']} requests with a save) {_fmt(r['relative_change'])}"
+            f"{interval}, p {r['loss_p']:.3g}"
+        )
+
+    if failed:
+        detail = (
+            f"lost more than {config.slice_tolerance:g} of its save HIT@3 vs the champion, {test}: "
+            + "; ".join(_named(r) for r in failed)
+        )
+    elif worst is None:
+        detail = f"no slice has {config.slice_min_requests} requests with a save: none judged"
+    else:
+        detail = (
+            f"{len(judged)} slices judged (>= {config.slice_min_requests} requests with a save), none lost more "
+            f"than {config.slice_tolerance:g} at {test}; the worst: {_named(worst)}"
+        )
+    check = Check(
+        "slice_guard", not failed, worst["relative_change"] if worst else None, -config.slice_tolerance, detail,
+        worst["judged_ci"] if worst else None,
+    )  # fmt: skip
+    return check, rows
 
 
 @dataclass(frozen=True)
@@ -992,14 +1106,16 @@ def run_gate(
     history: Sequence[PastComparison] = (),
     leak_evidence: LeakEvidence | None = None,
     heuristic: Heuristic | None = None,
+    slices: pd.DataFrame | None = None,
 ) -> GateReport:
     """Judge a candidate against the champion (or, on the first run, on absolute checks only),
     against the best of ``anchors`` (version -> scores of recent champions on the same day), the
     mean of the champion and ``references`` (the champions before it), the champion served
     ``trend_days`` ago (``trend_reference``), with ``history`` (earlier days' comparisons, oldest
     first) for the pooled decision, ``leak_evidence`` (the window's data-level leak checks and the
-    lineage) for a lift too large to be believed on its own, and ``heuristic`` (a non-learned
-    ranker's scores) for the ``beats_heuristic`` check."""
+    lineage) for a lift too large to be believed on its own, ``heuristic`` (a non-learned
+    ranker's scores) for the ``beats_heuristic`` check and ``slices`` (``request_id, pin_id`` and a
+    boolean column per slice: ranking.evaluation.slices) for the slice metrics and guard."""
     config = config or GateConfig()
     day = _eval_day(candidate, champion)
     cand_metrics = compute_metrics(day.request_ids, day.labels, day.cand_scores)
@@ -1007,12 +1123,18 @@ def run_gate(
     candidate_summary: dict[str, Any] = {**cand_metrics.to_dict(), "random_save_hit_at_3": random_hit}
     checks = _candidate_checks(day, cand_metrics, random_hit, config, eval_date, candidate_window)
     heuristic_summary = None
+    champ_scores = day.frame["champ"].to_numpy(dtype=np.float64) if champion is not None else None
+    heuristic_on_day = None
     if heuristic is not None:
-        champ_scores = day.frame["champ"].to_numpy(dtype=np.float64) if champion is not None else None
-        heuristic_check, heuristic_summary = _heuristic_comparison(
+        heuristic_check, heuristic_summary, heuristic_on_day = _heuristic_comparison(
             day, cand_metrics.save_hit_at_3, champ_scores, heuristic, config
         )
         checks.append(heuristic_check)
+    slice_rows = None
+    if slices is not None:
+        slice_check, slice_rows = _slice_comparison(day, champ_scores, heuristic_on_day, slices, config)
+        if slice_check is not None:
+            checks.append(slice_check)
     comparison = None
     if champion is not None:
         fairness = _fairness_check(eval_date, candidate_window, champion_window, config)
@@ -1031,4 +1153,5 @@ def run_gate(
         anchor=comparison.anchor if comparison else None,
         reference=comparison.reference if comparison else None,
         heuristic=heuristic_summary,
+        slices=slice_rows,
     )

@@ -19,6 +19,7 @@ from ranking.core.errors import RankerError, RegistryError
 from ranking.core.summaries import GateSummary
 from ranking.core.workspace import Workspace
 from ranking.evaluation.heuristic import HEURISTIC_COLUMNS, HeuristicConfig, heuristic_scores
+from ranking.evaluation.slices import SliceConfig, slice_frame
 from ranking.gate.checks import (
     GateConfig,
     GateReport,
@@ -51,6 +52,8 @@ class GateRequest:
     run_id: str | None = None
     # the non-learned ranker scored beside the models (None: not scored)
     heuristic: HeuristicConfig | None = field(default_factory=HeuristicConfig)
+    # the eval day's slices: their metrics and the slice guard (None: not cut)
+    slices: SliceConfig | None = field(default_factory=SliceConfig)
 
 
 @dataclass(frozen=True)
@@ -348,31 +351,65 @@ def leak_evidence(
     )
 
 
-def _heuristic(
-    ws: Workspace, eval_day: dt.date, feature_version: Any, config: HeuristicConfig | None
-) -> Heuristic | None:
-    """The heuristic's scores on the eval day's partition (None when not asked for, when no window
-    of that eval day is built, or when its partition lacks the columns or cannot be read)."""
-    if config is None:
-        return None
+@dataclass(frozen=True)
+class EvalExtras:
+    """What the gate reads from the eval day's partition beside the models' scores."""
+
+    heuristic: Heuristic | None = None
+    slices: pd.DataFrame | None = None
+
+
+def eval_extras(parquet: Path, heuristic: HeuristicConfig | None, slices: SliceConfig | None) -> EvalExtras:
+    """The heuristic's scores and the slices on the eval partition ``parquet`` (None each when not
+    asked for, or when the partition lacks its columns or cannot be read: said in the log)."""
+    if heuristic is None and slices is None:
+        return EvalExtras()
     import pyarrow as pa
     import pyarrow.parquet as pq
 
+    wanted = {
+        "heuristic": list(HEURISTIC_COLUMNS) if heuristic else [],
+        "slices": list(slices.columns_needed) if slices else [],
+    }
     try:
-        parquet = find_eval_parquet(ws, eval_day, feature_version)
-    except RankerError as exc:  # a candidate judged on its recorded scores needs no window
-        log.warning("gate: the heuristic is not scored: %s", exc)
-        return None
-    columns = ["request_id", "pin_id", "saved", *HEURISTIC_COLUMNS]
-    try:
-        if not set(columns) <= set(pq.read_schema(parquet).names):
-            log.warning("gate: %s lacks the heuristic's columns: not scored", parquet)
-            return None
+        present = set(pq.read_schema(parquet).names)
+        usable = {what: cols for what, cols in wanted.items() if set(cols) <= present}
+        for what in sorted(wanted.keys() - usable.keys()):
+            log.warning("gate: %s lacks the columns of the %s: not scored", parquet, what)
+        columns = ["request_id", "pin_id", "saved", *sorted({c for cols in usable.values() for c in cols})]
         examples = pq.read_table(parquet, columns=columns).to_pandas()
     except (OSError, pa.ArrowException) as exc:  # the models' scoring says what is wrong with it
-        log.warning("gate: the heuristic could not read %s (%s): not scored", parquet, exc)
-        return None
-    return Heuristic(config.name, heuristic_scores(examples, config), config.margin, config.policy)
+        log.warning("gate: could not read %s (%s): neither the heuristic nor the slices scored", parquet, exc)
+        return EvalExtras()
+    return EvalExtras(
+        heuristic=(
+            Heuristic(
+                heuristic.name, heuristic_scores(examples, heuristic), heuristic.margin, heuristic.policy
+            )
+            if heuristic and "heuristic" in usable
+            else None
+        ),
+        slices=slice_frame(examples, slices) if slices and "slices" in usable else None,
+    )
+
+
+def _eval_extras(
+    ws: Workspace,
+    eval_day: dt.date,
+    feature_version: Any,
+    heuristic: HeuristicConfig | None,
+    slices: SliceConfig | None,
+) -> EvalExtras:
+    """:func:`eval_extras` on the eval day's built partition (nothing when none is built: a
+    candidate judged on its recorded scores needs no window)."""
+    if heuristic is None and slices is None:
+        return EvalExtras()
+    try:
+        parquet = find_eval_parquet(ws, eval_day, feature_version)
+    except RankerError as exc:
+        log.warning("gate: neither the heuristic nor the slices are scored: %s", exc)
+        return EvalExtras()
+    return eval_extras(parquet, heuristic, slices)
 
 
 def gate_candidate(req: GateRequest) -> GateResult:
@@ -392,6 +429,7 @@ def gate_candidate(req: GateRequest) -> GateResult:
     compared = (
         _compared_models(reg, req.ws, version, eval_day, champion, req.config) if champion else _Compared()
     )
+    extras = _eval_extras(req.ws, eval_day, feature_version, req.heuristic, req.slices)
     report = run_gate(
         cand_scores,
         champion.scores if champion else None,
@@ -404,7 +442,8 @@ def gate_candidate(req: GateRequest) -> GateResult:
         trend_reference=compared.trend,
         history=compared.history,
         leak_evidence=leak_evidence(reg, cand, champion.version if champion else None, eval_day),
-        heuristic=_heuristic(req.ws, eval_day, feature_version, req.heuristic),
+        heuristic=extras.heuristic,
+        slices=extras.slices,
     )
     champion_version = champion.version if champion else None
     body = _report_body(report, version, champion_version, compared.skipped)

@@ -13,6 +13,9 @@ PREFIX = "ranker_"
 STATUSES = ("success", "failed")
 PHASES = ("frozen", "joint")
 MODELS = ("candidate", "champion", "heuristic")  # heuristic: the non-learned ranker (issue 31)
+# the eval day's slices ([slices]): bounded by the config (2 user + 3 pin slices, then at most
+# top_values + 1 per categorical column); a summary with more is refused
+MAX_SLICES = 64
 # Steps a failure can be attributed to; anything else is counted as "other" (bounded label values).
 KNOWN_STEPS = (
     "freshness",
@@ -105,6 +108,29 @@ CATALOGUE: dict[str, MetricSpec] = {
         _g(
             "heuristic_relative_change_ci_lower",
             "Lower bound of the candidate's lift over the heuristic (paired bootstrap).",
+        ),
+        _g(
+            "slice_save_hit_at_3_ratio",
+            "Save HIT@3 of a slice's saved pins on the eval day (user:first_seen, pin:tail,"
+            " user_stats__country:<top value>|other, ...), by model.",
+            "slice",
+            "model",
+        ),
+        _g("slice_requests_with_save", "Requests with a saved pin in the slice on the eval day.", "slice"),
+        _g(
+            "slice_relative_change",
+            "The candidate's save HIT@3 change vs the champion in the slice.",
+            "slice",
+        ),
+        _g(
+            "slice_relative_change_ci_lower",
+            "Lower bound of the slice's change (paired bootstrap at the gate's level).",
+            "slice",
+        ),
+        _g(
+            "slice_relative_change_ci_upper",
+            "Upper bound of the slice's change (paired bootstrap at the gate's level).",
+            "slice",
         ),
         _g("gate_passed", "1 if the last gate passed the candidate, 0 if it rejected it."),
         _g("gate_check_passed", "1 if the gate check passed in the last gate, else 0.", "check"),

@@ -54,6 +54,13 @@ def label(value: Any, what: str) -> str:
     return text
 
 
+def free_label(value: str) -> str:
+    """A label value made from free text (a slice's category value from the data): characters
+    outside the safe set become ``_``, cut to the length limit."""
+    text = re.sub(r"[^A-Za-z0-9_.:,+-]", "_", value)[:64]
+    return text if text[:1].isalnum() else f"x{text}"[:64]
+
+
 def day_timestamp(day: dt.date, plus_days: int = 0) -> float:
     """UTC epoch seconds of midnight ``plus_days`` after ``day``."""
     moment = dt.datetime(day.year, day.month, day.day, tzinfo=dt.UTC)

@@ -24,12 +24,13 @@ from ranking.core.summaries import (
 from ranking.monitoring.catalogue import (
     CATALOGUE,
     KNOWN_STEPS,
+    MAX_SLICES,
     PHASES,
     PREFIX,
     STATUSES,
     VALIDATION_POLICIES,
 )
-from ranking.monitoring.fields import MetricsInputError, as_dict, day_timestamp, label
+from ranking.monitoring.fields import MetricsInputError, as_dict, day_timestamp, free_label, label
 from ranking.monitoring.runs import RunRecord, gate_decision, promoted, stage_durations, step_failed
 from ranking.monitoring.state import MetricsState, duration_baselines
 
@@ -249,7 +250,30 @@ def _add_models(out: _Samples, run: RunRecord) -> None:
             out.add("heuristic_relative_change", gate.heuristic.champion_relative_change, model="champion")
             if gate.heuristic.ci is not None:
                 out.add("heuristic_relative_change_ci_lower", gate.heuristic.ci[0])
+        _add_slices(out, gate)
         _add_gate(out, gate)
+
+
+def _add_slices(out: _Samples, gate: GateSummary) -> None:
+    """Each slice's save HIT@3 by model and the candidate's change vs the champion."""
+    slices = gate.slices or []
+    if len(slices) > MAX_SLICES:
+        raise MetricsInputError(f"gate summary: {len(slices)} slices (more than {MAX_SLICES})")
+    names = [free_label(s.name) for s in slices]
+    if len(set(names)) != len(names):
+        raise MetricsInputError("gate summary: two slices have the same label value")
+    for name, found in zip(names, slices, strict=True):
+        out.add("slice_requests_with_save", found.requests_with_save, slice=name)
+        for model, hit in (
+            ("candidate", found.candidate),
+            ("champion", found.champion),
+            ("heuristic", found.heuristic),
+        ):
+            out.add("slice_save_hit_at_3_ratio", hit, slice=name, model=model)
+        out.add("slice_relative_change", found.relative_change, slice=name)
+        if found.ci is not None:
+            out.add("slice_relative_change_ci_lower", found.ci[0], slice=name)
+            out.add("slice_relative_change_ci_upper", found.ci[1], slice=name)
 
 
 def _add_decisions(out: _Samples, run: RunRecord, state: MetricsState) -> None:

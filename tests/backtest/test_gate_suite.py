@@ -9,6 +9,7 @@ import json
 from pathlib import Path
 
 import numpy as np
+import pandas as pd
 import pyarrow.parquet as pq
 import pytest
 
@@ -26,6 +27,7 @@ INJECT = {
     "reset_tables": EVAL[3],
     "lr_x100": EVAL[4],
     "stale_window": EVAL[5],  # its window ends 30 days earlier: 2026-01-06, after the data's first window
+    "first_seen_shuffled": EVAL[4],
     # bugs made in the window the run reads: the data validation stops them before training
     "null_spike": EVAL[1],
     "rehashed_category": EVAL[2],
@@ -133,7 +135,21 @@ def test_each_bad_candidate_was_made_as_its_kind_says(suite: tuple[Path, dict, l
             else:
                 assert new.sum() == old.sum() and not np.array_equal(new, old)
 
+    # the first-seen users' slates (of the eval partition) re-ranked, every other slate as it was
+    day = INJECT["first_seen_shuffled"].isoformat()
+    made = pd.read_parquet(folder / "scores" / f"first_seen_shuffled@{day}@{day}.parquet")
+    clean = pd.read_parquet(folder / "scores" / f"c-{day}@{day}.parquet")
+    eval_path = json.loads((folder.parents[3] / "windows" / f"{day}_3d" / "manifest.json").read_text())[
+        "eval"
+    ]["path"]
+    first_seen = inject.first_seen_requests(pd.read_parquet(eval_path))
+    assert first_seen and len(first_seen) < clean["request_id"].nunique()
+    touched = clean["request_id"].isin(first_seen)
+    assert made.loc[~touched, "score"].equals(clean.loc[~touched, "score"])
+    assert not made.loc[touched, "score"].equals(clean.loc[touched, "score"])
+
     # score-side kinds train nothing of their own
+    assert not (injected / f"first_seen_shuffled@{day}" / "run").exists()
     assert not (injected / f"nan_scores@{INJECT['nan_scores'].isoformat()}" / "run").exists()
     assert not (injected / f"reset_tables@{INJECT['reset_tables'].isoformat()}" / "run").exists()
 

@@ -92,6 +92,32 @@ def test_rescaled_scores_are_three_times_as_large_within_zero_one() -> None:
     assert out["score"].max() <= 1.0
 
 
+def test_first_seen_shuffled_ranks_only_those_slates_at_random() -> None:
+    rng = np.random.default_rng(0)
+    source = pd.DataFrame(
+        {
+            "request_id": np.repeat([f"r{i}" for i in range(40)], 8),
+            "pin_id": np.tile(np.arange(8), 40),
+            "saved": 0,
+            "score": rng.random(320),
+        }
+    ).sample(frac=1.0, random_state=1)  # rows of a slate need not be together
+    examples = source[["request_id"]].assign(
+        user_stats__impressions_28d=np.where(source["request_id"].isin({"r1", "r2", "r3"}), np.nan, 5.0)
+    )
+    examples.loc[examples["request_id"] == "r4", "user_stats__impressions_28d"] = 0.0
+    first_seen = inject.first_seen_requests(examples)
+    assert first_seen == {"r1", "r2", "r3", "r4"}  # no snapshot yet, or none of the 28 days
+    out = inject.first_seen_shuffled(source, first_seen, seed=5)
+    hit = source["request_id"].isin(first_seen)
+    assert out.loc[~hit, "score"].equals(source.loc[~hit, "score"])
+    for request in first_seen:  # the same scores within the slate, on other pins
+        mine = source["request_id"] == request
+        assert sorted(out.loc[mine, "score"]) == sorted(source.loc[mine, "score"])
+    assert not out.loc[hit, "score"].equals(source.loc[hit, "score"])
+    assert out.equals(inject.first_seen_shuffled(source, first_seen, seed=5))  # seeded
+
+
 def test_shuffled_labels_keep_the_rate_and_lose_the_rows() -> None:
     saved = np.zeros(1000, dtype=bool)
     saved[::7] = True

@@ -7,6 +7,7 @@ import json
 from collections.abc import Callable
 from pathlib import Path
 
+import pandas as pd
 import pytest
 
 from ranking.core.errors import RankerError, RegistryError
@@ -79,3 +80,51 @@ def test_find_eval_parquet_prefers_the_same_feature_definitions(ws: Workspace) -
     (ws.windows / "d_broken" / "manifest.json").write_text("{not json")
     assert find_eval_parquet(ws, day, "fv1") == same
     assert find_eval_parquet(ws, day, "fv9") == other  # none matches: the first one found
+
+
+def _eval_partition(ws: Workspace, scores: pd.DataFrame, *, with_slice_columns: bool) -> None:
+    """The eval day's built partition beside the models' scores: the heuristic's and (unless
+    told not to) the slices' columns."""
+    import numpy as np
+
+    rng = np.random.default_rng(0)
+    examples = scores[["request_id", "pin_id", "saved"]].assign(
+        pin_stats__saves_28d=rng.integers(0, 20, len(scores)).astype(float),
+        pin_stats__impressions_28d=rng.integers(20, 400, len(scores)).astype(float),
+    )
+    if with_slice_columns:
+        codes = examples["request_id"].factorize()[0]
+        examples = examples.assign(
+            user_stats__impressions_28d=np.where(codes % 4 == 0, 0.0, 9.0),
+            user_stats__country=np.where(codes % 2 == 0, "de", "us"),
+        )
+    parquet = _window(ws, "w_2026-01-21_20d", "2026-01-21", "fv1")
+    examples.to_parquet(parquet, index=False)
+
+
+@pytest.mark.parametrize("with_slice_columns", [True, False])
+def test_the_heuristic_and_the_slices_are_read_from_the_eval_partition(
+    ws: Workspace, make_run: RunFactory, with_slice_columns: bool, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from scoresets import make_eval_day, noisy, with_scores
+
+    import ranking.gate.run as gate_run
+
+    frame, propensity = make_eval_day(requests=400, seed=3)
+    champion_scores = with_scores(frame, noisy(propensity, 0.5, 1))
+    # the champion's checkpoint scored on the partition (a torchrec model there: tests/trainer)
+    monkeypatch.setattr(gate_run, "_score", lambda checkpoint, parquet: champion_scores)
+    champion = register_run(ws, make_run(scores=champion_scores), None)
+    Registry.for_workspace(ws).promote(champion, reason="bootstrap", force=True)
+    candidate = register_run(ws, make_run(scores=with_scores(frame, noisy(propensity, 0.5, 2))), None)
+    _eval_partition(ws, frame, with_slice_columns=with_slice_columns)
+    summary = gate_candidate(GateRequest(ws=ws, candidate=candidate)).summary
+    assert summary["heuristic"]["name"] == "pin_save_rate"
+    if not with_slice_columns:  # a partition without the slices' columns: not cut, said in the log
+        assert summary["slices"] is None and "slice_guard" not in [c["name"] for c in summary["checks"]]
+        return
+    names = {s["name"] for s in summary["slices"]}
+    assert {"user:first_seen", "user:returning", "user_stats__country:de", "user_stats__country:us"} <= names
+    assert all(s["champion"] is not None and "heuristic" in s for s in summary["slices"])
+    assert "slice_guard" in [c["name"] for c in summary["checks"]]
+    assert Registry.for_workspace(ws).verdict(candidate)["slices"] == summary["slices"]  # type: ignore[index]

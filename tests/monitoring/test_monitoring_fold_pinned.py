@@ -333,6 +333,20 @@ CONTRACT_RUN = [
     ('ranker_heuristic_relative_change{model="candidate"}', 0.171),
     ('ranker_heuristic_relative_change{model="champion"}', 0.157),
     ("ranker_heuristic_relative_change_ci_lower", 0.12),
+    ('ranker_slice_requests_with_save{slice="user:first_seen"}', 61.0),
+    ('ranker_slice_save_hit_at_3_ratio{model="candidate",slice="user:first_seen"}', 0.31),
+    ('ranker_slice_save_hit_at_3_ratio{model="champion",slice="user:first_seen"}', 0.33),
+    ('ranker_slice_save_hit_at_3_ratio{model="heuristic",slice="user:first_seen"}', 0.3),
+    ('ranker_slice_relative_change{slice="user:first_seen"}', -0.061),
+    ('ranker_slice_relative_change_ci_lower{slice="user:first_seen"}', -0.2),
+    ('ranker_slice_relative_change_ci_upper{slice="user:first_seen"}', 0.08),
+    ('ranker_slice_requests_with_save{slice="user_stats__country:other"}', 12.0),
+    ('ranker_slice_save_hit_at_3_ratio{model="candidate",slice="user_stats__country:other"}', 0.42),
+    ('ranker_slice_save_hit_at_3_ratio{model="champion",slice="user_stats__country:other"}', 0.4),
+    ('ranker_slice_save_hit_at_3_ratio{model="heuristic",slice="user_stats__country:other"}', 0.33),
+    ('ranker_slice_relative_change{slice="user_stats__country:other"}', 0.05),
+    ('ranker_slice_relative_change_ci_lower{slice="user_stats__country:other"}', -0.18),
+    ('ranker_slice_relative_change_ci_upper{slice="user_stats__country:other"}', 0.3),
     ('ranker_gate_check_passed{check="scores_finite"}', 1.0),
     ('ranker_gate_check_value{check="scores_finite"}', 1.0),
     ('ranker_gate_check_warning{check="scores_finite"}', 0.0),
@@ -490,7 +504,7 @@ EVALUATE_ONLY_RUN = [
 
 # every publish's samples, json-dumped: a change shows in the three runs above or, for the others,
 # by printing ``json.dumps(samples)`` before and after
-ALL_SAMPLES_SHA256 = "2a13532fe3d32a419fbd00d8a3a965c6f6e8e0d998387c2adbcec2e1721b95ba"
+ALL_SAMPLES_SHA256 = "50d24a80121b7ba43c84108712d1cc8780c711042b8468f30aab5e3cb219efe4"
 
 
 def test_the_samples_of_every_run_keep_their_names_values_and_order(ws: Workspace) -> None:
