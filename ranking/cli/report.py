@@ -3,8 +3,9 @@
 Reads the run's step summaries (``<home>/pipeline/R/train.json``, and ``gate.json`` once the
 candidate was judged) and writes, beside the model, ``curve.png`` again (labelled with version,
 run, window and eval day; the champion's save HIT@3 on the eval day as a reference line; the fixed
-axis ranges of ranking/trainer/reports/plots.py) and ``report.md`` (recipe, candidate vs champion, the
-gate table). The retrain DAG's gate task runs it after the gate; ``make demo`` prints the paths.
+axis ranges of ranking/trainer/reports/plots.py), ``slices.png`` once the gate cut slices (each
+slice's change vs the champion with its interval) and ``report.md`` (recipe, candidate vs champion
+and the heuristic, the slices, the gate table). The retrain DAG's gate task runs it after the gate; ``make demo`` prints the paths.
 """
 
 from __future__ import annotations
@@ -67,7 +68,7 @@ def _run_folder(train: TrainSummary, run_id: str) -> Path:
 
 def _report(args: argparse.Namespace) -> CommandResult:
     from ranking.core.atomic import atomic_write_text
-    from ranking.trainer.reports.plots import plot_curve
+    from ranking.trainer.reports.plots import plot_curve, plot_slices
     from ranking.trainer.reports.run_report import curve_labels, render_report
 
     ws = workspace(args)
@@ -90,11 +91,26 @@ def _report(args: argparse.Namespace) -> CommandResult:
         champion_version=champion.version if champion is not None else None,
     )
     gate_fields = judged.model_dump(mode="json") if judged is not None else None
+    slices_png = None
+    if gate_fields is not None and gate_fields.get("slices"):
+        slices_png = folder / "slices.png"
+        plot_slices(
+            slices_png,
+            gate_fields["slices"],
+            tolerance=gate_fields["config"].get("slice_tolerance")
+            if gate_fields["config"].get("slice_guard")
+            else None,
+            title=curve_labels(train_fields, run_id).title(),
+        )
     atomic_write_text(folder / "report.md", render_report(train_fields, gate_fields, run_id))
     summary = {
         "run_id": run_id,
         "report": str(folder / "report.md"),
         "curve": str(folder / "curve.png"),
+        "slices": str(slices_png) if slices_png else None,
         "decision": judged.decision if judged is not None else None,
     }
-    return CommandResult(summary, text=f"report: {summary['report']}\ncurve:  {summary['curve']}")
+    text = f"report: {summary['report']}\ncurve:  {summary['curve']}" + (
+        f"\nslices: {slices_png}" if slices_png else ""
+    )
+    return CommandResult(summary, text=text)

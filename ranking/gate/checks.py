@@ -717,6 +717,11 @@ def _slice_hit(day: _EvalDay, scores: np.ndarray, mask: np.ndarray) -> tuple[flo
     return (float(hits.sum() / total) if total else None), int((saves > 0).sum())
 
 
+def _p_value(p: float, samples: int) -> str:
+    """A bootstrap p-value: 0 of the resamples reads as below one resample's share."""
+    return f"< {1 / samples:.2g}" if p == 0 else f"{p:.3g}"
+
+
 def _slice_comparison(
     day: _EvalDay,
     champ_scores: np.ndarray | None,
@@ -776,7 +781,7 @@ def _slice_comparison(
         interval = f", {judged_level:.1%} interval [{ci[0]:+.3f}, {ci[1]:+.3f}]" if ci else ""
         return (
             f"{r['name']} ({r['requests_with_save']} requests with a save) {_fmt(r['relative_change'])}"
-            f"{interval}, p {r['loss_p']:.3g}"
+            f"{interval}, p {_p_value(r['loss_p'], config.bootstrap_samples)}"
         )
 
     if failed:

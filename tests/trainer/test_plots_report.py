@@ -135,6 +135,58 @@ def test_ranker_report_writes_both_files_in_the_run_folder(tmp_path: Path) -> No
     report = (home / "runs" / "r1" / "report.md").read_text()
     assert "REJECTED by the gate" in report and "| save_hit_at_3_change | **FAIL**" in report
     assert (home / "runs" / "r1" / "curve.png").read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
+    # the gate's slices (the example summary's two): a table row each and the plot beside it
+    assert "## Slices" in report and "![slices](slices.png)" in report
+    assert (
+        "| user:first_seen | 61 | 0.3100 | 0.3300 | 0.3000 | -6.10% [-20.00%, +8.00%] | yes (p 0.21) |"
+        in report
+    )
+    assert "| user_stats__country:other | 12 |" in report and report.count("| no |") == 1
+    assert (home / "runs" / "r1" / "slices.png").read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
+
+
+def test_the_slices_plot_draws_each_change_with_its_interval_and_the_guard() -> None:
+    import matplotlib.pyplot as plt
+
+    from ranking.trainer.reports.plots import slices_figure
+
+    slices = [
+        {
+            "name": "user:first_seen",
+            "requests_with_save": 61,
+            "relative_change": -0.3,
+            "ci": [-0.5, -0.1],
+            "judged": True,
+        },
+        {
+            "name": "pin:tail",
+            "requests_with_save": 12,
+            "relative_change": 0.05,
+            "ci": [-0.2, 0.3],
+            "judged": False,
+        },
+    ]
+    fig = slices_figure(slices, tolerance=0.1)
+    try:
+        ax = fig.axes[0]
+        points = {
+            tuple(line.get_xdata()): line.get_color() for line in ax.get_lines() if line.get_marker() == "o"
+        }
+        assert points == {(-0.3,): "black", (0.05,): "tab:gray"}  # judged in black
+        assert [list(line.get_xdata()) for line in ax.get_lines() if line.get_linestyle() == "--"] == [
+            [-0.1, -0.1]
+        ]
+        assert [t.get_text() for t in ax.get_yticklabels()] == ["pin:tail (12)", "user:first_seen (61)"]
+    finally:
+        plt.close(fig)
+    first_run = slices_figure(
+        [{"name": "user:returning", "requests_with_save": 5, "candidate": 0.4, "heuristic": 0.3}],
+        tolerance=None,
+    )
+    try:
+        assert sorted(round(p.get_width(), 3) for p in first_run.axes[0].patches) == [0.3, 0.4]
+    finally:
+        plt.close(first_run)
 
 
 def test_ranker_report_before_the_gate_and_on_bad_input(

@@ -135,3 +135,70 @@ def curve_figure(
     ax.set_title(title, fontsize=9)
     fig.tight_layout()
     return fig
+
+
+def plot_slices(
+    path: Path, slices: Sequence[dict[str, Any]], *, tolerance: float | None, title: str | None = None
+) -> None:
+    """Write :func:`slices_figure` as a PNG (atomically) at ``path``."""
+    import matplotlib.pyplot as plt
+
+    fig = slices_figure(slices, tolerance=tolerance, title=title)
+    with atomic_path(path) as tmp:
+        fig.savefig(tmp, format="png")
+    plt.close(fig)
+
+
+def slices_figure(
+    slices: Sequence[dict[str, Any]], *, tolerance: float | None, title: str | None = None
+) -> Any:
+    """Who the candidate serves better or worse: each slice's save HIT@3 change vs the champion
+    with its interval (a forest plot; the slices the guard judged in black, the others grey, the
+    guard's tolerance dashed); without a champion, each slice's HIT@3 of the candidate and the
+    heuristic side by side."""
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    rows = list(slices)[::-1]  # the first slice on top
+    names = [f"{s['name']} ({s['requests_with_save']})" for s in rows]
+    fig, ax = plt.subplots(figsize=(7, 0.32 * len(rows) + 1.4), dpi=100)
+    ys = list(range(len(rows)))
+    compared = [s for s in rows if s.get("relative_change") is not None]
+    if compared:
+        for y, s in zip(ys, rows, strict=True):
+            change = s.get("relative_change")
+            if change is None:
+                continue
+            color = "black" if s.get("judged") else "tab:gray"
+            ci = s.get("ci")
+            if ci:
+                ax.plot(ci, [y, y], "-", color=color, linewidth=1.5)
+            ax.plot([change], [y], "o", color=color)
+        ax.axvline(0.0, color="tab:green", linewidth=1)
+        if tolerance is not None:
+            ax.axvline(
+                -tolerance, color="tab:red", linestyle="--", linewidth=1, label=f"guard: -{tolerance:g}"
+            )
+            ax.legend(loc="lower right", fontsize=8)
+        ax.set_xlabel("save HIT@3 change vs the champion (grey: not judged by the guard)")
+    else:
+        height = 0.38
+        ax.barh(
+            [y + height / 2 for y in ys], [s.get("candidate") or 0.0 for s in rows], height, label="candidate"
+        )
+        if any(s.get("heuristic") is not None for s in rows):
+            ax.barh(
+                [y - height / 2 for y in ys],
+                [s.get("heuristic") or 0.0 for s in rows],
+                height,
+                label="heuristic",
+            )
+        ax.legend(loc="lower right", fontsize=8)
+        ax.set_xlabel("save HIT@3 of the slice's saved pins")
+    ax.set_yticks(ys)
+    ax.set_yticklabels(names, fontsize=8)
+    ax.set_title((title + "\n" if title else "") + "slices (requests with a save)", fontsize=9)
+    fig.tight_layout()
+    return fig

@@ -83,6 +83,7 @@ def render_report(train: Mapping[str, Any], gate: Mapping[str, Any] | None, run_
             f"Over the non-learned heuristic (the pin's smoothed 28-day save rate): candidate {lift:+.2%}{interval}"
             + (f", champion {served:+.2%}" if served is not None else ""),
         ]
+    lines += _slice_lines(gate)
     failed = list(gate.get("failed_checks") or [])
     lines += [
         "",
@@ -98,6 +99,31 @@ def render_report(train: Mapping[str, Any], gate: Mapping[str, Any] | None, run_
             f"| {_cell(str(check.get('detail', '')))} |"
         )
     return "\n".join(lines) + "\n"
+
+
+def _slice_lines(gate: Mapping[str, Any]) -> list[str]:
+    """Each slice's save HIT@3 for the models and the candidate's change, with the plot."""
+    slices = gate.get("slices") or []
+    if not slices:
+        return []
+    lines = [
+        "",
+        "## Slices",
+        "",
+        "![slices](slices.png)",
+        "",
+        "| slice | requests with a save | candidate | champion | heuristic | change [interval] | judged by the guard |",
+        "| --- | --- | --- | --- | --- | --- | --- |",
+    ]
+    for s in slices:
+        change, ci = s.get("relative_change"), s.get("ci")
+        shown = "–" if change is None else f"{change:+.2%}" + (f" [{ci[0]:+.2%}, {ci[1]:+.2%}]" if ci else "")
+        judged = f"yes (p {s['loss_p']:.3g})" if s.get("judged") and s.get("loss_p") is not None else "no"
+        lines.append(
+            f"| {_cell(str(s.get('name')))} | {s.get('requests_with_save')} | {_number(s.get('candidate'))} "
+            f"| {_number(s.get('champion'))} | {_number(s.get('heuristic'))} | {shown} | {judged} |"
+        )
+    return lines
 
 
 def _number(value: Any) -> str:
