@@ -4,7 +4,7 @@ comparisons), Markdown, a PNG (served save HIT@3 per day; promotions) and JSON."
 from __future__ import annotations
 
 import math
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -129,9 +129,13 @@ def build_report(
     wall_seconds: float,
     candidate_comparisons: Mapping[str, Comparison | None] | None = None,
     heuristic_comparisons: Mapping[str, Mapping[str, Comparison | None]] | None = None,
+    slice_comparisons: Mapping[str, Mapping[str, list[dict[str, Any]]]] | None = None,
+    delayed_update: Sequence[Mapping[str, Any]] | None = None,
 ) -> dict[str, Any]:
     """The report's content; ``heuristic_comparisons``: ``{"served"|"candidate": {recipe:
-    comparison with the non-learned heuristic}}``."""
+    comparison with the non-learned heuristic}}``; ``slice_comparisons``: ``{"served"|"candidate":
+    {recipe: each slice vs the baseline}}``; ``delayed_update``: ``[{"with", "without", "served"|
+    "candidate": comparison}]``, the recipes that differ only in a frozen first epoch."""
     return {
         "spec": dict(spec),
         "baseline": spec["baseline"],
@@ -149,6 +153,14 @@ def build_report(
             who: {name: (c.to_dict() if c else None) for name, c in found.items()}
             for who, found in (heuristic_comparisons or {}).items()
         },
+        "slices_vs_baseline": {who: dict(found) for who, found in (slice_comparisons or {}).items()},
+        "delayed_update": [
+            {
+                k: (v.to_dict() if v is not None else None) if k in ("served", "candidate") else v
+                for k, v in pair.items()
+            }
+            for pair in delayed_update or []
+        ],
         "days": dict(records),
         "wall_seconds": round(wall_seconds, 1),
     }
@@ -206,6 +218,72 @@ def _heuristic_lines(report: Mapping[str, Any]) -> list[str]:
                 else "—"
             )
         lines.append(f"| `{name}` | " + " | ".join(cells) + " |")
+    return lines
+
+
+def delayed_update_lines(pairs: Sequence[Mapping[str, Any]]) -> list[str]:
+    """The delayed update's own share: each pair of recipes that differ only in a frozen first
+    epoch, the one with it against the one without, served and candidate models."""
+    if not pairs:
+        return []
+    lines = [
+        "",
+        "The delayed update's own share: recipes that differ only in a frozen first epoch, paired the same way"
+        " (a recipe's lift over the baseline can come from its base model or its epochs, not the freeze).",
+        "",
+        "| with the frozen epoch | without | served (CI) | candidates (CI) |",
+        "| --- | --- | --- | --- |",
+    ]
+    for pair in pairs:
+        cells = []
+        for who in ("served", "candidate"):
+            c = pair.get(who)
+            cells.append(
+                f"{_pct(c['relative_change']['save_hit_at_3'])} {_ci(c['ci']['save_hit_at_3'])} over {c['days']} d"
+                if c
+                else "—"
+            )
+        lines.append(f"| `{pair['with']}` | `{pair['without']}` | " + " | ".join(cells) + " |")
+    return lines
+
+
+def slice_table(by_recipe: Mapping[str, list[dict[str, Any]]]) -> list[str]:
+    """A table of each slice's save HIT@3 change vs the baseline (with its CI), a column per
+    recipe; empty when nothing was cut."""
+    names = sorted({row["name"] for rows in by_recipe.values() for row in rows})
+    if not names:
+        return []
+    recipes = list(by_recipe)
+    lines = [
+        "| slice | " + " | ".join(f"`{r}` vs baseline (CI)" for r in recipes) + " |",
+        "| --- |" + " --- |" * len(recipes),
+    ]
+    for name in names:
+        cells = []
+        for recipe in recipes:
+            row = next((x for x in by_recipe[recipe] if x["name"] == name), None)
+            cells.append(
+                "—"
+                if row is None
+                else f"{_pct(row['relative_change'])} {_ci(row['ci'])} ({row['saves']} saves, {row['days']} d)"
+            )
+        lines.append(f"| {name} | " + " | ".join(cells) + " |")
+    return lines
+
+
+def _slice_lines(report: Mapping[str, Any]) -> list[str]:
+    """Each recipe's served and candidate models against the baseline's, slice by slice."""
+    lines: list[str] = []
+    for who, by_recipe in (report.get("slices_vs_baseline") or {}).items():
+        table = slice_table(by_recipe)
+        if table:
+            lines += [
+                "",
+                f"Slices ({who} models, `[slices]`): each slice's save HIT@3 against the baseline's {who} model,"
+                " its saved pins pooled over the days, paired the same way: who a recipe serves better or worse.",
+                "",
+                *table,
+            ]
     return lines
 
 
@@ -269,6 +347,8 @@ def render_markdown(report: Mapping[str, Any]) -> str:
                 f"| `{name}` | {_f(s['candidate_mean']['save_hit_at_3'])} | " + " | ".join(rel) + " |"
             )
     lines += _heuristic_lines(report)
+    lines += _slice_lines(report)
+    lines += delayed_update_lines(report.get("delayed_update") or [])
     lines += [
         "",
         "The gate's calls, judged on the same eval day (did the candidate's save HIT@3 beat the served model's?):",

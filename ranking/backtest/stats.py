@@ -191,3 +191,89 @@ def paired_day(day: str, baseline: Any, other: Any) -> PairedDay:
         ModelDay.of(b["request_id"], b["saved"], b["score"]),
         ModelDay.of(o["request_id"], o["saved"], o["score"]),
     )
+
+
+@dataclass(frozen=True)
+class SliceDay:
+    """The baseline's and a recipe's models on one eval day, cut into slices: per slice and
+    request, the slice's saved pins and those each model ranked in the top 3."""
+
+    day: str
+    names: tuple[str, ...]
+    baseline_hits: np.ndarray  # slices x requests
+    other_hits: np.ndarray
+    saves: np.ndarray
+
+    @classmethod
+    def of(
+        cls, day: str, request_ids: Any, labels: Any, scores: tuple[Any, Any], masks: dict[str, np.ndarray]
+    ) -> SliceDay:
+        """``scores``: (baseline, other); ``masks``: each slice's rows; all row for row."""
+        rid = np.asarray(request_ids)
+        y = np.asarray(labels, dtype=np.float64)
+        base, other, saves = [], [], []
+        for mask in masks.values():
+            in_slice = y * np.asarray(mask, dtype=np.float64)
+            base.append(hits_per_request(rid, in_slice, scores[0])[0])
+            hits, saved = hits_per_request(rid, in_slice, scores[1])
+            other.append(hits)
+            saves.append(saved)
+        n = len(np.unique(rid))
+        return cls(
+            day,
+            tuple(masks),
+            np.array(base).reshape(len(masks), n),
+            np.array(other).reshape(len(masks), n),
+            np.array(saves).reshape(len(masks), n),
+        )
+
+
+def compare_slices(
+    days: list[SliceDay], *, samples: int = 1000, level: float = 0.95, seed: int = 0
+) -> list[dict[str, Any]]:
+    """Each slice's save HIT@3 of the recipe vs the baseline pooled over the days it was cut
+    (its saved pins over all those days: a slice of a few requests a day is not a noisy mean of
+    daily ratios), with the same two-stage (day, request) bootstrap as :func:`compare`."""
+    names = sorted({n for d in days for n in d.names})
+    if not days or not names:
+        return []
+    index = {n: i for i, n in enumerate(names)}
+
+    def totals(d: SliceDay, w: np.ndarray | None) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+        out = np.zeros((3, len(names)))
+        rows = [index[n] for n in d.names]
+        for k, m in enumerate((d.baseline_hits, d.other_hits, d.saves)):
+            out[k, rows] = m.sum(axis=1) if w is None else m @ w
+        return out[0], out[1], out[2]
+
+    point = np.sum([np.stack(totals(d, None)) for d in days], axis=0)
+    rng = np.random.default_rng(seed)
+    changes = np.empty((samples, len(names)))
+    for i in range(samples):
+        acc = np.zeros((3, len(names)))
+        for j in rng.integers(0, len(days), size=len(days)):
+            d = days[int(j)]
+            n = d.saves.shape[1]
+            w = np.bincount(rng.integers(0, n, size=n), minlength=n).astype(np.float64)
+            acc += np.stack(totals(d, w))
+        with np.errstate(divide="ignore", invalid="ignore"):
+            changes[i] = np.where(acc[0] > 0, acc[1] / acc[0] - 1.0, np.nan)
+    alpha = (1.0 - level) / 2.0
+    out = []
+    for k, name in enumerate(names):
+        base_hits, other_hits, saves = point[:, k]
+        finite = changes[:, k][np.isfinite(changes[:, k])]
+        out.append(
+            {
+                "name": name,
+                "days": sum(1 for d in days if name in d.names),
+                "saves": int(saves),
+                "baseline": float(base_hits / saves) if saves else None,
+                "other": float(other_hits / saves) if saves else None,
+                "relative_change": _rel(float(other_hits), float(base_hits)) if saves else None,
+                "ci": [float(np.quantile(finite, alpha)), float(np.quantile(finite, 1 - alpha))]
+                if len(finite)
+                else None,
+            }
+        )
+    return out

@@ -178,14 +178,12 @@ def _backtest(args: argparse.Namespace) -> CommandResult:
         Backtest,
         BacktestSpec,
         CliReplayer,
+        backtest_report,
         check_days_against_data,
-        compare_to_baseline,
-        compare_to_heuristic,
-        finite_json,
         read_recipe,
         window_builder_for,
     )
-    from ranking.backtest.report import build_report, write_report
+    from ranking.backtest.report import write_report
     from ranking.cli.config import effective_config
     from ranking.config.loader import file_values, find_config_file
     from ranking.trainer.loop import code_version
@@ -220,14 +218,7 @@ def _backtest(args: argparse.Namespace) -> CommandResult:
     if args.inject:
         return _suite(args, ws, spec, bt, started)
     records = bt.run()
-    comparisons = compare_to_baseline(bt, records)
-    candidates = compare_to_baseline(bt, records, who="candidate")
-    heuristic = {who: compare_to_heuristic(bt, records, who) for who in ("served", "candidate")}
-    report = finite_json(
-        build_report(
-            spec.to_dict(), records, comparisons, time.perf_counter() - started, candidates, heuristic
-        )
-    )
+    report = backtest_report(bt, records, time.perf_counter() - started)
     paths = write_report(report, bt.folder / "report")
     if args.report_dir:
         args.report_dir.mkdir(parents=True, exist_ok=True)

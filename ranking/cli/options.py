@@ -154,7 +154,7 @@ GATE_FLAGS: tuple[tuple[str, str, str], ...] = (
     ("--allow-unfair", "allow_unfair", "compare even if a model was trained on the eval day (recorded)"),
 )
 # set in the config file or --params only: no operator tunes them per run
-GATE_CONFIG_ONLY = ("min_score_std", "seed", "slice_guard")
+GATE_CONFIG_ONLY = ("min_score_std", "seed", "slice_guard", "slice_guard_partial")
 
 
 def flag_dest(option: str) -> str:

@@ -327,6 +327,8 @@ class GateSection(_Section):
     slice_guard: bool = _G.slice_guard
     slice_min_requests: int = Field(default=_G.slice_min_requests, ge=1, le=1_000_000)
     slice_tolerance: float = Field(default=_G.slice_tolerance, ge=0, lt=1)
+    # judge slices that take part of a slate (pin tiers, a pin column) too (docs/registry.md)
+    slice_guard_partial: bool = _G.slice_guard_partial
 
     def gate_config(self) -> GateConfig:
         return GateConfig(**self.model_dump())
@@ -415,6 +417,9 @@ class ReviewSection(_Section):
     recipes_dir: str | None = None
     # lift (a fraction) the best recipe gives up per extra multiple of the cheapest's training time
     cost_weight: float = Field(default=0.0, ge=0)
+    # no served gain resolves: a recipe's candidates count if the gate promoted at least this share
+    # of them over the days replayed (docs/backtest.md "Recipe review")
+    min_promotion_rate: float = Field(default=0.5, ge=0, le=1)
     # fixed: the daily run trains the [recipe] section as written; auto: the recipe the last
     # review recommended, layered over it (<home>/reviews/recipe.json)
     recipe: Literal[REVIEW_CHOICES] = "fixed"  # type: ignore[valid-type]

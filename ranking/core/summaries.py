@@ -457,6 +457,7 @@ class GateThresholds(Summary):
     """null in the fields below: a verdict recorded before the slice guard"""
     slice_min_requests: int | None = None
     slice_tolerance: float | None = None
+    slice_guard_partial: bool | None = None
 
 
 class SliceSummary(Summary):
@@ -469,13 +470,15 @@ class SliceSummary(Summary):
     """requests with a saved pin in the slice"""
     candidate: float | None
     """null: no saved pin in the slice"""
+    whole_slates: bool | None = None
+    """the slice takes whole slates (users, a user column), not part of one (pin tiers); null: before it was recorded"""
     heuristic: float | None = None
     champion: float | None = None
     relative_change: float | None = None
     ci: Interval | None = None
     """the paired bootstrap interval of ``relative_change`` at the gate's level"""
     judged: bool = False
-    """judged by the slice guard (enough requests with a save)"""
+    """judged by the slice guard (enough requests with a save; whole slates unless slice_guard_partial)"""
     judged_ci: Interval | None = None
     """the interval at the level the guard judges it (corrected for the slices judged)"""
     loss_p: float | None = None

@@ -26,7 +26,14 @@ from ranking.core.atomic import atomic_write_json
 from ranking.core.errors import RankerError
 from ranking.core.workspace import Workspace
 from ranking.review.bases import SharedBases
-from ranking.review.rule import RULE, Evidence, ReviewError, recommend
+from ranking.review.rule import (
+    RULE,
+    Evidence,
+    ReviewError,
+    days_to_detect,
+    decide,
+    minimum_detectable_effect,
+)
 from ranking.review.switch import (
     FAILED,
     OK,
@@ -92,42 +99,78 @@ def plan_review(settings: ReviewSection, end: dt.date) -> ReviewPlan:
     return ReviewPlan(end, settings, recipes)
 
 
-def _lift(comparison: Mapping[str, Any] | None) -> dict[str, Any] | None:
+# the effect each recipe's report says how many days it would take to detect
+DETECT_EFFECT = 0.01
+
+
+def _lift(comparison: Mapping[str, Any] | None, level: float) -> dict[str, Any] | None:
+    """Save HIT@3 lift, its CI, its days and the minimum detectable effect at that many days."""
     if not comparison:
         return None
     lift = (comparison.get("relative_change") or {}).get("save_hit_at_3")
     ci = (comparison.get("ci") or {}).get("save_hit_at_3")
     if lift is None or not ci or None in ci:
         return None
-    return {"lift": float(lift), "ci": [float(ci[0]), float(ci[1])], "days": int(comparison["days"])}
+    days = int(comparison["days"])
+    mde = minimum_detectable_effect(ci, level)
+    return {
+        "lift": float(lift),
+        "ci": [float(ci[0]), float(ci[1])],
+        "days": days,
+        "mde": mde,
+        "days_for_1pct": days_to_detect(mde, days, DETECT_EFFECT),
+    }
 
 
 def weigh(report: Mapping[str, Any], baseline: str, candidate_only: bool) -> dict[str, dict[str, Any]]:
-    """Per recipe: served and candidate lift over the baseline (the baseline's: 0, [0, 0]),
-    training seconds per day and failed days, from a backtest report (pure)."""
+    """Per recipe: served and candidate lift over the baseline (the baseline's: 0, [0, 0]) with
+    its minimum detectable effect, training seconds per day, failed days and the gate's promotion
+    rate, from a backtest report (pure)."""
+    level = float(report["spec"].get("ci_level", 0.95))
     out: dict[str, dict[str, Any]] = {}
     for name, summary in report["recipes"].items():
         days = summary["days"] or 1
         entry: dict[str, Any] = {
             "seconds_per_day": summary["total_train_seconds"] / days,
             "failed_days": summary["failed_days"],
+            "promotion_rate": summary.get("promotion_rate"),
         }
         for model, key in (("served", "vs_baseline"), ("candidate", "candidates_vs_baseline")):
             if model == "served" and candidate_only:
                 entry[model] = None
             elif name == baseline:
-                other = [_lift(c) for c in report[key].values()]
+                other = [_lift(c, level) for c in report[key].values()]
                 days_seen = max((x["days"] for x in other if x), default=0)
                 entry[model] = {"lift": 0.0, "ci": [0.0, 0.0], "days": days_seen}
             else:
-                entry[model] = _lift(report[key].get(name))
+                entry[model] = _lift(report[key].get(name), level)
         # the recipe's models against the non-learned heuristic (issue 31)
         entry["vs_heuristic"] = {
-            model: _lift((report.get("vs_heuristic") or {}).get(model, {}).get(name))
+            model: _lift((report.get("vs_heuristic") or {}).get(model, {}).get(name), level)
             for model in ("served", "candidate")
+        }
+        # and against the baseline's, slice by slice (issue 31)
+        entry["slices"] = {
+            model: found[name]
+            for model, found in (report.get("slices_vs_baseline") or {}).items()
+            if name != baseline and name in found
         }
         out[name] = entry
     return out
+
+
+def weigh_delayed_update(report: Mapping[str, Any]) -> list[dict[str, Any]]:
+    """The delayed update's own share: each pair of recipes that differ only in a frozen first
+    epoch (``ranking.backtest.engine.delayed_update_pairs``), served and candidate lifts (pure)."""
+    level = float(report["spec"].get("ci_level", 0.95))
+    return [
+        {
+            "with": pair["with"],
+            "without": pair["without"],
+            **{model: _lift(pair.get(model), level) for model in ("served", "candidate")},
+        }
+        for pair in report.get("delayed_update") or []
+    ]
 
 
 def evidence_of(weighed: Mapping[str, Mapping[str, Any]], model: str) -> list[Evidence]:
@@ -242,12 +285,15 @@ def _new_review(plan: ReviewPlan, backtest_dir: str, running: str | None) -> dic
         "baseline": settings.baseline,
         "candidate_only": settings.candidate_only,
         "cost_weight": settings.cost_weight,
+        "min_promotion_rate": settings.min_promotion_rate,
         "mode": settings.recipe,
         "rule": RULE,
         "backtest_dir": backtest_dir,
         "running": running,
         "recipes": {},
+        "delayed_update": [],
         "recommended": None,
+        "basis": None,  # the lifts the recommendation was decided on: served | candidate
         "reason": None,
         "error": None,
     }
@@ -258,10 +304,12 @@ def _replay(bt: Backtest, plan: ReviewPlan, started: float, review: dict[str, An
     replay or weighing that raises makes it a failed review and is returned."""
     settings = plan.settings
     try:
-        weighed = _weigh_replay(bt, plan, started)
+        report = _replay_report(bt, plan, started)
+        weighed = weigh(report, settings.baseline, settings.candidate_only)
         evidence = evidence_of(weighed, "candidate" if settings.candidate_only else "served")
         compared = min((e.days for e in evidence if e.recipe != settings.baseline), default=0)
         review["recipes"] = weighed
+        review["delayed_update"] = weigh_delayed_update(report)
         review["days_compared"] = compared
         review.update(_verdict(settings, weighed, evidence, compared))
     except RankerError as exc:
@@ -270,21 +318,14 @@ def _replay(bt: Backtest, plan: ReviewPlan, started: float, review: dict[str, An
     return None
 
 
-def _weigh_replay(bt: Backtest, plan: ReviewPlan, started: float) -> dict[str, dict[str, Any]]:
-    """Run the replay; each recipe weighed against the baseline from its backtest report."""
-    from ranking.backtest.engine import compare_to_baseline, compare_to_heuristic, finite_json
-    from ranking.backtest.report import build_report
+def _replay_report(bt: Backtest, plan: ReviewPlan, started: float) -> dict[str, Any]:
+    """Run the replay; its backtest report (every recipe against the baseline)."""
+    from ranking.backtest.engine import backtest_report
 
-    settings = plan.settings
     records = bt.run()
-    served = {} if settings.candidate_only else compare_to_baseline(bt, records)
-    candidates = compare_to_baseline(bt, records, who="candidate")
-    whose = ("candidate",) if settings.candidate_only else ("served", "candidate")
-    heuristic = {who: compare_to_heuristic(bt, records, who) for who in whose}
-    report = finite_json(
-        build_report(bt.spec.to_dict(), records, served, time.perf_counter() - started, candidates, heuristic)
+    return backtest_report(
+        bt, records, time.perf_counter() - started, candidate_only=plan.settings.candidate_only
     )
-    return weigh(report, settings.baseline, settings.candidate_only)
 
 
 def _verdict(
@@ -301,8 +342,21 @@ def _verdict(
         }
     if compared < settings.min_days:
         return {"status": TOO_FEW_DAYS, "error": f"{compared} paired days < min_days {settings.min_days}"}
-    chosen = recommend(evidence, settings.cost_weight, settings.baseline)
-    return {"status": OK, "recommended": chosen.recipe, "best": chosen.best, "reason": chosen.reason}
+    chosen = decide(
+        None if settings.candidate_only else evidence,
+        evidence_of(weighed, "candidate"),
+        {name: w.get("promotion_rate") for name, w in weighed.items()},
+        baseline=settings.baseline,
+        cost_weight=settings.cost_weight,
+        min_promotion_rate=settings.min_promotion_rate,
+    )
+    return {
+        "status": OK,
+        "recommended": chosen.recipe,
+        "best": chosen.best,
+        "basis": chosen.basis,
+        "reason": chosen.reason,
+    }
 
 
 def _switch(

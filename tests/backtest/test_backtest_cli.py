@@ -74,6 +74,16 @@ def test_backtest_naive_vs_default_on_a_tiny_workspace(
     for name in ("naive", "default"):
         found = report["vs_heuristic"]["candidate"][name]
         assert found["days"] == 2 and found["ci"]["save_hit_at_3"] is not None
+    # and slice by slice against the baseline, pooled over the days (issue 31)
+    rows = report["slices_vs_baseline"]["candidate"]["default"]
+    assert {"user:first_seen", "user:returning", "pin:head"} <= {r["name"] for r in rows}
+    assert all(r["days"] <= 2 and r["saves"] >= 0 for r in rows)
+    assert "naive" not in report["slices_vs_baseline"]["candidate"]  # the baseline itself
+    assert "Slices (candidate models" in text
+    assert sorted(p.name for p in (folder / "slices").iterdir()) == [
+        "2026-01-06.parquet",
+        "2026-01-07.parquet",
+    ]
     assert sorted(p.name for p in (folder / "heuristic").iterdir()) == [
         "2026-01-06.parquet",
         "2026-01-07.parquet",

@@ -8,7 +8,7 @@ import pandas as pd
 import pytest
 from scoresets import make_eval_day, noisy, with_scores
 
-from ranking.backtest.stats import ModelDay, PairedDay, compare, paired_day
+from ranking.backtest.stats import ModelDay, PairedDay, SliceDay, compare, compare_slices, paired_day
 from ranking.evaluation.metrics import compute_metrics
 
 
@@ -118,3 +118,49 @@ def test_frames_of_different_impressions_are_refused() -> None:
     flipped = a.assign(saved=1 - a["saved"])
     with pytest.raises(ValueError, match="not scored on the same impressions"):
         paired_day("d", a, flipped)
+
+
+def _slice_hit(df: pd.DataFrame, scores: np.ndarray, mask: np.ndarray) -> tuple[int, int]:
+    """(saved pins of the slice in their slate's top 3, saved pins of the slice), by hand."""
+    ranked = df.assign(score=scores, in_slice=mask).sort_values(
+        ["request_id", "score"], ascending=[True, False]
+    )
+    top3 = ranked.groupby("request_id").cumcount() < 3
+    saved = (ranked["saved"] == 1) & ranked["in_slice"]
+    return int((saved & top3).sum()), int(saved.sum())
+
+
+def test_slices_pool_each_slice_s_saved_pins_over_the_days() -> None:
+    days, by_hand = [], {"even": np.zeros(3), "odd": np.zeros(3)}
+    for seed in (3, 4, 5):
+        frame, propensity = make_eval_day(requests=120, seed=seed)
+        base, other = noisy(propensity, 0.5, seed + 10), noisy(propensity, 1.5, seed + 20)
+        request = frame["request_id"].str[-1].astype(int)
+        masks = {"even": (request % 2 == 0).to_numpy(), "odd": (request % 2 == 1).to_numpy()}
+        for name, mask in masks.items():
+            (bh, s), (oh, _) = _slice_hit(frame, base, mask), _slice_hit(frame, other, mask)
+            by_hand[name] += (bh, oh, s)
+        days.append(SliceDay.of(str(seed), frame["request_id"], frame["saved"], (base, other), masks))
+    rows = {r["name"]: r for r in compare_slices(days, samples=200, level=0.9, seed=0)}
+    assert sorted(rows) == ["even", "odd"]
+    for name, (bh, oh, s) in by_hand.items():
+        assert rows[name]["saves"] == s and rows[name]["days"] == 3
+        assert rows[name]["baseline"] == pytest.approx(bh / s) and rows[name]["other"] == pytest.approx(
+            oh / s
+        )
+        assert rows[name]["relative_change"] == pytest.approx(oh / bh - 1)
+
+
+def test_a_slice_ranked_at_random_is_found_and_the_others_are_untouched() -> None:
+    days = []
+    for seed in (6, 7, 8, 9):
+        frame, propensity = make_eval_day(requests=300, seed=seed)
+        base = noisy(propensity, 0.3, seed + 10)
+        request = frame["request_id"].str[-1].astype(int).to_numpy()
+        broken = request % 3 == 0
+        other = np.where(broken, np.random.default_rng(seed).random(len(base)), base)
+        masks = {"broken": broken, "rest": ~broken}
+        days.append(SliceDay.of(str(seed), frame["request_id"], frame["saved"], (base, other), masks))
+    rows = {r["name"]: r for r in compare_slices(days, samples=300, level=0.9, seed=1)}
+    assert rows["broken"]["ci"][1] < 0  # the random slice lost, and the interval says so
+    assert rows["rest"]["relative_change"] == 0 and rows["rest"]["ci"] == [0, 0]

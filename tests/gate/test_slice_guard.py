@@ -89,10 +89,39 @@ def test_a_clean_candidate_passes_and_each_slice_is_reported(day) -> None:  # ty
     assert report.passed, report.failed_checks
     found = guard(report)
     judged = [r for r in report.slices or [] if r["judged"]]
-    assert len(judged) == 2 + 3 + 4  # users, pin tiers, countries: every slice here has enough saves
-    assert f"{len(judged)} slices judged" in found.detail and found.value == min(
+    # users and countries take whole slates; pin tiers take part of one and are reported, not judged
+    assert len(judged) == 2 + 4 and all(r["whole_slates"] for r in judged)
+    assert {r["name"] for r in report.slices or [] if not r["whole_slates"]} == {
+        "pin:head",
+        "pin:torso",
+        "pin:tail",
+    }
+    assert f"{len(judged)} slices of whole slates judged" in found.detail and found.value == min(
         r["relative_change"] for r in judged
     )
+    partial = run_gate(
+        candidate, champion, GateConfig(max_lift=0.5, slice_guard_partial=True), slices=slices, **FAIR
+    )
+    assert sum(r["judged"] for r in partial.slices or []) == 2 + 3 + 4  # every slice here has enough saves
+
+
+def test_tail_pins_moved_down_within_their_slates_are_judged_only_on_request(day) -> None:  # type: ignore[no-untyped-def]
+    """A candidate that ranks tail pins below every other pin of their slate: the top 3 places
+    went to head and torso pins. Whole slates did not lose that way, so by default the guard (which
+    judges whole slates) does not stop it on the tail; with slice_guard_partial it does."""
+    frame, p, examples = day
+    champion = with_scores(frame, noisy(p, 0.6, 1))
+    slices = slice_frame(examples, SliceConfig(columns=()))
+    tail = frame[["request_id", "pin_id"]].merge(slices, on=["request_id", "pin_id"])["pin:tail"].to_numpy()
+    candidate = champion.assign(score=champion["score"] - tail)  # scores in (0, 1): tail pins last
+    default = run_gate(candidate, champion, GateConfig(max_lift=0.5), slices=slices, **FAIR)
+    rows = {r["name"]: r for r in default.slices or []}
+    assert rows["pin:tail"]["relative_change"] < -0.5 and not rows["pin:tail"]["judged"]
+    assert "pin:tail" not in guard(default).detail
+    partial = run_gate(
+        candidate, champion, GateConfig(max_lift=0.5, slice_guard_partial=True), slices=slices, **FAIR
+    )
+    assert not guard(partial).passed and "pin:tail" in guard(partial).detail
 
 
 def test_small_slices_are_reported_but_not_judged_and_the_guard_can_be_turned_off(day) -> None:  # type: ignore[no-untyped-def]

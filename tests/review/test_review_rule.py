@@ -9,7 +9,14 @@ from pathlib import Path
 import pytest
 
 from ranking.config.loader import ConfigFileError, load
-from ranking.review.rule import Evidence, ReviewError, recommend
+from ranking.review.rule import (
+    Evidence,
+    ReviewError,
+    days_to_detect,
+    decide,
+    minimum_detectable_effect,
+    recommend,
+)
 from ranking.review.switch import FAILED, OK, TOO_FEW_DAYS, AutoState, decide_switch
 
 
@@ -182,3 +189,68 @@ def test_bad_review_config_exits_2_in_one_line(
     assert main(["review", "--home", str(tmp_path)]) == 2
     err = capsys.readouterr().err.strip().splitlines()
     assert len(err) == 1 and match in err[0], err
+
+
+# the log B (a grocery panel, 14 days): base-j's candidates resolve a gain over naive,
+# its served models do not
+LOG_B_SERVED = [NAIVE, ev("base-j", 0.0147, -0.0026, 0.0312, 91), ev("default", 0.0103, -0.0077, 0.0291, 96)]
+LOG_B_CANDIDATES = [
+    NAIVE,
+    ev("base-j", 0.0314, 0.0162, 0.0467, 91),
+    ev("default", 0.0257, 0.0110, 0.0417, 96),
+]
+
+
+def test_unresolved_served_lifts_fall_back_on_candidates_the_gate_would_promote() -> None:
+    rates = {"naive": 0.64, "base-j": 0.71, "default": 0.64}
+    got = decide(LOG_B_SERVED, LOG_B_CANDIDATES, rates, baseline="naive")
+    # default's CI reaches base-j's lower bound and... costs more: base-j, the best and the cheaper
+    assert (got.recipe, got.basis, got.significant) == ("base-j", "candidate", True)
+    assert "no served gain resolves" in got.reason and "which the gate would have promoted" in got.reason
+    # the served lifts alone kept naive, as the review on main did
+    assert recommend(LOG_B_SERVED, baseline="naive").recipe == "naive"
+
+
+def test_candidates_the_gate_would_reject_do_not_count() -> None:
+    rates = {"naive": 0.64, "base-j": 0.2, "default": 0.3}
+    got = decide(LOG_B_SERVED, LOG_B_CANDIDATES, rates, baseline="naive")
+    assert (got.recipe, got.basis) == ("naive", "served")
+    assert "base-j +3.14% [+1.62%, +4.67%]: the gate promoted 20% of its candidates (< 50%)" in got.reason
+    # the bar is the config's: at 0.25 base-j counts again
+    assert (
+        decide(LOG_B_SERVED, LOG_B_CANDIDATES, rates, baseline="naive", min_promotion_rate=0.2).recipe
+        == "base-j"
+    )
+
+
+def test_candidates_whose_served_models_lost_significantly_do_not_count() -> None:
+    served = [NAIVE, ev("base-j", -0.03, -0.05, -0.01, 91)]
+    candidates = [NAIVE, ev("base-j", 0.03, 0.01, 0.05, 91)]
+    got = decide(served, candidates, {"base-j": 1.0}, baseline="naive")
+    assert got.recipe == "naive" and "served models lost significantly" in got.reason
+
+
+def test_a_resolved_served_gain_decides_on_its_own() -> None:
+    served = [NAIVE, ev("default", 0.05, 0.02, 0.08, 96), ev("base-j", 0.0, -0.02, 0.015, 91)]
+    candidates = [NAIVE, ev("default", 0.01, -0.01, 0.03, 96), ev("base-j", 0.09, 0.05, 0.12, 91)]
+    got = decide(served, candidates, {"default": 1.0, "base-j": 1.0}, baseline="naive")
+    assert (got.recipe, got.basis) == ("default", "served")
+
+
+def test_a_candidate_only_review_decides_on_candidates() -> None:
+    got = decide(None, LOG_B_CANDIDATES, {}, baseline="naive")
+    assert (got.recipe, got.basis) == ("base-j", "candidate")
+
+
+def test_minimum_detectable_effect_and_the_days_it_takes() -> None:
+    # a 95% CI 4 points wide: se = 0.04 / (2 x 1.96); MDE = (1.96 + 0.8416) x se
+    mde = minimum_detectable_effect([-0.01, 0.03], 0.95)
+    assert mde == pytest.approx((1.959964 + 0.841621) * 0.04 / (2 * 1.959964), rel=1e-5)
+    assert mde == pytest.approx(0.02859, abs=1e-4)
+    # a narrower CI detects less; at 90% the same width is a larger standard error
+    assert minimum_detectable_effect([0.0, 0.02], 0.95) == pytest.approx(mde / 2)
+    assert minimum_detectable_effect([-0.01, 0.03], 0.90) > mde
+    # 1% takes (mde / 1%)^2 times the days: 14 d x 8.17 -> 115 d; an effect already detectable: the days run
+    assert days_to_detect(mde, 14, 0.01) == 115
+    assert days_to_detect(mde, 14, 0.05) == 14
+    assert days_to_detect(0.0, 14, 0.01) is None

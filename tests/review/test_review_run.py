@@ -22,6 +22,7 @@ from ranking.core.workspace import Workspace
 from ranking.evaluation.metrics import compute_metrics
 from ranking.monitoring.exposition import parse_exposition
 from ranking.registry import Registry
+from ranking.review.rule import minimum_detectable_effect
 from ranking.review.run import ReviewFailed, plan_review, run_review
 
 END = dt.date(2026, 3, 8)
@@ -37,6 +38,12 @@ def _eval_day(day: dt.date) -> tuple[pd.DataFrame, Any]:
 
 def fake_window(ws: Workspace, day: dt.date, days: int, checks: Any) -> Mapping[str, Any]:
     frame, _ = _eval_day(day)
+    request = frame["request_id"].str[-2:].astype(int)
+    frame = frame.assign(  # what the slices cut by: a quarter of the users first seen, two countries
+        user_stats__impressions_28d=(request % 4 != 0) * 10.0,
+        pin_stats__impressions_28d=(frame["pin_id"] - 999) * 100.0,
+        user_stats__country=(request % 2).map({0: "c1", 1: "c2"}),
+    )
     folder = ws.windows / f"{day.isoformat()}_{days}d"
     folder.mkdir(parents=True, exist_ok=True)
     frame.to_parquet(folder / "eval.parquet", index=False)
@@ -63,8 +70,13 @@ class Replayer:
         seconds: Mapping[str, float],
         fail: str | None = None,
         raise_on: str | None = None,
+        served_noise: Mapping[str, float] | None = None,
+        gate_rejects: frozenset[str] = frozenset(),
     ) -> None:
         self.noise, self.seconds, self.fail, self.raise_on = noise, seconds, fail, raise_on
+        # a recipe's models as served score with this noise instead (a world where the served lift
+        # hides what the candidates gain); the gate rejects these recipes' candidates once there is a champion
+        self.served_noise, self.gate_rejects = served_noise or {}, gate_rejects
         self.days = 0
 
     def run_day(self, home: Path, day: dt.date, run_id: str, log_path: Path) -> tuple[int, dict[str, Any]]:
@@ -79,7 +91,8 @@ class Replayer:
         frame, propensity = _eval_day(day)
         run = home / "runs" / run_id
         run.mkdir(parents=True)
-        (run / "model.pt").write_text(json.dumps({"noise": self.noise[recipe], "seed": seed}))
+        noise = self.served_noise.get(recipe, self.noise[recipe])
+        (run / "model.pt").write_text(json.dumps({"noise": noise, "seed": seed}))
         (run / "model_config.json").write_text("{}")
         (run / "train_manifest.json").write_text(json.dumps({"window": {"end": day.isoformat(), "days": 20}}))
         scores = with_scores(frame, noisy(propensity, self.noise[recipe], seed=seed))
@@ -92,10 +105,19 @@ class Replayer:
             home / "pipeline" / run_id / "train.json",
             _summary("train", version=version, duration_seconds=self.seconds[recipe]),
         )
+        champion = reg.champion()
+        if recipe in self.gate_rejects and champion is not None:
+            failed = ["save_hit_at_3_change"]
+            atomic_write_json(
+                home / "pipeline" / run_id / "gate.json",
+                _summary("gate", decision="reject", failed_checks=failed),
+            )
+            reg.record_verdict(version, {"decision": "reject", "champion_version": champion})
+            return 1, {"version": version, "decision": "reject", "promoted": False}
         atomic_write_json(
             home / "pipeline" / run_id / "gate.json", _summary("gate", decision="pass", failed_checks=[])
         )
-        reg.record_verdict(version, {"decision": "pass", "champion_version": reg.champion()})
+        reg.record_verdict(version, {"decision": "pass", "champion_version": champion})
         reg.promote(version, reason="test", force=True)
         return 0, {"version": version, "decision": "pass", "promoted": True}
 
@@ -116,14 +138,20 @@ SECONDS = {"naive": 40.0, "default": 90.0}
 
 
 def _review(
-    home: Path, replayer: Replayer, mode: str = "auto", days: int = 6, min_days: int = 3, end: dt.date = END
+    home: Path,
+    replayer: Replayer,
+    mode: str = "auto",
+    days: int = 6,
+    min_days: int = 3,
+    end: dt.date = END,
+    recipes: Mapping[str, str] = RECIPES,
 ) -> dict[str, Any]:
     recipes_dir = home.parent / "recipes"
     recipes_dir.mkdir(exist_ok=True)
-    for name, text in RECIPES.items():
+    for name, text in recipes.items():
         (recipes_dir / f"{name}.toml").write_text(text)
     settings = ReviewSection(
-        days=days, min_days=min_days, recipes=["naive", "default"], baseline="naive",
+        days=days, min_days=min_days, recipes=list(recipes), baseline="naive",
         recipes_dir=str(recipes_dir), recipe=mode, bootstrap_samples=100, parallel=1,
     )  # fmt: skip
     ws = Workspace.resolve(home)
@@ -151,9 +179,73 @@ def test_a_better_recipe_is_recommended_and_auto_switches_once(tmp_path: Path) -
     for name in ("review.json", "review.md", "review.png"):
         assert (folder / name).is_file()
     assert "Recommendation: **default**" in (folder / "review.md").read_text()
+    # the better recipe slice by slice: better for first-seen and returning users alike (issue 31)
+    slices = {r["name"]: r for r in review["recipes"]["default"]["slices"]["served"]}
+    assert {"user:first_seen", "user:returning", "user_stats__country:c1", "pin:tail"} <= set(slices)
+    for name in ("user:first_seen", "user:returning"):
+        assert slices[name]["days"] == 5 and slices[name]["relative_change"] > 0, slices[name]
+    assert slices["user:returning"]["ci"][0] > 0  # three quarters of the saves: enough to resolve
+    assert "Slices, served models against the baseline's" in (folder / "review.md").read_text()
     # a re-run of the same review (reuses every day) never switches a second time
     _review(home, Replayer({"naive": 1.5, "default": 0.2}, SECONDS))
     assert len((home / "reviews" / "history.jsonl").read_text().splitlines()) == 1
+
+
+def test_candidates_gain_decides_where_served_lifts_do_not_resolve(tmp_path: Path) -> None:
+    """A world where default's candidates are much better and its served models exactly naive's:
+    the review recommends default on the candidates' lifts, and prints each recipe's MDE."""
+    world = Replayer({"naive": 1.5, "default": 0.2}, SECONDS, served_noise={"default": 1.5})
+    review = _review(tmp_path / "home", world)
+    default = review["recipes"]["default"]
+    assert default["served"]["lift"] == 0 and default["served"]["ci"] == [0, 0]  # unresolved, by construction
+    assert default["candidate"]["ci"][0] > 0 and default["promotion_rate"] == 1
+    assert (review["recommended"], review["basis"]) == ("default", "candidate")
+    assert "no served gain resolves" in review["reason"]
+    # the candidates' MDE is read off their CI: a CI this wide resolves lifts of this size
+    assert (
+        default["candidate"]["mde"]
+        == pytest.approx(minimum_detectable_effect(default["candidate"]["ci"], 0.95))
+        and default["candidate"]["mde"] > 0
+    )
+    text = (tmp_path / "home" / "reviews" / END.isoformat() / "review.md").read_text()
+    assert "(decided on the candidate lifts)" in text and "MDE " in text
+
+
+def test_candidates_the_gate_rejects_leave_the_baseline(tmp_path: Path) -> None:
+    """The same world, but the gate rejects default's candidates once it has a champion: their
+    gain would never be served, so the review keeps naive and says why."""
+    world = Replayer(
+        {"naive": 1.5, "default": 0.2},
+        SECONDS,
+        served_noise={"default": 1.5},
+        gate_rejects=frozenset({"default"}),
+    )
+    review = _review(tmp_path / "home", world)
+    default = review["recipes"]["default"]
+    assert default["candidate"]["ci"][0] > 0 and default["promotion_rate"] == pytest.approx(1 / 6)
+    assert (review["recommended"], review["basis"]) == ("naive", "served")
+    assert "the gate promoted 17% of its candidates (< 50%)" in review["reason"]
+
+
+def test_the_delayed_update_s_own_share_is_printed(tmp_path: Path) -> None:
+    """default (F,J) and j (one joint epoch) differ only in the frozen first epoch: the review
+    pairs them; naive (another seed) pairs with neither."""
+    recipes = {**RECIPES, "j": '[recipe]\nschedule = "joint"\nepochs = 1\nwarm_start = "none"\nseed = 1\n'}
+    review = _review(
+        tmp_path / "home",
+        Replayer({"naive": 1.5, "default": 0.2, "j": 1.5}, {**SECONDS, "j": 45.0}),
+        recipes=recipes,
+    )
+    (pair,) = review["delayed_update"]
+    assert (pair["with"], pair["without"]) == ("default", "j")
+    assert pair["candidate"]["ci"][0] > 0 and pair["served"]["days"] == 5
+    text = (tmp_path / "home" / "reviews" / END.isoformat() / "review.md").read_text()
+    assert "- `default` vs `j`: served +" in text
+    # a review without such a pair says it cannot separate the share
+    review = _review(tmp_path / "other", Replayer({"naive": 1.5, "default": 0.2}, SECONDS))
+    assert review["delayed_update"] == []
+    text = (tmp_path / "other" / "reviews" / END.isoformat() / "review.md").read_text()
+    assert "no two reviewed recipes differ only in it" in text
 
 
 def test_no_significant_gain_recommends_naive_and_switches_back(tmp_path: Path) -> None:
