@@ -210,6 +210,50 @@ CATALOGUE: dict[str, MetricSpec] = {
             "A recipe's training (and base pretraining) seconds per replayed day.",
             "recipe",
         ),
+        _g(
+            "review_minimum_detectable_effect",
+            "The smallest true lift over the baseline the review's days resolve 4 times in 5 (its CI's width).",
+            "recipe",
+            "model",
+        ),
+        _g(
+            "review_heuristic_relative_change",
+            "A recipe's save HIT@3 relative to the non-learned heuristic's ([heuristic]) over the review's days.",
+            "recipe",
+            "model",
+        ),
+        _g(
+            "review_heuristic_relative_change_ci_lower",
+            "Lower bound of the bootstrap CI of the lift over the heuristic.",
+            "recipe",
+            "model",
+        ),
+        _g(
+            "review_delayed_update_relative_change",
+            "The delayed update's own share: a recipe with a frozen first epoch vs the reference recipe"
+            " that differs only in it (save HIT@3 relative change).",
+            "recipe",
+            "reference",
+            "model",
+        ),
+        _g(
+            "review_delayed_update_relative_change_ci_lower",
+            "Lower bound of the bootstrap CI of the delayed update's share.",
+            "recipe",
+            "reference",
+            "model",
+        ),
+        _g(
+            "review_delayed_update_relative_change_ci_upper",
+            "Upper bound of the bootstrap CI of the delayed update's share.",
+            "recipe",
+            "reference",
+            "model",
+        ),
+        _g(
+            "review_decided_on_candidates",
+            "1 when the last review's recommendation was decided on the candidates' lifts (no served lift resolved).",
+        ),
         _g("review_recommended", "1 for the recipe the last review recommends, 0 for the others.", "recipe"),
         _g(
             "review_running",

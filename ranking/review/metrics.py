@@ -31,17 +31,36 @@ def review_samples(review: Mapping[str, Any], now: float) -> list[Sample]:
     for status in REVIEW_STATUSES:
         out += _sample("review_status", 1.0 if review["status"] == status else 0.0, status=status)
     out += _sample("review_days", review.get("days_compared"))
+    if review.get("basis") is not None:
+        out += _sample("review_decided_on_candidates", float(review["basis"] == "candidate"))
     for name, recipe in (review.get("recipes") or {}).items():
         for model in REVIEW_MODELS:
-            lift = (recipe.get(model) or {}) if isinstance(recipe.get(model), dict) else {}
+            lift = _part(recipe.get(model))
             ci = lift.get("ci") or [None, None]
             out += _sample("review_relative_change", lift.get("lift"), recipe=name, model=model)
             out += _sample("review_relative_change_ci_lower", ci[0], recipe=name, model=model)
             out += _sample("review_relative_change_ci_upper", ci[1], recipe=name, model=model)
+            out += _sample("review_minimum_detectable_effect", lift.get("mde"), recipe=name, model=model)
+            over = _part((recipe.get("vs_heuristic") or {}).get(model))
+            out += _sample("review_heuristic_relative_change", over.get("lift"), recipe=name, model=model)
+            low = (over.get("ci") or [None])[0]
+            out += _sample("review_heuristic_relative_change_ci_lower", low, recipe=name, model=model)
         out += _sample("review_train_seconds_per_day", recipe.get("seconds_per_day"), recipe=name)
         out += _sample("review_recommended", float(review.get("recommended") == name), recipe=name)
         out += _sample("review_running", float(review.get("running") == name), recipe=name)
+    for pair in review.get("delayed_update") or []:
+        labels = {"recipe": pair["with"], "reference": pair["without"]}
+        for model in REVIEW_MODELS:
+            lift = _part(pair.get(model))
+            ci = lift.get("ci") or [None, None]
+            out += _sample("review_delayed_update_relative_change", lift.get("lift"), **labels, model=model)
+            out += _sample("review_delayed_update_relative_change_ci_lower", ci[0], **labels, model=model)
+            out += _sample("review_delayed_update_relative_change_ci_upper", ci[1], **labels, model=model)
     return out
+
+
+def _part(found: Any) -> Mapping[str, Any]:
+    return found if isinstance(found, dict) else {}
 
 
 @dataclass(frozen=True)

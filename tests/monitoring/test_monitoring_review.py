@@ -30,6 +30,7 @@ from test_monitoring_integration import (
 )
 
 from ranking.review.metrics import REVIEW_JOB, deliver, review_samples
+from ranking.review.rule import minimum_detectable_effect
 
 pytestmark = [pytest.mark.integration, pytest.mark.slow]
 
@@ -39,7 +40,8 @@ REVIEW_ALERTS = {a: e for a, e in alert_exprs() if reads_review(e)}
 
 
 def _lift(lift: float, low: float, high: float) -> dict[str, Any]:
-    return {"lift": lift, "ci": [low, high], "days": 13}
+    # the MDE as the review computes it from the CI (95 %, 80 % power)
+    return {"lift": lift, "ci": [low, high], "days": 13, "mde": minimum_detectable_effect([low, high], 0.95)}
 
 
 def review_summary(running: str, default_served: tuple[float, float, float]) -> dict[str, Any]:
@@ -49,23 +51,45 @@ def review_summary(running: str, default_served: tuple[float, float, float]) -> 
         "status": "ok",
         "days_compared": 13,
         "recommended": "naive",
+        "basis": "served",
         "running": running,
+        # log A's figures (issue 31): default vs base-j, the delayed update's own share
+        "delayed_update": [
+            {
+                "with": "default",
+                "without": "base-j",
+                "served": _lift(0.003, -0.008, 0.014),
+                "candidate": _lift(0.001, -0.007, 0.009),
+            }
+        ],
         "recipes": {
             "naive": {
                 "served": _lift(0.0, 0.0, 0.0),
                 "candidate": _lift(0.0, 0.0, 0.0),
+                "vs_heuristic": {
+                    "served": _lift(0.0006, -0.0059, 0.0073),
+                    "candidate": _lift(0.001, -0.005, 0.008),
+                },
                 "seconds_per_day": 43.0,
                 "failed_days": [],
             },
             "default": {
                 "served": _lift(*default_served),
                 "candidate": _lift(0.0035, -0.0061, 0.0127),
+                "vs_heuristic": {
+                    "served": _lift(-0.002, -0.011, 0.007),
+                    "candidate": _lift(0.004, -0.004, 0.012),
+                },
                 "seconds_per_day": 96.5,
                 "failed_days": [],
             },
             "base-j": {
                 "served": _lift(-0.0014, -0.0117, 0.0087),
                 "candidate": _lift(0.0026, -0.0047, 0.0103),
+                "vs_heuristic": {
+                    "served": _lift(-0.001, -0.01, 0.008),
+                    "candidate": _lift(0.003, -0.004, 0.011),
+                },
                 "seconds_per_day": 91.3,
                 "failed_days": [],
             },
@@ -114,6 +138,10 @@ def test_the_dashboard_has_a_review_row_and_an_alert_reads_the_review() -> None:
         "ranker_review_train_seconds_per_day",
         "ranker_review_recommended",
         "ranker_review_running",
+        "ranker_review_minimum_detectable_effect",
+        "ranker_review_heuristic_relative_change",
+        "ranker_review_delayed_update_relative_change",
+        "ranker_review_decided_on_candidates",
     ):
         assert any(name in e for e in used), f"no review panel shows {name}"
     assert set(REVIEW_ALERTS) == {ALERT}
