@@ -10,7 +10,8 @@ with ``run_gate`` and the shipped ``[slices]``:
   day's 3rd and 4th most frequent countries, and of its first-seen users, ranked at random (the
   scores permuted within each slate: ``ranking.backtest.inject.first_seen_shuffled``).
 For each, whether the slice guard rejected it with whole slates judged (the default) and with
-``slice_guard_partial`` (pin tiers judged too), and whether any other check did. Writes the tallies
+``slice_guard_partial`` (pin tiers judged too), whether any other check did, the guard alone (what
+it adds) and the gate as a whole. Writes the tallies
 and the clean days' rejections as JSON.
 """
 
@@ -40,7 +41,7 @@ def _days(scores: Path) -> list[dt.date]:
     )
 
 
-def judge_day(home: Path, scores: Path, day: dt.date) -> dict[str, dict[str, bool]]:
+def judge_day(home: Path, scores: Path, day: dt.date) -> dict[str, dict[str, Any]]:
     """The clean and the three broken candidates of ``day``: rejected by the guard (whole slates;
     partial) and by the other checks."""
     import pandas as pd
@@ -72,7 +73,7 @@ def judge_day(home: Path, scores: Path, day: dt.date) -> dict[str, dict[str, boo
         "clean": (candidate, champion),
         **{k: (v, candidate) for k, v in broken.items()},
     }.items():
-        verdict = {}
+        verdict: dict[str, Any] = {}
         for partial in (False, True):
             gate = replace(config.gate.gate_config(), slice_guard_partial=partial, allow_unfair=True)
             report = run_gate(cand, champ, gate, slices=slices)
@@ -109,7 +110,9 @@ def main(argv: list[str]) -> int:
     for i, day in enumerate(days, 1):
         verdicts = judge_day(args.home, scores, day)
         for label, verdict in verdicts.items():
-            for key in ("whole_slates", "partial", "other_checks"):
+            verdict["only_the_guard"] = verdict["whole_slates"] and not verdict["other_checks"]
+            verdict["any_check"] = verdict["whole_slates"] or verdict["other_checks"]
+            for key in ("whole_slates", "partial", "other_checks", "only_the_guard", "any_check"):
                 tallies[label][key] += int(verdict[key])
             if label == "clean" and verdict["whole_slates"]:
                 clean_rejections.append({"day": day.isoformat(), "detail": verdict["detail"]})
@@ -120,12 +123,10 @@ def main(argv: list[str]) -> int:
         "tallies": tallies,
         "clean_rejections": clean_rejections,
     }
-    print(f"{'candidate':<12} {'guard (whole slates)':>21} {'guard (partial)':>16} {'other checks':>13}")
+    columns = ("whole_slates", "partial", "other_checks", "only_the_guard", "any_check")
+    print(f"{'rejected by':<12} " + " ".join(f"{c:>15}" for c in columns))
     for label, t in tallies.items():
-        print(
-            f"{label:<12} {t['whole_slates']:>18}/{len(days)} {t['partial']:>13}/{len(days)}"
-            f" {t['other_checks']:>10}/{len(days)}"
-        )
+        print(f"{label:<12} " + " ".join(f"{f'{t[c]}/{len(days)}':>15}" for c in columns))
     if args.out:
         from ranking.core.atomic import atomic_write_json
 

@@ -61,12 +61,15 @@ def _newest_source_day(ws: Workspace) -> dt.date:
 
 def _review(args: argparse.Namespace) -> CommandResult:
     os.environ.setdefault("OMP_NUM_THREADS", "1")  # served models are scored in this process
+    from pydantic import ValidationError
+
     from ranking.backtest.engine import CliReplayer, window_builder_for
     from ranking.cli.config import effective_config
     from ranking.config.loader import file_values, find_config_file
     from ranking.monitoring.delivery import resolve_pushgateway
     from ranking.review.metrics import deliver, review_samples
     from ranking.review.run import ReviewFailed, plan_review, run_review
+    from ranking.review.switch import FAILED
     from ranking.trainer.loop import code_version
 
     ws = workspace(args)
@@ -84,8 +87,12 @@ def _review(args: argparse.Namespace) -> CommandResult:
     if overrides:
         try:
             settings = type(settings).model_validate({**settings.model_dump(), **overrides})
-        except ValueError as exc:
-            raise RankerError(f"ranker review: {' '.join(str(exc).split())}") from None
+        except ValidationError as exc:
+            flags = " ".join(f"--{k.replace('_', '-')} {v}" for k, v in overrides.items())
+            found = "; ".join(
+                str(e["msg"]).removeprefix("Value error, ") for e in exc.errors(include_url=False)
+            )
+            raise RankerError(f"{flags}: {found} ([review] in the config, the flags over it)") from None
     end = args.end or _newest_source_day(ws)
     plan = plan_review(settings, end)
     base_file = find_config_file(ws.root, args.config)
@@ -118,6 +125,12 @@ def _review(args: argparse.Namespace) -> CommandResult:
     }
     if failure is not None:
         raise failure
+    if review["status"] == FAILED:
+        # a review that could not weigh its recipes is a failed task (the weekly DAG's run goes red)
+        raise RankerError(
+            f"review {review['review_id']} failed (the daily recipe stays): {review.get('error')};"
+            f" report: {review['report']['markdown']}"
+        )
     lines = [
         f"review {review['review_id']} ({review['start']}..{review['end']}): {review['status']};"
         f" recommended {review['recommended'] or '—'}",

@@ -12,9 +12,11 @@ when the file ends in ``.yaml``/``.yml``.
 
 from __future__ import annotations
 
+import datetime as dt
 import json
 import math
 import os
+import re
 import tomllib
 from collections.abc import Mapping
 from dataclasses import dataclass, field
@@ -23,7 +25,7 @@ from typing import Any
 
 from pydantic import ValidationError
 
-from ranking.config.model import PATH_KEYS, SECTIONS, PipelineConfig, leaf_keys
+from ranking.config.model import PATH_KEYS, RECIPE_NAME, SECTIONS, PipelineConfig, leaf_keys
 from ranking.core.errors import RankerError
 from ranking.trainer.schedule import NAMED_SCHEDULES
 
@@ -272,6 +274,9 @@ def auto_recipe_layer(home: Path) -> Layer | None:
     )
     if not isinstance(values, dict) or not isinstance(review, str) or not isinstance(recipe, str):
         raise ConfigFileError(f"{path}: not a reviewed recipe (recipe, review_id, values)")
+    problem = reviewed_recipe_problem(recipe, review)
+    if problem:
+        raise ConfigFileError(f"{path}: {problem}")
     known = set(leaf_keys())
     for key in values:
         if key not in known or key.split(".")[0] not in AUTO_RECIPE_SECTIONS:
@@ -279,6 +284,20 @@ def auto_recipe_layer(home: Path) -> Layer | None:
                 f"{path}: {key}: a reviewed recipe sets only {', '.join(AUTO_RECIPE_SECTIONS)}"
             )
     return Layer(f"review:{review}:{recipe}", values)
+
+
+def reviewed_recipe_problem(recipe: str, review_id: str) -> str | None:
+    """What is wrong with a reviewed recipe's name and review id (they reach the config's source
+    labels and ``ranker config show``'s output: a newline there would forge a line), or None."""
+    if not RECIPE_NAME.match(recipe):
+        return f"recipe {recipe!r} is not a recipe name (letters, digits, _.+-)"
+    try:
+        dt.date.fromisoformat(review_id)
+    except ValueError:
+        return f"review_id {review_id!r} is not a review id (a date YYYY-MM-DD)"
+    if not re.fullmatch(r"\d{4}-\d{2}-\d{2}", review_id, re.ASCII):
+        return f"review_id {review_id!r} is not a review id (a date YYYY-MM-DD)"
+    return None
 
 
 # ------------------------------------------------------------------ error messages

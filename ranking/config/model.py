@@ -400,7 +400,7 @@ class MetricsSection(_Section):
 
 
 # a recipe name reaches paths (recipes/<name>.toml, the review's folders): the run-id alphabet
-_RECIPE_NAME = re.compile(r"\A[A-Za-z0-9][A-Za-z0-9_.+-]{0,63}\Z", re.ASCII)
+RECIPE_NAME = re.compile(r"\A[A-Za-z0-9][A-Za-z0-9_.+-]{0,63}\Z", re.ASCII)
 REVIEW_CHOICES = ("fixed", "auto")
 
 
@@ -433,7 +433,7 @@ class ReviewSection(_Section):
     @classmethod
     def _recipe_names(cls, value: list[str]) -> list[str]:
         for name in value:
-            if not _RECIPE_NAME.match(name):
+            if not RECIPE_NAME.match(name):
                 raise ValueError(f"{name!r} is not a recipe name (letters, digits, _.+-)")
         if len(set(value)) != len(value):
             raise ValueError("names must be unique")

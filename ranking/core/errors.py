@@ -32,6 +32,7 @@ _USER_ERRNO = {
     errno.EACCES: "permission denied",
     errno.EPERM: "operation not permitted",
     errno.ENOTDIR: "not a folder (a path component is a file)",
+    errno.EISDIR: "is a folder (a file was expected there)",
     errno.ENAMETOOLONG: "file name too long",
 }
 

@@ -19,7 +19,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from ranking.config.loader import AUTO_RECIPE_FILE, AUTO_RECIPE_SECTIONS
+from ranking.config.loader import AUTO_RECIPE_FILE, AUTO_RECIPE_SECTIONS, reviewed_recipe_problem
 from ranking.core.atomic import atomic_write_json
 from ranking.review.rule import ReviewError
 
@@ -72,6 +72,9 @@ def read_state(home: Path) -> AutoState | None:
         raise ReviewError(f"{path}: cannot read the reviewed recipe: {exc}") from None
     if not isinstance(found, dict) or not all(isinstance(found.get(k), str) for k in ("recipe", "review_id")):
         raise ReviewError(f"{path}: not a reviewed recipe (recipe, review_id, values)")
+    problem = reviewed_recipe_problem(found["recipe"], found["review_id"])
+    if problem:
+        raise ReviewError(f"{path}: {problem}")
     return AutoState(found["recipe"], found["review_id"])
 
 
@@ -89,7 +92,10 @@ def auto_values(recipe: str, values: Mapping[str, Any]) -> dict[str, Any]:
 def apply_switch(
     home: Path, decision: SwitchDecision, review_id: str, values: Mapping[str, Any], now: dt.datetime
 ) -> dict[str, Any] | None:
-    """Write the state and append the switch to the history; None when the decision keeps."""
+    """Append the switch to the history, then write the state; None when the decision keeps.
+    In that order: a history that cannot be written leaves no switch behind (the state is what
+    the daily run follows), and a state write that fails after it leaves a line the next
+    review's switch follows, never a switch the history does not hold."""
     if not decision.switch or decision.recipe is None:
         return None
     previous = read_state(home)
@@ -101,10 +107,20 @@ def apply_switch(
         "switched_at": now.isoformat(),
         "reason": decision.reason,
     }
+    append_line(home / HISTORY_FILE, json.dumps(record, sort_keys=True))
     atomic_write_json(home / AUTO_RECIPE_FILE, record)
-    history = home / HISTORY_FILE
-    with open(history, "a") as out:
-        out.write(json.dumps(record, sort_keys=True) + "\n")
+    return record
+
+
+def append_line(path: Path, line: str) -> None:
+    """Append one line durably; after a torn last line (no newline: a killed writer) the new line
+    starts on a line of its own instead of merging into it."""
+    path.parent.mkdir(parents=True, exist_ok=True)
+    with open(path, "a+b") as out:
+        torn = False
+        if out.seek(0, os.SEEK_END) > 0:
+            out.seek(-1, os.SEEK_END)
+            torn = out.read(1) != b"\n"
+        out.write((b"\n" if torn else b"") + line.encode() + b"\n")
         out.flush()
         os.fsync(out.fileno())
-    return record

@@ -103,7 +103,15 @@ def test_a_full_disk_while_registering_names_the_file_and_harms_nothing(
 
 
 def test_oserror_mapping_is_for_the_environment_only() -> None:
-    for code in (errno.ENOSPC, errno.EDQUOT, errno.EROFS, errno.EACCES, errno.EPERM, errno.ENOTDIR):
+    for code in (
+        errno.ENOSPC,
+        errno.EDQUOT,
+        errno.EROFS,
+        errno.EACCES,
+        errno.EPERM,
+        errno.ENOTDIR,
+        errno.EISDIR,
+    ):
         mapped = as_user_error(OSError(code, "x", "/some/path"))
         assert mapped is not None and mapped.exit_code == 2 and "/some/path" in str(mapped)
     for code in (errno.EIO, errno.ENOENT, errno.EBADF):

@@ -160,7 +160,10 @@ def test_fixed_ignores_the_review_state(tmp_path: Path) -> None:
     [
         ("not json", "cannot read the reviewed recipe"),
         (json.dumps({"recipe": "x"}), "not a reviewed recipe"),
-        (json.dumps({"recipe": "x", "review_id": "r", "values": {"gate.tolerance": 0.5}}), "gate.tolerance"),
+        (
+            json.dumps({"recipe": "x", "review_id": "2026-12-06", "values": {"gate.tolerance": 0.5}}),
+            "gate.tolerance",
+        ),
     ],
 )
 def test_a_bad_review_state_is_one_config_error(tmp_path: Path, text: str, match: str) -> None:
