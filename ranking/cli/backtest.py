@@ -18,6 +18,7 @@ from ranking.cli.common import (
     parse_date,
     positive_int,
     progress_printer,
+    seed_int,
     workspace,
 )
 
@@ -64,7 +65,7 @@ def register(sub: argparse._SubParsersAction) -> None:  # type: ignore[type-arg]
     )
     p.add_argument("--bootstrap-samples", type=positive_int, default=1000)
     p.add_argument("--ci-level", type=float_in(0.5, 1.0, high_inclusive=False), default=0.95)
-    p.add_argument("--seed", type=int, default=0, help="bootstrap seed")
+    p.add_argument("--seed", type=seed_int, default=0, help="bootstrap seed")
     p.add_argument(
         "--inject",
         default=None,
@@ -215,7 +216,7 @@ def _backtest(args: argparse.Namespace) -> CommandResult:
         window_builder=window_builder_for(effective_config(args).config.features.store_settings()),
     )
     check_days_against_data(ws, spec.start, spec.days, max(r.effective.config.window.days for r in bt.runs))
-    if args.inject:
+    if args.inject is not None:  # an empty --inject is an error (parse_injections), not a plain backtest
         return _suite(args, ws, spec, bt, started)
     records = bt.run()
     report = backtest_report(bt, records, time.perf_counter() - started)

@@ -17,6 +17,7 @@ from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
 from ranking.core.errors import RankerError
+from ranking.core.limits import MAX_SEED
 from ranking.core.results import CommandResult, record_summary
 from ranking.core.workspace import Workspace, validate_run_id
 
@@ -106,7 +107,7 @@ def float_in(low: float, high: float = math.inf, *, high_inclusive: bool = True)
         except ValueError:
             raise argparse.ArgumentTypeError(f"not a number: {value!r}") from None
         in_range = low <= x <= high if high_inclusive else low <= x < high
-        if not in_range:  # also rejects NaN
+        if not in_range or not math.isfinite(x):  # also rejects NaN and infinities
             bound = (
                 f">= {low:g}"
                 if high == math.inf
@@ -119,8 +120,27 @@ def float_in(low: float, high: float = math.inf, *, high_inclusive: bool = True)
 
 
 non_negative = float_in(0.0)
+finite = float_in(-math.inf)  # any finite number
 fraction = float_in(0.0, 1.0)  # a share, both ends allowed
 fraction_below_one = float_in(0.0, 1.0, high_inclusive=False)
+
+
+def int_in(low: int, high: int) -> Callable[[str], int]:
+    """argparse type factory: an integer in [low, high], with a clear error."""
+
+    def parse(value: str) -> int:
+        try:
+            n = int(value)
+        except ValueError:
+            raise argparse.ArgumentTypeError(f"not an integer: {value!r}") from None
+        if not low <= n <= high:
+            raise argparse.ArgumentTypeError(f"must be in [{low}, {high}]: {n}")
+        return n
+
+    return parse
+
+
+seed_int = int_in(0, MAX_SEED)
 
 
 def positive_int(value: str) -> int:

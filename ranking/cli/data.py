@@ -9,10 +9,12 @@ from ranking.cli.common import (
     MAX_DATE,
     CommandResult,
     add_common,
+    finite,
     fraction,
     non_negative,
     parse_date,
     positive_int,
+    seed_int,
     workspace,
 )
 from ranking.cli.options import non_negative_int
@@ -86,7 +88,7 @@ def register(sub: argparse._SubParsersAction) -> None:  # type: ignore[type-arg]
     p.add_argument("--new-pins-per-day", type=non_negative_int, default=None)
     p.add_argument("--requests-per-day", type=positive_int, default=None)
     p.add_argument("--slate-size", type=positive_int, default=None)
-    p.add_argument("--seed", type=non_negative_int, default=None, help="random seed (>= 0; default 0)")
+    p.add_argument("--seed", type=seed_int, default=None, help="random seed (0 .. 2**32-1; default 0)")
     p.add_argument("--id-effect-scale", type=non_negative, default=None, help="std of per-ID logit offsets")
     p.add_argument("--label-noise", type=non_negative, default=None, help="std of per-impression logit noise")
     p.add_argument("--user-exponent", type=non_negative, default=None, help="power law of user activity")
@@ -116,7 +118,7 @@ def register(sub: argparse._SubParsersAction) -> None:  # type: ignore[type-arg]
     label.add_argument(
         "--rating-col", type=_column, default=None, help="rating column; label = rating >= threshold"
     )
-    p.add_argument("--label-threshold", type=float, default=None, help="with --rating-col: positive at >= X")
+    p.add_argument("--label-threshold", type=finite, default=None, help="with --rating-col: positive at >= X")
     p.add_argument(
         "--request-col", type=_column, default=None, help="request id column (default: user x day)"
     )

@@ -11,6 +11,7 @@ from ranking.cli.common import (
     effective_config,
     parse_date,
     positive_int,
+    seed_int,
     workspace,
 )
 from ranking.cli.options import add_registry_option, non_negative_int, reason_arg
@@ -52,7 +53,7 @@ def register(sub: argparse._SubParsersAction) -> None:  # type: ignore[type-arg]
     p.add_argument(
         "--epochs", type=positive_int, default=None, help="unset: 1, or the explicit list's length"
     )
-    p.add_argument("--seed", type=int, default=None)
+    p.add_argument("--seed", type=seed_int, default=None)
     p.add_argument("--reason", type=reason_arg, default=None, help="recorded with the base's move")
     add_registry_option(p)
     add_common(p)

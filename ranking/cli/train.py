@@ -14,11 +14,14 @@ from ranking.cli.common import (
     CommandResult,
     add_common,
     effective_config,
+    int_in,
     parse_date,
     positive_int,
+    seed_int,
     workspace,
 )
 from ranking.config.model import WARM_START_SCOPES
+from ranking.core.limits import MAX_THREADS
 from ranking.trainer.models.config import PIPELINES, REMEDIES
 
 if TYPE_CHECKING:
@@ -94,7 +97,7 @@ def register(sub: argparse._SubParsersAction) -> None:  # type: ignore[type-arg]
         "--resume", action="store_true", help="continue the run in --out after its last complete epoch"
     )
     p.add_argument("--nproc", type=positive_int, default=1, help="processes (torchrun on this machine)")
-    p.add_argument("--seed", type=int, default=None)
+    p.add_argument("--seed", type=seed_int, default=None)
     p.add_argument("--batch-size", type=positive_int, default=None, help="global batch size")
     p.add_argument(
         "--shuffle-buffer",
@@ -105,7 +108,7 @@ def register(sub: argparse._SubParsersAction) -> None:  # type: ignore[type-arg]
     p.add_argument("--model-config", type=Path, default=None, help="ModelConfig as JSON or YAML")
     p.add_argument(
         "--threads",
-        type=positive_int,
+        type=int_in(1, MAX_THREADS),
         default=None,
         help="CPU threads per process (sets OMP_NUM_THREADS before torch loads; default $OMP_NUM_THREADS, else 1)",
     )

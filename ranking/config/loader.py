@@ -30,6 +30,7 @@ from ranking.core.errors import RankerError
 from ranking.trainer.schedule import NAMED_SCHEDULES
 
 CONFIG_ENV = "RANKER_CONFIG"
+MAX_ERRORS_SHOWN = 5
 CONFIG_NAMES = ("ranker.toml", "ranker.yaml", "ranker.yml")
 # the environment variables a config key reads when neither the file nor a flag sets it
 ENV_KEYS: dict[str, str] = {
@@ -119,12 +120,16 @@ def parse_file(path: Path) -> dict[str, Any]:
             raw = yaml.safe_load(text)
         except yaml.YAMLError as exc:
             raise ConfigFileError(f"{path}: not valid YAML: {_one_line(str(exc))}") from None
+        except RecursionError:
+            raise ConfigFileError(f"{path}: nested too deeply") from None
         raw = {} if raw is None else raw
     else:
         try:
             raw = tomllib.loads(text)
         except tomllib.TOMLDecodeError as exc:
             raise ConfigFileError(f"{path}: not valid TOML: {_one_line(str(exc))}") from None
+        except RecursionError:
+            raise ConfigFileError(f"{path}: nested too deeply") from None
     if not isinstance(raw, dict):
         raise ConfigFileError(f"{path}: must hold sections ({', '.join(SECTIONS)})")
     return raw
@@ -209,12 +214,16 @@ def parse_params(text: str | None) -> dict[str, Any]:
         raw = json.loads(text, parse_constant=lambda c: float(c))
     except json.JSONDecodeError as exc:
         raise ConfigFileError(f"--params: not a JSON object: {exc.msg}") from None
+    except RecursionError:
+        raise ConfigFileError("--params: nested too deeply (a JSON object of dotted config keys)") from None
     if not isinstance(raw, dict):
         raise ConfigFileError("--params: must be a JSON object of dotted config keys")
     known = set(leaf_keys())
     unknown = sorted(k for k in raw if k not in known and k.split(".")[0] not in SECTIONS)
     if unknown:
-        raise ConfigFileError(f"{unknown[0]}: unknown section (known: {', '.join(SECTIONS)}) [{PARAM}]")
+        raise ConfigFileError(
+            f"{_one_line(unknown[0])[:80]}: unknown section (known: {', '.join(SECTIONS)}) [{PARAM}]"
+        )
     return {k: v for k, v in raw.items() if v is not None}
 
 
@@ -349,7 +358,10 @@ def format_errors(exc: ValidationError, sources: Mapping[str, str]) -> str:
         if origin and origin != DEFAULT:
             message += f" [{origin}]"
         parts.append(f"{key}: {message}")
-    return "; ".join(parts)
+    # one line a person reads: 5,000 unknown keys made a 1.3 MB one
+    shown = parts[:MAX_ERRORS_SHOWN]
+    more = len(parts) - len(shown)
+    return "; ".join(shown) + (f"; and {more} more" if more else "")
 
 
 __all__ = [

@@ -22,6 +22,7 @@ from features.build_checks import WindowChecks
 from features.feast_repo import OFFLINE_STORES, ONLINE_STORES, StoreSettings, valid_redis_url
 from features.validation.anomalies import KINDS as ANOMALY_KINDS
 from features.validation.anomalies import WEEKLY_CHOICES, Policy, ValidationConfig
+from ranking.core.limits import MAX_SEED
 from ranking.evaluation.heuristic import HEURISTIC_POLICIES, HEURISTICS, HeuristicConfig
 from ranking.evaluation.slices import SLICE_COLUMNS, SliceConfig
 from ranking.gate.checks import RULES as GATE_RULES
@@ -197,7 +198,7 @@ class RecipeSection(_Section):
     # meda: the tables restart from the seed's init every epoch (docs/training.md "MEDA")
     remedy: Literal[REMEDIES] = _T.remedy  # type: ignore[valid-type]
     batch_size: int = Field(default=_T.batch_size, ge=1)
-    seed: int = Field(default=_T.seed, ge=0)
+    seed: int = Field(default=_T.seed, ge=0, le=MAX_SEED)
     # a ModelConfig file (JSON or YAML); None: the warm start's architecture, else the default model
     model_file: str | None = None
     # None: the model config's optimizer; a table replaces it (the warm start's included)
@@ -278,7 +279,7 @@ class PretrainSection(_Section):
     schedule: str = "joint"
     # None: 1 for a named schedule, the list's length for an explicit one
     epochs: int | None = Field(default=None, ge=1, le=20)
-    seed: int = Field(default=0, ge=0)
+    seed: int = Field(default=0, ge=0, le=MAX_SEED)
     # a new base every this many days (the ranker_pretrain DAG's cadence; the backtest's too)
     every_days: int = Field(default=7, ge=1, le=365)
 
@@ -309,7 +310,7 @@ class GateSection(_Section):
     rule: Literal[GATE_RULES] = _G.rule  # type: ignore[valid-type]
     bootstrap_samples: int = Field(default=_G.bootstrap_samples, ge=1, le=100_000)
     ci_level: float = Field(default=_G.ci_level, gt=0, lt=1)
-    seed: int = Field(default=_G.seed, ge=0)
+    seed: int = Field(default=_G.seed, ge=0, le=MAX_SEED)
     anchor_champions: int = Field(default=_G.anchor_champions, ge=0, le=100)
     anchor_tolerance: float = Field(default=_G.anchor_tolerance, ge=0, lt=1)
     reference_champions: int = Field(default=_G.reference_champions, ge=0, le=100)

@@ -62,6 +62,8 @@ def escape_text(value: object) -> str:
 def current_actor() -> str:
     """Who is acting: $RANKER_ACTOR (set by Airflow to the triggering user), else the OS user."""
     actor = os.environ.get(ACTOR_ENV)
+    if actor and not actor.strip():
+        raise RegistryError(f"${ACTOR_ENV} is blank: set it to who acts, or unset it (the OS user)")
     if actor:
         return check_text(f"${ACTOR_ENV}", actor)
     try:

@@ -110,3 +110,13 @@ def test_a_backtest_whose_days_failed_exits_2_naming_them(
     summary = json.loads(captured.out)
     assert summary["exit_code"] == 2 and summary["failed_days"] == {"plain": ["2026-01-04", "2026-01-05"]}
     assert Path(summary["report"]["markdown"]).is_file()  # the days that ran are still reported
+
+
+def test_an_empty_inject_is_one_line_not_a_plain_backtest(
+    home: Path, recipe: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    argv = ["backtest", "--home", str(home), "--start", (FIRST + dt.timedelta(days=2)).isoformat(), "--days", "3",
+            "--recipe", f"plain={recipe}", "--inject", "", "--json"]  # fmt: skip
+    assert main(argv) == 2
+    assert "--inject needs at least one KIND@DAY" in _one_line(capsys.readouterr().err)
+    assert not list((home / "backtests").glob("*/plain/days/*.json"))  # nothing replayed

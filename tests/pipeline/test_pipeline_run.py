@@ -27,9 +27,13 @@ def test_a_failing_step_stops_the_run_and_is_recorded(
     home = tmp_path / "home"
     code = main(["run", "--end", "2026-01-21", "--home", str(home), "--run-id", "empty-1", "--json"])
     assert code == 2
-    summary = json.loads(capsys.readouterr().out.strip().splitlines()[-1])
+    captured = capsys.readouterr()
+    summary = json.loads(captured.out.strip().splitlines()[-1])
     assert summary["step"] == "run" and summary["exit_code"] == 2
     assert "window" in summary["failed_step"] and "window" in summary["error"]
+    # and the one error line on stderr every command's failure gets (issue 32)
+    errors = [line for line in captured.err.splitlines() if line.startswith("ranker run: error:")]
+    assert errors == [f"ranker run: error: {summary['error']}"]
     assert summary["version"] is None and summary["promoted"] is False and summary["champion"] is None
     assert "train" not in [s["step"] for s in summary["steps"]]
     recorded = json.loads((home / "pipeline" / "empty-1" / "run.json").read_text())

@@ -57,7 +57,8 @@ def verify_checkpoint(path: Path) -> str:
     side = checksum_path(path)
     if not side.is_file():
         raise CheckpointError(f"checkpoint {path} has no {CHECKSUM_SUFFIX} file (incomplete write?)")
-    expected = side.read_text().split()[0] if side.read_text().strip() else ""
+    recorded = side.read_text(errors="replace")
+    expected = recorded.split()[0] if recorded.strip() else ""
     actual = sha256_file(path)
     if actual != expected:
         raise CheckpointError(
@@ -88,6 +89,8 @@ def _load_file(path: Path, verify: bool) -> dict[str, Any]:
     if not isinstance(payload, dict) or "model" not in payload:
         raise CheckpointError(f"{path} is not a ranker checkpoint (no 'model' state)")
     written = payload.get("format")
+    if written is not None and (type(written) is not int or written < 1):
+        raise CheckpointError(f"{path}: format {written!r} is not a checkpoint format (an integer >= 1)")
     if isinstance(written, int) and written > FORMAT_VERSION:
         raise CheckpointError(
             f"{path} is a format-{written} checkpoint; this ranker reads formats up to {FORMAT_VERSION}"
@@ -128,10 +131,14 @@ def verify_epoch(path: Path) -> None:
     if not side.is_file():
         raise CheckpointError(f"checkpoint {path} has no {side.name} file (incomplete write?)")
     listed: dict[str, str] = {}
-    for line in side.read_text().splitlines():
+    for line in side.read_text(errors="replace").splitlines():
         if line.strip():
-            digest, name = line.split(None, 1)
-            listed[name] = digest
+            fields = line.split(None, 1)
+            if len(fields) != 2 or not re.fullmatch(r"[0-9a-f]{64}", fields[0]):
+                raise CheckpointError(
+                    f"checkpoint {path}: {side.name} has a line that is not '<sha256> <file>'"
+                )
+            listed[fields[1]] = fields[0]
     on_disk = {p.name for p in path.iterdir() if p.is_file()}
     if not listed or set(listed) != on_disk:
         raise CheckpointError(f"checkpoint {path} is incomplete: its files do not match {side.name}")
