@@ -18,6 +18,7 @@ import secrets
 import time
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
+from pathlib import Path
 from typing import TYPE_CHECKING, Any, Protocol
 
 from ranking.core.errors import RankerError
@@ -149,19 +150,10 @@ def prepare_rerun(home: str, run_id: str, registry: str | None) -> Rerun | None:
     ]
     if not entries:
         return None
-    keep: dict[str, Any] | None = None
     train_path = folder / "train.json"
-    if train_path.is_file():
-        try:
-            train = read_json(train_path)
-        except (OSError, ValueError):
-            train = None
-        version = train.get("version") if isinstance(train, dict) else None
-        if isinstance(train, dict) and train.get("exit_code", 0) == 0 and version and not train.get("error"):
-            from ranking.registry import Registry
-
-            if Registry.for_workspace(Workspace.resolve(home), registry).is_complete(str(version)):
-                keep = train
+    keep = _recorded_train(train_path, home, registry) or _registered_before_its_summary(
+        home, run_id, registry
+    )
     done = [int(p.name) for p in (folder / ATTEMPTS).glob("*") if p.name.isdigit()]
     attempt = max(done, default=0) + 1
     target = folder / ATTEMPTS / str(attempt)
@@ -174,6 +166,54 @@ def prepare_rerun(home: str, run_id: str, registry: str | None) -> Rerun | None:
         os.replace(entry, dest)
     log.info("ranker run: earlier attempt of %s moved to %s", run_id, target)
     return Rerun(attempt=attempt + 1, train=keep)
+
+
+def _recorded_train(train_path: Path, home: str, registry: str | None) -> dict[str, Any] | None:
+    """An earlier attempt's train summary whose registered version is complete (None: none)."""
+    from ranking.core.atomic import read_json
+    from ranking.core.workspace import Workspace
+    from ranking.registry import Registry
+
+    if not train_path.is_file():
+        return None
+    try:
+        train = read_json(train_path)
+    except (OSError, ValueError):
+        return None
+    version = train.get("version") if isinstance(train, dict) else None
+    if not isinstance(train, dict) or train.get("exit_code", 0) != 0 or not version or train.get("error"):
+        return None
+    return (
+        train if Registry.for_workspace(Workspace.resolve(home), registry).is_complete(str(version)) else None
+    )
+
+
+def _registered_before_its_summary(home: str, run_id: str, registry: str | None) -> dict[str, Any] | None:
+    """The train summary of an attempt killed after it registered its version and before its
+    train.json was written: the summary it kept in its run folder, with the version the registry
+    holds for this run id and this very model file (None: nothing registered)."""
+    from ranking.core.atomic import read_json
+    from ranking.core.hashing import sha256_file
+    from ranking.core.workspace import Workspace
+    from ranking.registry import Registry
+    from ranking.trainer.job import TRAIN_SUMMARY_FILE
+
+    ws = Workspace.resolve(home)
+    run_dir = ws.runs / run_id
+    kept, model = run_dir / TRAIN_SUMMARY_FILE, run_dir / "model.pt"
+    if not (kept.is_file() and model.is_file()):
+        return None
+    try:
+        summary = read_json(kept)
+    except (OSError, ValueError):
+        return None
+    version = Registry.for_workspace(ws, registry).version_of_run(run_id, sha256_file(model))
+    if version is None or not isinstance(summary, dict):
+        return None
+    log.info(
+        "ranker run: %s was registered by a killed attempt of %s before its summary: reused", version, run_id
+    )
+    return {**summary, "version": version, "exit_code": 0}
 
 
 RUN_LOCK = ".run.lock"  # in pipeline/<run id>/: held by the attempt of that run id in progress
@@ -214,8 +254,11 @@ def _execute(
     exit_code, finished = 0, False
     try:
         version = run.candidate()
-        gate = run.judge(version)
-        exit_code = run.serve(version, gate)
+        if run.promoted_by_an_earlier_attempt(version):
+            exit_code = 0
+        else:
+            gate = run.judge(version)
+            exit_code = run.serve(version, gate)
         finished = True
     except _StepFailed as failed:
         outcome = failed.outcome
@@ -313,6 +356,33 @@ class _Run:
         version = _registered_version(trained, str(self.ws.root), self.run_id, self.plan.registry)
         self.summary["version"] = version
         return version
+
+    def promoted_by_an_earlier_attempt(self, version: str) -> bool:
+        """An earlier attempt of this run id promoted ``version`` and was killed before it recorded
+        the promotion (the champion's last event is this run's): the run is done, not re-gated
+        (the gate would refuse a candidate that already is the champion, forever)."""
+        from ranking.registry import Registry
+
+        if self.rerun is None:
+            return False
+        reg = Registry.for_workspace(self.ws, self.plan.registry)
+        events = reg.history()
+        if reg.champion() != version or not events:
+            return False
+        last = events[-1]
+        if last.to_version != version or last.run_id != self.run_id:
+            return False
+        verdict = reg.verdict(version) or {}
+        self.summary["decision"] = verdict.get("decision")
+        self.summary["failed_checks"] = list(verdict.get("failed_checks") or [])
+        self.summary["promoted"] = True
+        log.info(
+            "ranker run: %s became the champion in an earlier attempt of %s (event #%d): nothing left to do",
+            version,
+            self.run_id,
+            last.seq,
+        )
+        return True
 
     def judge(self, version: str) -> StepOutcome:
         """The gate (exit 0 pass, 1 reject; anything else fails the run)."""

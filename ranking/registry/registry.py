@@ -56,6 +56,7 @@ REQUIRED_FILES: tuple[str, ...] = (
 )
 # effective_config.json: the pipeline config the run was trained with and each value's source
 OPTIONAL_FILES: tuple[str, ...] = ("curve.png", "effective_config.json")
+_RECENT_VERSIONS = 50  # the versions version_of_run reads
 
 
 def validate_version_id(version: str) -> str:
@@ -163,6 +164,19 @@ class Registry:
         self._commit_version(rec)
         log.info("registered %s from %s in %s", version, run_dir, self.url)
         return version
+
+    def version_of_run(self, run_id: str, model_sha256: str) -> str | None:
+        """The complete version ``run_id`` registered with this model file (its sha256), if any:
+        an attempt killed after registering, before its train summary was recorded, is found
+        here and reused instead of trained and registered again (issue 32). Only the newest
+        versions are read: a run id's attempts follow each other, and a finished run id is refused."""
+        for version in reversed(self.version_ids()[-_RECENT_VERSIONS:]):
+            if not self.is_complete(version):
+                continue
+            rec = self.record(version)
+            if rec.run_id == run_id and (rec.files.get("model.pt") or {}).get("sha256") == model_sha256:
+                return version
+        return None
 
     def _claim_version(self, run_id: str | None) -> str:
         claim = json_bytes(

@@ -187,14 +187,22 @@ def _train_in(job: TrainJob, run_dir: Path, schedule: Any, started: float) -> di
         summary["effective_config"] = str(run_dir / "effective_config.json")
         atomic_write_json(summary["effective_config"], job.effective_config)
     summary["version"] = None
-    if job.register:
-        from ranking.registry import register_run
-
-        summary["version"] = register_run(job.workspace, run_dir, job.run_id)
     summary["duration_seconds"] = time.perf_counter() - started
     from ranking.core.summaries import TrainSummary
 
-    return TrainSummary.model_validate(summary).body()  # a field that does not fit fails here
+    body = TrainSummary.model_validate(summary).body()  # a field that does not fit fails here
+    if job.register:
+        from ranking.core.atomic import atomic_write_json
+        from ranking.registry import register_run
+
+        # kept before registering: an attempt killed between the registration and its train.json
+        # is resumed from it (ranking.pipeline.run.prepare_rerun), not trained and registered again
+        atomic_write_json(run_dir / TRAIN_SUMMARY_FILE, body)
+        body["version"] = register_run(job.workspace, run_dir, job.run_id)
+    return body
+
+
+TRAIN_SUMMARY_FILE = "train_summary.json"  # in the run folder: the summary before registration
 
 
 def run_folder(job: TrainJob) -> Path:

@@ -97,3 +97,49 @@ def test_a_rerun_resumes_the_failed_attempt_and_a_finished_run_is_refused(
     assert code == 2 and "run R already finished" in captured.err
     assert (folder / "run.json").read_bytes() == run_json
     assert sorted(p.name for p in (home / "registry" / "versions").iterdir()) == ["v0001"]
+
+
+@pytest.mark.slow
+def test_attempts_killed_between_registry_and_summary_leave_one_version_and_finish(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """kill -9 after the version is registered but before train.json, then after the champion
+    event but before promote.json (issue 32, items 2 and 3): the re-runs register no second version
+    and finish, instead of failing forever on "already is the champion"."""
+    from features import feast_repo
+    from features.testing import make_tiny_workspace
+    from ranking.core.workspace import Workspace
+    from ranking.pipeline import steps
+    from ranking.registry import Registry
+
+    home = tmp_path / "home"
+    make_tiny_workspace(home, start=dt.date(2026, 1, 1), days=7, build=False)
+    feast_repo.apply(Workspace.resolve(home))
+    argv = ["run", "--end", "2026-01-06", "--days", "4", "--epochs", "1", "--home", str(home), "--json",
+            "--run-id", "K"]  # fmt: skip
+    folder = home / "pipeline" / "K"
+    real_gate = steps.gate
+
+    def killed(request: object) -> object:
+        raise RankerError("killed (injected)")
+
+    # attempt 1 registers v0001, then "dies" at the gate; its train summary is lost as a kill
+    # before it was written would lose it
+    monkeypatch.setattr(steps, "gate", killed)
+    code, first = _run(capsys, *argv)
+    assert code == 2 and first["version"] == "v0001"
+    (folder / "train.json").unlink()
+    monkeypatch.setattr(steps, "gate", real_gate)
+    code, second = _run(capsys, *argv)
+    assert code == 0 and second["version"] == "v0001" and second["promoted"], second
+    reg = Registry(str(home / "registry"))
+    assert reg.version_ids() == ["v0001"] and reg.champion() == "v0001"
+
+    # attempt 2 "died" after the champion event, before promote.json and run.json
+    (folder / "promote.json").unlink()
+    (folder / "run.json").unlink()
+    code, third = _run(capsys, *argv)
+    assert code == 0, third
+    assert (third["version"], third["promoted"], third["decision"]) == ("v0001", True, "pass")
+    assert "gate" not in [s["step"] for s in third["steps"]]  # not re-gated against itself
+    assert reg.version_ids() == ["v0001"] and [e.to_version for e in reg.history()] == ["v0001"]

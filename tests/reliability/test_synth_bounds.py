@@ -25,7 +25,7 @@ def _synth(home: Path, *extra: str) -> int:
 @pytest.mark.parametrize(
     ("flags", "says"),
     [
-        (("--seed", "-1"), "--seed: must be >= 0"),
+        (("--seed", "-1"), "--seed: must be in [0, 4294967295]: -1"),
         (("--requests-per-day", "100000000000"), "impressions a day exceed the generator's limit"),
         (("--users", str(MAX_ENTITIES + 1)), "users exceed the generator's limit"),
         (("--pins", "100", "--new-pins-per-day", str(MAX_ENTITIES)), "pins exceed the generator's limit"),
