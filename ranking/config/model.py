@@ -451,6 +451,20 @@ class ReviewSection(_Section):
         return self
 
 
+class RetentionSection(_Section):
+    """What ``ranker gc`` (and the start of every ``ranker run``) prunes by age
+    (``ranking.registry.retention``); unset: kept forever."""
+
+    # a finished run's epoch checkpoints (only an unfinished run resumes from them)
+    checkpoint_days: float | None = Field(default=1.0, ge=0, allow_inf_nan=False)
+    # a whole run folder whose model the registry holds
+    run_days: float | None = Field(default=30.0, ge=0, allow_inf_nan=False)
+    # a backtest's or review's replay folder (a re-run replays what it lacks)
+    backtest_days: float | None = Field(default=14.0, ge=0, allow_inf_nan=False)
+    # window partitions of days this far before the newest source day (a window rebuilds them)
+    window_days: int | None = Field(default=90, ge=1, le=3650)
+
+
 class PipelineConfig(_Section):
     features: FeaturesSection = Field(default_factory=FeaturesSection)
     window: WindowSection = Field(default_factory=WindowSection)
@@ -462,6 +476,25 @@ class PipelineConfig(_Section):
     slices: SlicesSection = Field(default_factory=SlicesSection)
     metrics: MetricsSection = Field(default_factory=MetricsSection)
     review: ReviewSection = Field(default_factory=ReviewSection)
+    retention: RetentionSection = Field(default_factory=RetentionSection)
+
+    @model_validator(mode="after")
+    def _windows_kept_long_enough(self) -> PipelineConfig:
+        # the daily window, its base's range before it and the weekly review's days all read
+        # partitions: pruning any of them would rebuild them every day
+        days = self.retention.window_days
+        needed = (
+            self.window.days
+            + (self.pretrain.days or self.window.days)
+            + self.pretrain.gap_days
+            + self.review.days
+        )
+        if days is not None and days < needed:
+            raise ValueError(
+                f"retention.window_days ({days}) must be >= {needed}: the window, its base's range and the"
+                " review's days read partitions that old"
+            )
+        return self
 
 
 SECTIONS: dict[str, type[_Section]] = {
@@ -475,6 +508,7 @@ SECTIONS: dict[str, type[_Section]] = {
     "slices": SlicesSection,
     "metrics": MetricsSection,
     "review": ReviewSection,
+    "retention": RetentionSection,
 }
 # keys whose values are filesystem paths: relative ones are relative to the file that sets them
 PATH_KEYS = (

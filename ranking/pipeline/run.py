@@ -239,7 +239,10 @@ def execute(plan: RunPlan, home: str, run_id: str, runner: StepRunner) -> RunRes
     with run_id_lock(home, run_id), registry_env(plan.registry):
         # first: an unreachable registry (a missing bucket) fails before any training, and what
         # killed attempts left (export scratch, temp folders, incomplete versions) goes (`ranker gc`)
-        collect_for_workspace(home, plan.registry)
+        from ranking.registry.retention import RetentionPolicy
+
+        retention = RetentionPolicy(**plan.config_of(home).config.retention.model_dump())
+        collect_for_workspace(home, plan.registry, retention)
         rerun = prepare_rerun(home, run_id, plan.registry)
         return _execute(plan, home, run_id, runner, rerun)
 

@@ -34,6 +34,7 @@ from ranking.core.errors import RegistryError
 
 if TYPE_CHECKING:
     from ranking.registry.registry import Registry
+    from ranking.registry.retention import RetentionPolicy
 
 log = logging.getLogger(__name__)
 
@@ -222,6 +223,7 @@ def collect_garbage(
     grace_seconds: float = DEFAULT_GRACE_SECONDS,
     dry_run: bool = False,
     now: float | None = None,
+    retention: RetentionPolicy | None = None,
 ) -> GcReport:
     """Remove the leftovers under ``workspace_root`` and in ``reg`` that :func:`keep_reason`
     lets go. A leftover that cannot be removed is reported, not raised (a janitor that runs
@@ -229,6 +231,12 @@ def collect_garbage(
     now = time.time() if now is None else now
     report = GcReport(dry_run=dry_run, grace_seconds=grace_seconds)
     candidates = [(leftover, False) for leftover in workspace_leftovers(workspace_root)]
+    if retention is not None:
+        from ranking.registry.retention import retention_leftovers
+
+        candidates += [
+            (leftover, False) for leftover in retention_leftovers(workspace_root, reg, retention, now)
+        ]
     if reg is not None:
         candidates += [(leftover, True) for leftover in registry_leftovers(reg)]
     for leftover, in_registry in candidates:
@@ -260,12 +268,15 @@ def collect_garbage(
     return report
 
 
-def collect_for_workspace(home: str | None, registry: str | None = None) -> GcReport:
+def collect_for_workspace(
+    home: str | None, registry: str | None = None, retention: RetentionPolicy | None = None
+) -> GcReport:
     """`ranker gc` with its defaults for a workspace and its registry (``--registry``, else
-    $RANKER_REGISTRY, else the workspace's). Opening the registry checks that it can be reached
-    (an object store's bucket exists): `ranker run` calls this first, before any training."""
+    $RANKER_REGISTRY, else the workspace's), pruning by ``retention`` too (the config's
+    ``[retention]``). Opening the registry checks that it can be reached (an object store's
+    bucket exists): `ranker run` calls this first, before any training."""
     from ranking.core.workspace import Workspace
     from ranking.registry.registry import Registry, registry_url
 
     ws = Workspace.resolve(home)
-    return collect_garbage(ws.root, Registry(registry_url(ws, registry)))
+    return collect_garbage(ws.root, Registry(registry_url(ws, registry)), retention=retention)

@@ -194,11 +194,14 @@ def _train_in(job: TrainJob, run_dir: Path, schedule: Any, started: float) -> di
     if job.register:
         from ranking.core.atomic import atomic_write_json
         from ranking.registry import register_run
+        from ranking.registry.retention import REGISTERED_FILE
 
         # kept before registering: an attempt killed between the registration and its train.json
         # is resumed from it (ranking.pipeline.run.prepare_rerun), not trained and registered again
         atomic_write_json(run_dir / TRAIN_SUMMARY_FILE, body)
         body["version"] = register_run(job.workspace, run_dir, job.run_id)
+        # what [retention] reads before it prunes the folder: the registry holds its model
+        atomic_write_json(run_dir / REGISTERED_FILE, {"version": body["version"]})
     return body
 
 
