@@ -42,6 +42,7 @@ empty registry (a later day's result depends on every earlier decision).
 from __future__ import annotations
 
 import datetime as dt
+import errno
 import hashlib
 import json
 import logging
@@ -244,6 +245,32 @@ class Replayer(Protocol):
         ...
 
 
+# errors of starting a process that pass when the machine has threads or memory again
+_TRANSIENT_START = (errno.EAGAIN, errno.ENOMEM)
+_START_BACKOFF_SECONDS = 1.0  # the first retry's wait; doubled each time, at most 8 s
+
+
+def _start_with_retries(
+    cmd: list[str], env: dict[str, str], log_path: Path
+) -> subprocess.CompletedProcess[str]:
+    """Run ``cmd`` (its stderr to ``log_path``); a fork that fails for want of threads or memory
+    is retried 3 times over ~15 s before the OSError is raised."""
+    from tenacity import Retrying, retry_if_exception, stop_after_attempt, wait_exponential
+
+    def transient(exc: BaseException) -> bool:
+        return isinstance(exc, OSError) and exc.errno in _TRANSIENT_START
+
+    for attempt in Retrying(
+        retry=retry_if_exception(transient),
+        stop=stop_after_attempt(4),
+        wait=wait_exponential(multiplier=_START_BACKOFF_SECONDS, max=8),
+        reraise=True,
+    ):
+        with attempt, open(log_path, "w") as err:
+            return subprocess.run(cmd, stdout=subprocess.PIPE, stderr=err, text=True, env=env, check=False)
+    raise AssertionError("unreachable: Retrying reraises")
+
+
 class CliReplayer:
     """Each day is ``python -m ranking.cli run`` in a fresh process (the production entry point);
     served models are scored in-process with the functions ``ranker evaluate`` uses."""
@@ -288,8 +315,12 @@ class CliReplayer:
         env = {k: v for k, v in os.environ.items() if k not in _ISOLATE_ENV}
         env.setdefault("OMP_NUM_THREADS", "1")
         log_path.parent.mkdir(parents=True, exist_ok=True)
-        with open(log_path, "w") as err:
-            proc = subprocess.run(cmd, stdout=subprocess.PIPE, stderr=err, text=True, env=env, check=False)
+        try:
+            proc = _start_with_retries(cmd, env, log_path)
+        except OSError as exc:
+            # the machine could not start a process (threads or memory exhausted by another job):
+            # this day failed, in one line, instead of the whole replay with a traceback (issue 32)
+            return 2, {"error": f"could not start the day's `ranker {command}`: {exc}"}
         summary: dict[str, Any] = {}
         for line in reversed(proc.stdout.strip().splitlines()):
             try:

@@ -45,6 +45,9 @@ CLAIM_FILE = "claim.json"
 _TEMP_NAME = re.compile(r"\A\..+\.tmp\Z", re.DOTALL)
 
 TEMP, EXPORT_SCRATCH, INCOMPLETE_VERSION = "temp", "export-scratch", "incomplete-version"
+# an epoch checkpoint folder without its sidecar: the save died (a full disk); --resume skips it
+INCOMPLETE_CHECKPOINT = "incomplete-checkpoint"
+_EPOCH_FOLDER = re.compile(r"\Aepoch-\d+\Z", re.ASCII)
 
 
 @dataclass(frozen=True)
@@ -126,9 +129,35 @@ WORKSPACE_FOLDERS = (
 )
 
 
+def _folder_kind(parent: Path, name: str) -> str | None:
+    """The leftover kind of the folder ``parent/name`` (None: not a leftover)."""
+    if name.startswith(EXPORT_SCRATCH_PREFIX):
+        return EXPORT_SCRATCH
+    if _TEMP_NAME.match(name):
+        return TEMP
+    if (
+        parent.name == "checkpoints"
+        and _EPOCH_FOLDER.match(name)
+        and not (parent / f"{name}.sha256").exists()
+    ):
+        return INCOMPLETE_CHECKPOINT
+    return None
+
+
+def _folder_held(kind: str, path: Path) -> bool:
+    """A live process holds it: an export its scratch lock; a checkpoint being written its run's
+    training job (the lock beside the run folder)."""
+    if kind == EXPORT_SCRATCH:
+        return _lock_held(path / EXPORT_LOCK_FILE)
+    if kind == INCOMPLETE_CHECKPOINT:
+        run = path.parent.parent
+        return _lock_held(run.parent / f".{run.name}.train.lock")
+    return False
+
+
 def workspace_leftovers(root: Path) -> list[Leftover]:
-    """Temp files/folders and export scratch folders in the workspace's own folders under
-    ``root`` and directly in ``root`` (links are not followed)."""
+    """Temp files/folders, export scratch folders and epoch checkpoints whose save died, in the
+    workspace's own folders under ``root`` and directly in ``root`` (links are not followed)."""
     found: list[Leftover] = []
     if not root.is_dir():
         return found
@@ -137,20 +166,16 @@ def workspace_leftovers(root: Path) -> list[Leftover]:
         if here == root:
             dirs[:] = [name for name in dirs if name in WORKSPACE_FOLDERS or _TEMP_NAME.match(name)]
         for name in list(dirs):
-            path = here / name
-            if name.startswith(EXPORT_SCRATCH_PREFIX):
-                kind = EXPORT_SCRATCH
-            elif _TEMP_NAME.match(name):
-                kind = TEMP
-            else:
+            kind = _folder_kind(here, name)
+            if kind is None:
                 continue
             dirs.remove(name)  # never descend into what may be removed
             try:
-                modified, size = _tree_stats(path)
-                held = kind == EXPORT_SCRATCH and _lock_held(path / EXPORT_LOCK_FILE)
+                modified, size = _tree_stats(here / name)
+                held = _folder_held(kind, here / name)
             except FileNotFoundError:  # its writer finished (or another gc removed it)
                 continue
-            found.append(Leftover(kind, str(path), modified, size, held))
+            found.append(Leftover(kind, str(here / name), modified, size, held))
         for name in files:
             if _TEMP_NAME.match(name):
                 try:

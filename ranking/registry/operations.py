@@ -115,6 +115,7 @@ def _version_row(reg: Registry, version: str, champion: str | None) -> dict[str,
 def list_models(req: ListRequest) -> dict[str, Any]:
     """Every version with its status, the champion, the base and the aliases' histories."""
     reg = Registry(req.registry)
+    reg.store.require_location()
     champion = reg.champion()
     base = reg.base()
     versions = [_version_row(reg, v, champion) for v in reg.version_ids()]

@@ -178,6 +178,15 @@ class Storage:
             raise RegistryError(f"registry root {self.root} is not a folder")
         self._check_bucket()
 
+    def require_location(self) -> None:
+        """For a reader: a local registry not created yet lies in an existing folder (a workspace
+        before its first registration) and reads as empty; one whose folder is missing too is a
+        mistyped path, and reading it as an empty registry says "no champion" where there is one
+        (issue 32). Writers create the folders they need and do not call this."""
+        parent = str(Path(self.root).parent)
+        if self.local and not local_exists(self.root) and not local_exists(parent):
+            raise RegistryError(f"registry {self.root} does not exist, nor its folder {parent}")
+
     @_backend_errors
     def _check_bucket(self) -> None:
         """An object store's bucket must exist: listing a missing one reads as an empty registry

@@ -120,3 +120,35 @@ def test_an_empty_inject_is_one_line_not_a_plain_backtest(
     assert main(argv) == 2
     assert "--inject needs at least one KIND@DAY" in _one_line(capsys.readouterr().err)
     assert not list((home / "backtests").glob("*/plain/days/*.json"))  # nothing replayed
+
+
+def test_a_day_whose_process_cannot_start_fails_that_day_in_one_line(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A fork that fails for want of threads (another job exhausted them, issue 32) is retried,
+    then that day fails with one line instead of the whole replay with a traceback."""
+    import errno
+    import subprocess
+
+    from ranking.backtest import engine
+
+    monkeypatch.setattr(engine, "_START_BACKOFF_SECONDS", 0.0)
+    calls = []
+
+    def fork_fails(*args: object, **kwargs: object) -> object:
+        calls.append(1)
+        if len(calls) <= 2:
+            raise BlockingIOError(errno.EAGAIN, "Resource temporarily unavailable")
+        return subprocess.CompletedProcess(args, 0, stdout='{"version": "v0001"}\n')
+
+    monkeypatch.setattr(engine.subprocess, "run", fork_fails)
+    replayer = engine.CliReplayer()
+    code, summary = replayer.run_day(tmp_path, dt.date(2026, 1, 5), "r1", tmp_path / "log")
+    assert (code, summary, len(calls)) == (0, {"version": "v0001"}, 3)  # retried, then it started
+
+    def never(*args: object, **kwargs: object) -> object:
+        raise BlockingIOError(errno.EAGAIN, "Resource temporarily unavailable")
+
+    monkeypatch.setattr(engine.subprocess, "run", never)
+    code, summary = replayer.run_day(tmp_path, dt.date(2026, 1, 5), "r2", tmp_path / "log")
+    assert code == 2 and "could not start the day's `ranker run`" in summary["error"]

@@ -217,6 +217,8 @@ def test_recipe_review_dag_is_weekly_and_runs_ranker_review(dagbag: BundleDagBag
     assert dag.max_active_runs == 1 and dag.catchup is False
     [task] = dag.tasks
     assert task.pool == "training" and task.retries == 0  # a review that failed keeps the recipe
+    # a failed review exports its own outcome; it is not a failed retrain step (issue 32)
+    assert not task.on_failure_callback
     params = DagSerialization.deserialize_dag(DagSerialization.serialize_dag(dag)).params
     assert params.deep_merge({"end": "2026-03-01", "days": 7}).validate()["days"] == 7
     for bad in ({"end": "yesterday"}, {"days": 0}):

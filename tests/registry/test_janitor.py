@@ -180,3 +180,28 @@ def test_ranker_gc_refuses_a_bad_grace_period(
     assert exc.value.code == 2
     err = capsys.readouterr().err
     assert len(err.strip().splitlines()) == 1 and "--grace-hours" in err, err
+
+
+def test_gc_removes_an_epoch_checkpoint_whose_save_died_and_keeps_complete_or_held_ones(
+    tmp_path: Path,
+) -> None:
+    """A full disk during an epoch checkpoint left a partial epoch-2 (no sidecar) that no gc
+    removed (issue 32): it goes once stale and unheld; the complete epoch-1 (what --resume uses)
+    stays."""
+    from ranking.registry.janitor import INCOMPLETE_CHECKPOINT
+
+    home = tmp_path / "home"
+    checkpoints = home / "runs" / "r1" / "checkpoints"
+    for epoch in (1, 2):
+        (checkpoints / f"epoch-{epoch}").mkdir(parents=True)
+        (checkpoints / f"epoch-{epoch}" / "__0_0.distcp").write_bytes(b"\0" * 2048)
+    (checkpoints / "epoch-1.sha256").write_text("0" * 64 + "  __0_0.distcp\n")
+    _age(home / "runs", 2 * HOUR)
+    with FileLock(home / "runs" / ".r1.train.lock"):  # the job is still writing it
+        held = collect_garbage(home, None, grace_seconds=HOUR)
+    assert held.removed == [] and [r["why"] for r in held.kept] == ["held by a live process"]
+    report = collect_garbage(home, None, grace_seconds=HOUR)
+    assert [(r["kind"], Path(r["where"]).name) for r in report.removed] == [
+        (INCOMPLETE_CHECKPOINT, "epoch-2")
+    ]
+    assert (checkpoints / "epoch-1").is_dir() and not (checkpoints / "epoch-2").exists()

@@ -100,3 +100,39 @@ def test_a_blank_actor_is_refused_and_an_unset_one_is_the_os_user(monkeypatch: p
     assert current_actor() == "alice"
     monkeypatch.delenv("RANKER_ACTOR")
     assert current_actor().strip()
+
+
+def test_a_registry_whose_folder_is_missing_is_one_line_not_an_empty_registry(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setenv("RANKER_HOME", str(tmp_path / "nonexistent" / "x"))
+    assert _exit_code(["models", "list"]) == 2
+    assert "does not exist, nor its folder" in _one_line(capsys.readouterr().err)
+    # a workspace whose registry is not created yet (before its first registration) is empty
+    (tmp_path / "ws").mkdir()
+    assert _exit_code(["models", "list", "--home", str(tmp_path / "ws")]) == 0
+    assert "champion: (none)" in capsys.readouterr().out
+
+
+def test_a_compact_record_larger_than_its_table_is_refused_before_allocating(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    import torch
+
+    from ranking.trainer.checkpointing import compact
+    from ranking.trainer.checkpointing.errors import CheckpointError
+
+    def allocated(*args: object, **kwargs: object) -> object:
+        raise AssertionError("the loader allocated before it checked the shape")
+
+    monkeypatch.setattr(compact, "_reference_tensor", allocated)
+    key = "sparse_arch.embedding_bags.t_pin_id.weight"
+    record = {"shape": [2**36, 16], "rows": torch.zeros(1, dtype=torch.long), "values": torch.zeros(1, 16)}
+    payload = {
+        "model_config": {"tables": [{"name": "t_pin_id", "num_embeddings": 500, "embedding_dim": 16}]},
+        "sparse": {"model": {key: {**record, "init": {"kind": "table", "table": "t_pin_id", "seed": 0}}}},
+    }
+    with pytest.raises(
+        CheckpointError, match=r"shape \[68719476736, 16\] does not fit .* \(t_pin_id: 500 rows\)"
+    ):
+        compact.expand(payload)

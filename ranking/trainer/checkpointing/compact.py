@@ -30,6 +30,7 @@ seed costs size (every row stored), never exactness.
 from __future__ import annotations
 
 import hashlib
+import math
 from collections.abc import Callable, Mapping
 from typing import TYPE_CHECKING, Any
 
@@ -251,6 +252,40 @@ def _rebuild(key: str, record: Any) -> torch.Tensor:
     return dense
 
 
+_UNKNOWN_MODEL_MAX_ELEMENTS = 2**31
+
+
+def _table_shapes(model_config: Any) -> dict[str, tuple[int, int]]:
+    """Each embedding table's (rows, dim) in a checkpoint's model config ({} when it has none)."""
+    tables = model_config.get("tables") if isinstance(model_config, dict) else None
+    out = {}
+    for table in tables if isinstance(tables, list | tuple) else []:
+        if isinstance(table, dict) and isinstance(table.get("name"), str):
+            rows, dim = table.get("num_embeddings"), table.get("embedding_dim")
+            if type(rows) is int and type(dim) is int and rows > 0 and dim > 0:
+                out[table["name"]] = (rows, dim)
+    return out
+
+
+def _check_shapes(sparse: Mapping[str, Any], model_config: Any) -> None:
+    """Every sparse record's shape against the model config, before anything is allocated: a
+    record recomputed with a table of 2**36 rows asked for 274 GB before its digest was checked
+    (issue 32). A table's tensors have its rows; no record holds more than the largest table."""
+    tables = _table_shapes(model_config)
+    # without a model config (tables of unknown origin, stored dense): a bound of 8 GiB of float32
+    largest = max((rows * dim for rows, dim in tables.values()), default=_UNKNOWN_MODEL_MAX_ELEMENTS)
+    for part in PARTS:
+        records = sparse.get(part) or {}
+        for key, record in records.items() if isinstance(records, dict) else []:
+            shape = _shape_of(key, record if isinstance(record, dict) else {})
+            name = next((n for n in tables if f".{n}." in key or f"::{n}." in key), None)
+            if (name is not None and shape[0] != tables[name][0]) or math.prod(shape) > largest:
+                raise CheckpointError(
+                    f"compact tensor {key}: shape {list(shape)} does not fit the model config's tables"
+                    + (f" ({name}: {tables[name][0]} rows)" if name else "")
+                )
+
+
 def expand(payload: dict[str, Any]) -> dict[str, Any]:
     """The dense payload of a loaded checkpoint: a format-3 file's sparse records rebuilt into
     ``model`` / ``table_optimizer`` (keys sorted, as written); other formats as they are."""
@@ -259,6 +294,7 @@ def expand(payload: dict[str, Any]) -> dict[str, Any]:
         return payload
     if not isinstance(sparse, dict):
         raise CheckpointError(f"checkpoint {SPARSE!r} is not a mapping")
+    _check_shapes(sparse, payload.get("model_config"))
     for part in PARTS:
         records = sparse.get(part) or {}
         if not records:
