@@ -69,8 +69,21 @@ def _fail(command: str | None, error: RankerError, want_json: bool) -> int:
     return error.exit_code
 
 
-def _command_word(words: list[str]) -> str | None:
-    return next((w for w in words if not w.startswith("-")), None)
+def _command_word(words: list[str], parser: argparse.ArgumentParser | None = None) -> str | None:
+    """The command a failed parse was for, with its subcommand (``data synth``, not ``data``)."""
+    plain = [w for w in words if not w.startswith("-")]
+    if not plain:
+        return None
+    subcommands = _subcommands(parser).get(plain[0]) if parser is not None else None
+    group = _subcommands(subcommands) if subcommands is not None else {}
+    return f"{plain[0]} {plain[1]}" if len(plain) > 1 and plain[1] in group else plain[0]
+
+
+def _subcommands(parser: argparse.ArgumentParser | None) -> dict[str, argparse.ArgumentParser]:
+    for action in parser._actions if parser is not None else []:
+        if isinstance(action, argparse._SubParsersAction):
+            return dict(action.choices)
+    return {}
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -108,9 +121,9 @@ def main(argv: list[str] | None = None) -> int:
     try:
         args = parser.parse_args(words)
     except UsageError as exc:  # exits as argparse would (status 2), in one line
-        sys.exit(_fail(_command_word(words), exc, "--json" in words))
+        sys.exit(_fail(_command_word(words, parser), exc, "--json" in words))
     except RankerError as exc:  # the pipeline config is read while a step's flags are parsed
-        return _fail(_command_word(words), exc, "--json" in words)
+        return _fail(_command_word(words, parser), exc, "--json" in words)
     try:
         configure_logging(args.log_level)
     except ValueError as exc:

@@ -117,7 +117,7 @@ def parse_file(path: Path) -> dict[str, Any]:
         import yaml
 
         try:
-            raw = yaml.safe_load(text)
+            raw = yaml.load(text, Loader=_unique_keys_loader())  # a SafeLoader subclass
         except yaml.YAMLError as exc:
             raise ConfigFileError(f"{path}: not valid YAML: {_one_line(str(exc))}") from None
         except RecursionError:
@@ -133,6 +133,26 @@ def parse_file(path: Path) -> dict[str, Any]:
     if not isinstance(raw, dict):
         raise ConfigFileError(f"{path}: must hold sections ({', '.join(SECTIONS)})")
     return raw
+
+
+def _unique_keys_loader() -> Any:
+    """A YAML SafeLoader that refuses a key given twice in one mapping (TOML refuses it too; YAML
+    would keep the last silently, so a pasted second `tolerance:` changed the gate unseen)."""
+    import yaml
+
+    class UniqueKeys(yaml.SafeLoader):
+        def construct_mapping(self, node: Any, deep: bool = False) -> Any:
+            seen: set[Any] = set()
+            for key_node, _ in node.value:
+                key = self.construct_object(key_node, deep=deep)
+                if key in seen:
+                    raise yaml.constructor.ConstructorError(
+                        None, None, f"key {key!r} given twice", key_node.start_mark
+                    )
+                seen.add(key)
+            return super().construct_mapping(node, deep=deep)
+
+    return UniqueKeys
 
 
 def file_values(path: Path, raw: Mapping[str, Any] | None = None) -> dict[str, Any]:

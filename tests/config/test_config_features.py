@@ -95,7 +95,8 @@ def test_bad_store_values_are_one_line_errors_naming_the_key(
         assert main([*argv, "--home", str(home)]) == 2, argv
         err = capsys.readouterr().err.strip()
         assert len(err.splitlines()) == 1, err
-        assert err.startswith(f"ranker {argv[0]}: error: config error: "), err
+        command = " ".join(w for w in argv[:2] if not w.startswith("-"))  # with its subcommand
+        assert err.startswith(f"ranker {command}: error: config error: "), err
         assert re.search(message, err), err
 
 
@@ -106,7 +107,7 @@ def test_a_bad_environment_value_names_its_variable(
     assert main(["features", "apply", "--home", str(_home(tmp_path))]) == 2
     err = capsys.readouterr().err.strip()
     assert err == (
-        "ranker features: error: config error: features.offline_store: must be one of 'duckdb' or"
+        "ranker features apply: error: config error: features.offline_store: must be one of 'duckdb' or"
         " 'spark' (got \"bigquery\") [env:RANKER_OFFLINE_STORE]"
     )
     # the file wins over the environment: its valid value hides the bad one

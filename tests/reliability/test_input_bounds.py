@@ -136,3 +136,15 @@ def test_a_compact_record_larger_than_its_table_is_refused_before_allocating(
         CheckpointError, match=r"shape \[68719476736, 16\] does not fit .* \(t_pin_id: 500 rows\)"
     ):
         compact.expand(payload)
+
+
+def test_yaml_keys_given_twice_and_usage_errors_name_the_subcommand(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    (tmp_path / "ranker.yaml").write_text("gate:\n  tolerance: 0.1\n  tolerance: 0.9\n")
+    with pytest.raises(ConfigFileError, match="key 'tolerance' given twice"):
+        load(tmp_path)
+    assert _exit_code(["config", "show", "--home", str(tmp_path)]) == 2
+    assert _one_line(capsys.readouterr().err).startswith("ranker config show: error: ")
+    assert _exit_code(["data", "synth", "--seed", "-1", "--home", str(tmp_path / "h")]) == 2
+    assert _one_line(capsys.readouterr().err).startswith("ranker data synth: error: ")
