@@ -31,6 +31,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from ranking.core.errors import RegistryError
+from ranking.registry.leftovers import Leftover, lock_held, tree_stats
 
 if TYPE_CHECKING:
     from ranking.registry.registry import Registry
@@ -48,15 +49,6 @@ TEMP, EXPORT_SCRATCH, INCOMPLETE_VERSION = "temp", "export-scratch", "incomplete
 # an epoch checkpoint folder without its sidecar: the save died (a full disk); --resume skips it
 INCOMPLETE_CHECKPOINT = "incomplete-checkpoint"
 _EPOCH_FOLDER = re.compile(r"\Aepoch-\d+\Z", re.ASCII)
-
-
-@dataclass(frozen=True)
-class Leftover:
-    kind: str  # temp | export-scratch | incomplete-version
-    where: str  # a local path, or a registry-relative folder for incomplete versions
-    modified: float  # the newest modification time of anything it holds (epoch seconds)
-    bytes: int
-    held: bool = False  # a live process holds it (its lock, or its claim's pid on this host)
 
 
 @dataclass
@@ -84,34 +76,6 @@ def keep_reason(leftover: Leftover, now: float, grace_seconds: float) -> str | N
 
 
 # ---------------------------------------------------------------- the workspace
-
-
-def _tree_stats(path: Path) -> tuple[float, int]:
-    """(newest mtime, total bytes) of a file or a folder tree, without following links."""
-    st = path.lstat()
-    newest, total = st.st_mtime, st.st_size if path.is_file() else 0
-    if path.is_dir() and not path.is_symlink():
-        for folder, _, files in os.walk(path):
-            newest = max(newest, Path(folder).lstat().st_mtime)
-            for name in files:
-                fst = (Path(folder) / name).lstat()
-                newest, total = max(newest, fst.st_mtime), total + fst.st_size
-    return newest, total
-
-
-def _lock_held(lock_path: Path) -> bool:
-    """Whether a live process holds the flock on ``lock_path`` (False when there is none)."""
-    from filelock import FileLock, Timeout
-
-    if not lock_path.exists():
-        return False
-    lock = FileLock(lock_path, timeout=0)
-    try:
-        lock.acquire()
-    except Timeout:
-        return True
-    lock.release()
-    return False
 
 
 # the workspace's own folders (docs/architecture.md, "Workspace layout"): a `--home` pointed at a
@@ -148,10 +112,10 @@ def _folder_held(kind: str, path: Path) -> bool:
     """A live process holds it: an export its scratch lock; a checkpoint being written its run's
     training job (the lock beside the run folder)."""
     if kind == EXPORT_SCRATCH:
-        return _lock_held(path / EXPORT_LOCK_FILE)
+        return lock_held(path / EXPORT_LOCK_FILE)
     if kind == INCOMPLETE_CHECKPOINT:
         run = path.parent.parent
-        return _lock_held(run.parent / f".{run.name}.train.lock")
+        return lock_held(run.parent / f".{run.name}.train.lock")
     return False
 
 
@@ -171,7 +135,7 @@ def workspace_leftovers(root: Path) -> list[Leftover]:
                 continue
             dirs.remove(name)  # never descend into what may be removed
             try:
-                modified, size = _tree_stats(here / name)
+                modified, size = tree_stats(here / name)
                 held = _folder_held(kind, here / name)
             except FileNotFoundError:  # its writer finished (or another gc removed it)
                 continue

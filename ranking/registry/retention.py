@@ -27,9 +27,9 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 from ranking.core.errors import RankerError, RegistryError
+from ranking.registry.leftovers import Leftover, lock_held, tree_stats
 
 if TYPE_CHECKING:
-    from ranking.registry.janitor import Leftover
     from ranking.registry.registry import Registry
 
 REGISTERED_FILE = "registered.json"  # in a run folder: the version the registry made of it
@@ -124,10 +124,8 @@ def retention_leftovers(
 
 
 def _leftover(kind: str, path: Path, held: bool = False) -> Leftover | None:
-    from ranking.registry.janitor import Leftover, _tree_stats
-
     try:
-        modified, size = _tree_stats(path)
+        modified, size = tree_stats(path)
     except FileNotFoundError:  # removed meanwhile
         return None
     return Leftover(kind, str(path), modified, size, held)
@@ -137,13 +135,11 @@ def _expired_runs(runs: Path, reg: Registry | None, policy: RetentionPolicy, now
     """In the folder of run folders ``runs``: run folders the registry ``reg`` holds, past
     ``run_days``; else a finished run's checkpoints, past ``checkpoint_days``. A folder a training
     job holds (its lock) is held."""
-    from ranking.registry.janitor import _lock_held
-
     found: list[Leftover] = []
     for run in (
         sorted(p for p in runs.iterdir() if p.is_dir() and not p.is_symlink()) if runs.is_dir() else []
     ):
-        held = _lock_held(runs / f".{run.name}.train.lock")
+        held = lock_held(runs / f".{run.name}.train.lock")
         whole = _leftover(EXPIRED_RUN, run, held)
         if whole is not None and _expired(whole.modified, policy.run_days, now) and _registered(run, reg):
             found.append(whole)

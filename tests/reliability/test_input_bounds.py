@@ -133,7 +133,7 @@ def test_a_compact_record_larger_than_its_table_is_refused_before_allocating(
         "sparse": {"model": {key: {**record, "init": {"kind": "table", "table": "t_pin_id", "seed": 0}}}},
     }
     with pytest.raises(
-        CheckpointError, match=r"shape \[68719476736, 16\] does not fit .* \(t_pin_id: 500 rows\)"
+        CheckpointError, match=r"shape \[68719476736, 16\] does not fit .* \(t_pin_id: 500 x 16\)"
     ):
         compact.expand(payload)
 

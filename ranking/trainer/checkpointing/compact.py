@@ -270,7 +270,9 @@ def _table_shapes(model_config: Any) -> dict[str, tuple[int, int]]:
 def _check_shapes(sparse: Mapping[str, Any], model_config: Any) -> None:
     """Every sparse record's shape against the model config, before anything is allocated: a
     record recomputed with a table of 2**36 rows asked for 274 GB before its digest was checked
-    (issue 32). A table's tensors have its rows; no record holds more than the largest table."""
+    (issue 32). A table's weights have its rows; no tensor of a table (its optimizer state,
+    sharded column-wise or not) holds more values than the table, nor any record more than the
+    largest table."""
     tables = _table_shapes(model_config)
     # without a model config (tables of unknown origin, stored dense): a bound of 8 GiB of float32
     largest = max((rows * dim for rows, dim in tables.values()), default=_UNKNOWN_MODEL_MAX_ELEMENTS)
@@ -279,10 +281,12 @@ def _check_shapes(sparse: Mapping[str, Any], model_config: Any) -> None:
         for key, record in records.items() if isinstance(records, dict) else []:
             shape = _shape_of(key, record if isinstance(record, dict) else {})
             name = next((n for n in tables if f".{n}." in key or f"::{n}." in key), None)
-            if (name is not None and shape[0] != tables[name][0]) or math.prod(shape) > largest:
+            limit = math.prod(tables[name]) if name is not None else largest
+            weight_rows = name is not None and part == "model" and shape[0] != tables[name][0]
+            if weight_rows or math.prod(shape) > limit:
                 raise CheckpointError(
                     f"compact tensor {key}: shape {list(shape)} does not fit the model config's tables"
-                    + (f" ({name}: {tables[name][0]} rows)" if name else "")
+                    + (f" ({name}: {tables[name][0]} x {tables[name][1]})" if name else "")
                 )
 
 
