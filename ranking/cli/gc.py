@@ -15,15 +15,11 @@ MAX_GRACE_HOURS = 24.0 * 365
 
 
 def handle_gc(args: argparse.Namespace) -> CommandResult:
+    from ranking.config.requests import retention_policy
     from ranking.registry import Registry
     from ranking.registry.janitor import collect_garbage
-    from ranking.registry.retention import RetentionPolicy
 
-    retention = (
-        None
-        if args.leftovers_only
-        else RetentionPolicy(**effective_config(args).config.retention.model_dump())
-    )
+    retention = None if args.leftovers_only else retention_policy(effective_config(args).config)
     report = collect_garbage(
         workspace(args).root,
         Registry(registry_of(args)),

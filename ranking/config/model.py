@@ -461,8 +461,9 @@ class RetentionSection(_Section):
     run_days: float | None = Field(default=30.0, ge=0, allow_inf_nan=False)
     # a backtest's or review's replay folder (a re-run replays what it lacks)
     backtest_days: float | None = Field(default=14.0, ge=0, allow_inf_nan=False)
-    # window partitions of days this far before the newest source day (a window rebuilds them)
-    window_days: int | None = Field(default=90, ge=1, le=3650)
+    # window partitions of days older than what the daily window, its base and the weekly review
+    # read, by this many more days (counted back from the newest source day; a window rebuilds them)
+    window_extra_days: int | None = Field(default=30, ge=0, le=3650)
 
 
 class PipelineConfig(_Section):
@@ -477,24 +478,6 @@ class PipelineConfig(_Section):
     metrics: MetricsSection = Field(default_factory=MetricsSection)
     review: ReviewSection = Field(default_factory=ReviewSection)
     retention: RetentionSection = Field(default_factory=RetentionSection)
-
-    @model_validator(mode="after")
-    def _windows_kept_long_enough(self) -> PipelineConfig:
-        # the daily window, its base's range before it and the weekly review's days all read
-        # partitions: pruning any of them would rebuild them every day
-        days = self.retention.window_days
-        needed = (
-            self.window.days
-            + (self.pretrain.days or self.window.days)
-            + self.pretrain.gap_days
-            + self.review.days
-        )
-        if days is not None and days < needed:
-            raise ValueError(
-                f"retention.window_days ({days}) must be >= {needed}: the window, its base's range and the"
-                " review's days read partitions that old"
-            )
-        return self
 
 
 SECTIONS: dict[str, type[_Section]] = {

@@ -22,6 +22,7 @@ if TYPE_CHECKING:
     from ranking.config.loader import EffectiveConfig
     from ranking.gate.run import GateRequest
     from ranking.monitoring.publish import PublishRequest
+    from ranking.registry.retention import RetentionPolicy
     from ranking.trainer.job import TrainJob
 
 # The base model is not a daily model: its recipe is the built-in one from scratch, with the
@@ -184,4 +185,24 @@ def publish_request(
         job=metrics.job,
         push_attempts=push_attempts,
         textfile=Path(metrics.textfile).expanduser().resolve() if metrics.textfile else None,
+    )
+
+
+def retention_policy(config: PipelineConfig) -> RetentionPolicy:
+    """``[retention]`` as the janitor's policy: window days are kept as far back as the daily
+    window, its base's range before it and the weekly review read, plus ``window_extra_days``."""
+    from ranking.registry.retention import RetentionPolicy
+
+    r = config.retention
+    read = (
+        config.window.days
+        + (config.pretrain.days or config.window.days)
+        + config.pretrain.gap_days
+        + config.review.days
+    )
+    return RetentionPolicy(
+        checkpoint_days=r.checkpoint_days,
+        run_days=r.run_days,
+        backtest_days=r.backtest_days,
+        window_days=None if r.window_extra_days is None else read + r.window_extra_days,
     )

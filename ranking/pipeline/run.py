@@ -239,10 +239,9 @@ def execute(plan: RunPlan, home: str, run_id: str, runner: StepRunner) -> RunRes
     with run_id_lock(home, run_id), registry_env(plan.registry):
         # first: an unreachable registry (a missing bucket) fails before any training, and what
         # killed attempts left (export scratch, temp folders, incomplete versions) goes (`ranker gc`)
-        from ranking.registry.retention import RetentionPolicy
+        from ranking.config.requests import retention_policy
 
-        retention = RetentionPolicy(**plan.config_of(home).config.retention.model_dump())
-        collect_for_workspace(home, plan.registry, retention)
+        collect_for_workspace(home, plan.registry, retention_policy(plan.config_of(home).config))
         rerun = prepare_rerun(home, run_id, plan.registry)
         return _execute(plan, home, run_id, runner, rerun)
 

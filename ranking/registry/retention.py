@@ -15,7 +15,9 @@ period):
 - ``expired-backtest``: a backtest's or review's replay folder (``backtests/<name>/``)
   ``backtest_days`` after anything in it was written (a re-run replays what it lacks).
 - ``expired-window-day``: window partitions and manifests of days more than ``window_days``
-  before the newest source day (a window that needs them again rebuilds them).
+  before the newest source day (``ranking.config.requests.retention_policy``: what the window,
+  its base and the review read, plus ``[retention] window_extra_days``; a window that needs them
+  again rebuilds them).
 """
 
 from __future__ import annotations

@@ -221,7 +221,8 @@ def test_bad_values_are_one_line_errors_naming_the_key(
         assert main([*argv, "--home", str(home)]) == 2
         err = capsys.readouterr().err.strip()
         assert len(err.splitlines()) == 1, err
-        assert err.startswith(f"ranker {argv[0]}: error: config error: "), err  # the one error format
+        command = " ".join(w for w in argv[:2] if not w.startswith("-"))  # with its subcommand
+        assert err.startswith(f"ranker {command}: error: config error: "), err  # the one error format
         assert re.search(message, err), err
 
 

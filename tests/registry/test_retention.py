@@ -140,10 +140,13 @@ def test_ranker_gc_prunes_by_the_config_and_leftovers_only_does_not(
     assert runs["old-registered"].is_dir() and not (runs["old-registered"] / "checkpoints").exists()
 
 
-def test_window_days_must_cover_what_the_runs_read(tmp_path: Path) -> None:
-    (tmp_path / "ranker.toml").write_text("[retention]\nwindow_days = 30\n")
-    with pytest.raises(ConfigFileError, match=r"retention.window_days \(30\) must be >= 54"):
-        load(tmp_path)
+def test_window_days_are_kept_as_far_back_as_the_runs_read_plus_the_extra(tmp_path: Path) -> None:
+    from ranking.config.requests import retention_policy
+
+    config = load(tmp_path).config  # window 20, base 20, review 14: 54 days read, 30 more kept
+    assert retention_policy(config).window_days == 54 + 30
+    (tmp_path / "ranker.toml").write_text("[window]\ndays = 60\n[retention]\nwindow_extra_days = 0\n")
+    assert retention_policy(load(tmp_path).config).window_days == 60 + 60 + 14
     (tmp_path / "ranker.toml").write_text("[retention]\ncheckpoint_days = -1\n")
     with pytest.raises(ConfigFileError, match=r"retention\.checkpoint_days: must be >= 0"):
         load(tmp_path)
