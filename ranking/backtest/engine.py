@@ -64,6 +64,7 @@ from ranking.config.render import to_toml
 from ranking.core.atomic import atomic_path, atomic_write_json, atomic_write_text, read_json
 from ranking.core.errors import RankerError
 from ranking.core.ids import validate_run_id
+from ranking.core.lifetime import PARENT_PID_ENV
 from ranking.core.summaries import GateSummary, StepSummary, TrainSummary
 from ranking.core.workspace import Workspace
 from ranking.pipeline.pretrain import uses_base
@@ -314,6 +315,7 @@ class CliReplayer:
         ]
         env = {k: v for k, v in os.environ.items() if k not in _ISOLATE_ENV}
         env.setdefault("OMP_NUM_THREADS", "1")
+        env[PARENT_PID_ENV] = str(os.getpid())  # the day's run dies with this replay (kill -9 too)
         log_path.parent.mkdir(parents=True, exist_ok=True)
         try:
             proc = _start_with_retries(cmd, env, log_path)

@@ -19,6 +19,7 @@ from typing import Any, NoReturn
 from ranking.cli.common import emit
 from ranking.cli.config import RankerParser
 from ranking.core.errors import RankerError, as_user_error
+from ranking.core.lifetime import die_with_parent
 
 # (module, what it provides) — order is the order of `ranker --help`
 _GROUPS = [
@@ -116,6 +117,8 @@ def _not_library_chatter(record: logging.LogRecord) -> bool:
 
 
 def main(argv: list[str] | None = None) -> int:
+    if argv is None:  # a process of its own (not a call in-process): die with a replay that started it
+        die_with_parent()
     words = list(sys.argv[1:] if argv is None else argv)
     parser = build_parser()
     try:

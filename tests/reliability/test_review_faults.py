@@ -98,3 +98,49 @@ def test_a_review_whose_days_all_failed_exits_2(tmp_path: Path, capsys: pytest.C
     assert len(err) == 1 and "review 2026-02-01 failed (the daily recipe stays)" in err[0], err
     latest = json.loads((home / "reviews" / "latest.json").read_text())
     assert latest["status"] == "failed" and latest["recommended"] is None
+
+
+def _alive(pid: int) -> bool:
+    """Running (a zombie waiting for a reaper counts as dead)."""
+    try:
+        state = Path(f"/proc/{pid}/status").read_text()
+    except FileNotFoundError:
+        return False
+    return "\nState:\tZ" not in state and "\nState:\tX" not in state
+
+
+@pytest.mark.parametrize("named", [True, False])
+def test_a_replayed_days_run_dies_with_the_replay(named: bool) -> None:
+    """kill -9 of a review left its day's `ranker run` training on (issue 32): a child started with
+    RANKER_PARENT_PID dies with its parent; without it (the control) it lives on."""
+    import os
+    import signal
+    import subprocess
+    import sys
+    import time
+
+    child_code = (
+        "from ranking.core.lifetime import die_with_parent; die_with_parent(); import time;"
+        " print('ready', flush=True); time.sleep(60)"
+    )
+    parent_code = (
+        "import os, subprocess, sys, time\n"
+        f"env = dict(os.environ, **({{'RANKER_PARENT_PID': str(os.getpid())}} if {named} else {{}}))\n"
+        f"child = subprocess.Popen([sys.executable, '-c', {child_code!r}], env=env, stdout=subprocess.PIPE, text=True)\n"
+        "child.stdout.readline()\n"
+        "print(child.pid, flush=True)\n"
+        "time.sleep(60)\n"
+    )
+    parent = subprocess.Popen([sys.executable, "-c", parent_code], stdout=subprocess.PIPE, text=True)
+    assert parent.stdout is not None
+    child = int(parent.stdout.readline())
+    try:
+        os.kill(parent.pid, signal.SIGKILL)
+        parent.wait(timeout=10)
+        deadline = time.monotonic() + (10 if named else 2)
+        while _alive(child) and time.monotonic() < deadline:
+            time.sleep(0.1)
+        assert _alive(child) is not named
+    finally:
+        if _alive(child):
+            os.kill(child, signal.SIGKILL)
