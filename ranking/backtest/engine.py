@@ -851,12 +851,25 @@ def delayed_update_pairs(bt: Backtest) -> list[tuple[str, str]]:
     return out
 
 
+def _eval_columns(bt: Backtest, day: dt.date, columns: list[str]) -> Any:
+    """``columns`` of ``day``'s eval partition (the first recipe's window length); None when the
+    day's window was not built or lacks one of them."""
+    import pyarrow.parquet as pq
+
+    manifest = _window_manifest(bt.ws.root, day, bt.runs[0].effective.config.window.days)
+    if manifest is None:
+        return None
+    parquet = Path(manifest["eval"]["path"])
+    if not set(columns) <= set(pq.read_schema(parquet).names):
+        return None
+    return pq.read_table(parquet, columns=columns).to_pandas()
+
+
 def heuristic_day_scores(bt: Backtest, day: dt.date) -> Any:
     """The non-learned heuristic's scores on ``day``'s eval partition (the backtested workspace's
     ``[heuristic]``, the first recipe's config), kept under ``<backtest>/heuristic/``; None when
     the day's window was not built or lacks the heuristic's columns."""
     import pandas as pd
-    import pyarrow.parquet as pq
 
     from ranking.evaluation.heuristic import HEURISTIC_COLUMNS, heuristic_scores
     from ranking.evaluation.scores import write_scores
@@ -865,16 +878,10 @@ def heuristic_day_scores(bt: Backtest, day: dt.date) -> Any:
     if path.is_file():
         return pd.read_parquet(path)
     config = bt.runs[0].effective.config
-    manifest = _window_manifest(bt.ws.root, day, config.window.days)
-    if manifest is None:
+    examples = _eval_columns(bt, day, ["request_id", "pin_id", "saved", *HEURISTIC_COLUMNS])
+    if examples is None:
         return None
-    columns = ["request_id", "pin_id", "saved", *HEURISTIC_COLUMNS]
-    parquet = Path(manifest["eval"]["path"])
-    if not set(columns) <= set(pq.read_schema(parquet).names):
-        return None
-    scores = heuristic_scores(
-        pq.read_table(parquet, columns=columns).to_pandas(), config.heuristic.heuristic_config()
-    )
+    scores = heuristic_scores(examples, config.heuristic.heuristic_config())
     path.parent.mkdir(parents=True, exist_ok=True)
     write_scores(path, scores)
     return scores
@@ -911,7 +918,6 @@ def slice_day_frame(bt: Backtest, day: dt.date) -> Any:
     ``[slices]``) on its eval partition, kept under ``<backtest>/slices/``; None when the day's
     window was not built or lacks the slices' columns."""
     import pandas as pd
-    import pyarrow.parquet as pq
 
     from ranking.core.atomic import atomic_path
     from ranking.evaluation.slices import slice_frame
@@ -919,16 +925,11 @@ def slice_day_frame(bt: Backtest, day: dt.date) -> Any:
     path = bt.folder / "slices" / f"{day.isoformat()}.parquet"
     if path.is_file():
         return pd.read_parquet(path)
-    config = bt.runs[0].effective.config
-    manifest = _window_manifest(bt.ws.root, day, config.window.days)
-    if manifest is None:
+    slices = bt.runs[0].effective.config.slices.slice_config()
+    examples = _eval_columns(bt, day, ["request_id", "pin_id", *slices.columns_needed])
+    if examples is None:
         return None
-    slices = config.slices.slice_config()
-    columns = ["request_id", "pin_id", *slices.columns_needed]
-    parquet = Path(manifest["eval"]["path"])
-    if not set(columns) <= set(pq.read_schema(parquet).names):
-        return None
-    frame = slice_frame(pq.read_table(parquet, columns=columns).to_pandas(), slices)
+    frame = slice_frame(examples, slices)
     path.parent.mkdir(parents=True, exist_ok=True)
     with atomic_path(path) as tmp:
         frame.to_parquet(tmp, index=False)

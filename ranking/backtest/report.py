@@ -194,6 +194,13 @@ def _shown_path(path: str) -> str:
         return path
 
 
+def _hit_cell(c: Mapping[str, Any] | None) -> str:
+    """A comparison's save HIT@3 change, its CI and its days, as a table cell."""
+    if not c:
+        return "—"
+    return f"{_pct(c['relative_change']['save_hit_at_3'])} {_ci(c['ci']['save_hit_at_3'])} over {c['days']} d"
+
+
 def _heuristic_lines(report: Mapping[str, Any]) -> list[str]:
     """Each recipe's served and candidate models against the non-learned heuristic."""
     found = report.get("vs_heuristic") or {}
@@ -209,14 +216,7 @@ def _heuristic_lines(report: Mapping[str, Any]) -> list[str]:
         "| --- | --- | --- |",
     ]
     for name in report["recipes"]:
-        cells = []
-        for who in ("served", "candidate"):
-            c = (found.get(who) or {}).get(name)
-            cells.append(
-                f"{_pct(c['relative_change']['save_hit_at_3'])} {_ci(c['ci']['save_hit_at_3'])} over {c['days']} d"
-                if c
-                else "—"
-            )
+        cells = [_hit_cell((found.get(who) or {}).get(name)) for who in ("served", "candidate")]
         lines.append(f"| `{name}` | " + " | ".join(cells) + " |")
     return lines
 
@@ -235,14 +235,7 @@ def delayed_update_lines(pairs: Sequence[Mapping[str, Any]]) -> list[str]:
         "| --- | --- | --- | --- |",
     ]
     for pair in pairs:
-        cells = []
-        for who in ("served", "candidate"):
-            c = pair.get(who)
-            cells.append(
-                f"{_pct(c['relative_change']['save_hit_at_3'])} {_ci(c['ci']['save_hit_at_3'])} over {c['days']} d"
-                if c
-                else "—"
-            )
+        cells = [_hit_cell(pair.get(who)) for who in ("served", "candidate")]
         lines.append(f"| `{pair['with']}` | `{pair['without']}` | " + " | ".join(cells) + " |")
     return lines
 
