@@ -452,15 +452,19 @@ class ReviewSection(_Section):
 
 
 class RetentionSection(_Section):
-    """What ``ranker gc`` (and the start of every ``ranker run``) prunes by age
-    (``ranking.registry.retention``); unset: kept forever."""
+    """What ``ranker gc`` (the daily DAG's ``collect_garbage`` task, the start of every ``ranker
+    run``) prunes by age and keeps by role (``ranking.registry.retention``); unset ages: kept forever."""
 
-    # a finished run's epoch checkpoints (only an unfinished run resumes from them)
-    checkpoint_days: float | None = Field(default=1.0, ge=0, allow_inf_nan=False)
-    # a whole run folder whose model the registry holds
-    run_days: float | None = Field(default=30.0, ge=0, allow_inf_nan=False)
-    # a backtest's or review's replay folder (a re-run replays what it lacks)
-    backtest_days: float | None = Field(default=14.0, ge=0, allow_inf_nan=False)
+    # a registered run's epoch checkpoints (only --resume reads them, for a run not registered yet)
+    checkpoint_days: float | None = Field(default=1.0, ge=0, le=3650, allow_inf_nan=False)
+    # a whole run folder whose model the registry holds (and an unregistered run's checkpoints)
+    run_days: float | None = Field(default=30.0, ge=0, le=3650, allow_inf_nan=False)
+    # a backtest's or review's replay folder, all but its reports (a re-run replays what it lacks)
+    backtest_days: float | None = Field(default=14.0, ge=0, le=3650, allow_inf_nan=False)
+    # run folders kept whatever their age: the newest keep_runs versions', and the champion's and
+    # the base's with the versions keep_rollbacks rollbacks in a row would reach (and their warm starts)
+    keep_runs: int = Field(default=7, ge=0, le=1000)
+    keep_rollbacks: int = Field(default=3, ge=0, le=100)
     # window partitions of days older than what the daily window, its base and the weekly review
     # read, by this many more days (counted back from the newest source day; a window rebuilds them)
     window_extra_days: int | None = Field(default=30, ge=0, le=3650)

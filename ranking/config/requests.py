@@ -200,9 +200,13 @@ def retention_policy(config: PipelineConfig) -> RetentionPolicy:
         + config.pretrain.gap_days
         + config.review.days
     )
+    named = (config.recipe.warm_start, config.recipe.full_retrain_warm_start)
     return RetentionPolicy(
         checkpoint_days=r.checkpoint_days,
         run_days=r.run_days,
         backtest_days=r.backtest_days,
         window_days=None if r.window_extra_days is None else read + r.window_extra_days,
+        keep_runs=r.keep_runs,
+        keep_rollbacks=r.keep_rollbacks,
+        keep_paths=tuple(w for w in named if w not in ("champion", "base", "none")),
     )

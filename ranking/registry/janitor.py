@@ -221,11 +221,11 @@ def collect_garbage(
     report = GcReport(dry_run=dry_run, grace_seconds=grace_seconds)
     candidates = [(leftover, False) for leftover in workspace_leftovers(workspace_root)]
     if retention is not None:
-        from ranking.registry.retention import retention_leftovers
+        from ranking.registry.retention import retention_plan
 
-        candidates += [
-            (leftover, False) for leftover in retention_leftovers(workspace_root, reg, retention, now)
-        ]
+        plan = retention_plan(workspace_root, reg, retention, now)
+        candidates += [(leftover, False) for leftover in plan.leftovers]
+        report.kept += plan.protected
     if reg is not None:
         candidates += [(leftover, True) for leftover in registry_leftovers(reg)]
     for leftover, in_registry in candidates:
