@@ -37,6 +37,18 @@ DRIFT_COMPARISONS = ("drift", "skew")
 # the weekly recipe review (ranker review): its outcome, and which lift a recipe's series is
 REVIEW_STATUSES = ("ok", "too_few_days", "failed")
 REVIEW_MODELS = ("served", "candidate")
+# ranker gc's disk use by kind (ranking/monitoring/disk.py: the workspace's folders)
+DISK_KINDS = (
+    "checkpoints",
+    "runs",
+    "registry",
+    "windows",
+    "backtests",
+    "reviews",
+    "feature_store",
+    "source",
+    "other",
+)
 DURATION_HISTORY = 7  # previous runs the duration baseline (median) is taken over
 
 
@@ -260,6 +272,18 @@ CATALOGUE: dict[str, MetricSpec] = {
             "1 for the recipe the daily run trains (as configured, or as the review chose), 0 for the others.",
             "recipe",
         ),
+        # ranker gc (job ranker_gc): the workspace's disk after [retention] pruned it
+        _g(
+            "disk_usage_bytes",
+            "Bytes of the workspace's files by kind (checkpoints, runs, registry, windows, backtests,"
+            " reviews, feature_store, source, other) after the last ranker gc.",
+            "kind",
+        ),
+        _g("disk_free_bytes", "Bytes available on the workspace's filesystem after the last ranker gc."),
+        _g("disk_size_bytes", "Size of the workspace's filesystem in bytes."),
+        _g("gc_timestamp_seconds", "When the last ranker gc measured the disk."),
+        _g("gc_freed_bytes", "Bytes the last ranker gc removed."),
+        _g("gc_failed_leftovers", "What the last ranker gc found to remove but could not."),
         # delivery
         _c("metrics_push_failures_total", "Publishes whose Pushgateway push failed after all retries."),
     )

@@ -270,3 +270,25 @@ def test_keep_counts_are_bounded_in_the_config(tmp_path: Path) -> None:
         (tmp_path / "ranker.toml").write_text(f"[retention]\n{bad}\n")
         with pytest.raises(ConfigFileError, match=r"retention\."):
             load(tmp_path)
+
+
+def test_ranker_gc_measures_the_disk_and_a_dry_run_pushes_nothing(
+    tmp_path: Path, make_run: RunFactory, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.delenv("RANKER_PUSHGATEWAY_URL", raising=False)
+    home = tmp_path / "home"
+    runs = _workspace(home, make_run)
+    prom = home / "metrics" / "gc.prom"
+    assert main(["gc", "--home", str(home), "--dry-run", "--json"]) == 0
+    dry = json.loads(capsys.readouterr().out)
+    assert not prom.exists() and "metrics" not in dry
+    assert (runs["recent-finished"] / "checkpoints").is_dir()  # listed, not removed
+    assert any(r["where"].endswith("recent-finished/checkpoints") for r in dry["removed"])
+    assert main(["gc", "--home", str(home), "--json"]) == 0
+    done = json.loads(capsys.readouterr().out)
+    assert done["metrics"] == {"delivery": "textfile", "target": str(prom)}
+    left = sum(f.stat().st_size for f in (home / "runs").glob("*/checkpoints/**/*") if f.is_file())
+    assert done["disk"]["bytes"]["checkpoints"] == left > 0  # the unfinished and the fresh run's
+    assert dry["disk"]["bytes"]["checkpoints"] > left
+    assert f'ranker_disk_usage_bytes{{kind="checkpoints"}} {float(left)}' in prom.read_text()
+    assert f"ranker_gc_freed_bytes {float(done['bytes_freed'])}" in prom.read_text()
