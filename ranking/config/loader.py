@@ -332,12 +332,17 @@ def reviewed_recipe_problem(recipe: str, review_id: str) -> str | None:
 # ------------------------------------------------------------------ error messages
 
 
+def _cut(text: str, limit: int = 60) -> str:
+    """``text`` cut to ``limit`` characters: a 100 kB value or key made a 100 kB error line."""
+    return text if len(text) <= limit else f"{text[:limit]}… ({len(text):,} characters)"
+
+
 def _show(value: Any) -> str:
     if isinstance(value, float) and not math.isfinite(value):
         return str(value)
     if isinstance(value, str | int | float | bool) or value is None:
-        return json.dumps(value)
-    return _one_line(repr(value))[:80]
+        return _cut(json.dumps(value))
+    return _cut(_one_line(repr(value)))
 
 
 _KNOWN_TYPES = {
@@ -351,6 +356,8 @@ _KNOWN_TYPES = {
     "float_type": lambda c: "must be a number",
     "bool_type": lambda c: "must be true or false",
     "string_type": lambda c: "must be a string",
+    "string_too_long": lambda c: f"must be at most {c['max_length']:,} characters",
+    "too_long": lambda c: f"must hold at most {c['max_length']:,} items",
     "literal_error": lambda c: f"must be one of {c['expected']}",
     "model_type": lambda c: "must be a table of keys",
     "dict_type": lambda c: "must be a table of keys",
@@ -360,7 +367,7 @@ _KNOWN_TYPES = {
 def format_errors(exc: ValidationError, sources: Mapping[str, str]) -> str:
     parts = []
     for err in exc.errors(include_url=False):
-        loc = [str(p) for p in err["loc"]]
+        loc = [_cut(str(p)) for p in err["loc"]]
         key = ".".join(loc)
         origin = sources.get(".".join(loc[:2]))
         kind = err["type"]
@@ -373,7 +380,7 @@ def format_errors(exc: ValidationError, sources: Mapping[str, str]) -> str:
         else:
             ctx = err.get("ctx") or {}
             render = _KNOWN_TYPES.get(kind)
-            message = render(ctx) if render else str(err["msg"]).removeprefix("Value error, ")
+            message = render(ctx) if render else _cut(str(err["msg"]).removeprefix("Value error, "), 120)
             message += f" (got {_show(err.get('input'))})"
         if origin and origin != DEFAULT:
             message += f" [{origin}]"

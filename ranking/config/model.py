@@ -22,7 +22,7 @@ from features.build_checks import WindowChecks
 from features.feast_repo import OFFLINE_STORES, ONLINE_STORES, StoreSettings, valid_redis_url
 from features.validation.anomalies import KINDS as ANOMALY_KINDS
 from features.validation.anomalies import WEEKLY_CHOICES, Policy, ValidationConfig
-from ranking.core.limits import MAX_SEED
+from ranking.core.limits import MAX_PATH_LEN, MAX_SEED, MAX_THREADS, MAX_THREADS_WHY
 from ranking.evaluation.heuristic import HEURISTIC_POLICIES, HEURISTICS, HeuristicConfig
 from ranking.evaluation.slices import SLICE_COLUMNS, SliceConfig
 from ranking.gate.checks import RULES as GATE_RULES
@@ -57,8 +57,15 @@ def _check_schedule(value: str) -> str:
 
 
 class _Section(BaseModel):
+    # every string (a path, a name, a list's item, a table's key) fits a path: a 100 kB value is
+    # refused before a step reads it, not echoed or written
     model_config = ConfigDict(
-        extra="forbid", strict=True, allow_inf_nan=False, frozen=True, validate_default=True
+        extra="forbid",
+        strict=True,
+        allow_inf_nan=False,
+        frozen=True,
+        validate_default=True,
+        str_max_length=MAX_PATH_LEN,
     )
 
 
@@ -197,7 +204,8 @@ class RecipeSection(_Section):
     pipeline: Literal[PIPELINES] = _T.pipeline  # type: ignore[valid-type]
     # meda: the tables restart from the seed's init every epoch (docs/training.md "MEDA")
     remedy: Literal[REMEDIES] = _T.remedy  # type: ignore[valid-type]
-    batch_size: int = Field(default=_T.batch_size, ge=1)
+    # allocated whole on every rank (its features, the tables' lookups, their gradients)
+    batch_size: int = Field(default=_T.batch_size, ge=1, le=2**20)
     seed: int = Field(default=_T.seed, ge=0, le=MAX_SEED)
     # a ModelConfig file (JSON or YAML); None: the warm start's architecture, else the default model
     model_file: str | None = None
@@ -427,8 +435,16 @@ class ReviewSection(_Section):
     # compare the recipes' fresh candidates only: no gate replay, no served models
     candidate_only: bool = False
     # recipes replayed at a time (None: as many as the machine's cores, at most the recipes)
-    parallel: int | None = Field(default=None, ge=1, le=64)
+    parallel: int | None = Field(default=None, ge=1, le=MAX_THREADS)
     bootstrap_samples: int = Field(default=1000, ge=10, le=100_000)
+
+    @field_validator("parallel", mode="before")
+    @classmethod
+    def _parallel_within_cores(cls, value: Any) -> Any:
+        # before the le= bound, so the error says where the bound comes from
+        if isinstance(value, int) and not isinstance(value, bool) and value > MAX_THREADS:
+            raise ValueError(f"must be <= {MAX_THREADS} ({MAX_THREADS_WHY})")
+        return value
 
     @field_validator("recipes")
     @classmethod
