@@ -12,26 +12,38 @@ import time
 from pathlib import Path
 
 from ranking.cli.common import (
+    CALENDAR_DAYS,
     CommandResult,
+    Text,
     add_common,
+    config_type,
     float_in,
+    int_in,
     parse_date,
-    positive_int,
+    path_arg,
     progress_printer,
+    run_id_arg,
     seed_int,
+    shown,
+    text_arg,
+    workers_int,
     workspace,
 )
+from ranking.core.limits import MAX_NAME_LEN, MAX_PATH_LEN
 
 RECIPES_DIR = Path(__file__).resolve().parents[2] / "recipes"
 
 
-def _recipe_arg(value: str) -> tuple[str, Path]:
+def _recipe_pair(value: str) -> tuple[str, Path]:
     name, sep, file = value.partition("=")
     name = name.strip()
     if not name:
-        raise argparse.ArgumentTypeError(f"expected NAME=FILE or a shipped recipe's NAME, got {value!r}")
+        raise argparse.ArgumentTypeError(f"expected NAME=FILE or a shipped recipe's NAME, got {shown(value)}")
     path = Path(file).expanduser() if sep else RECIPES_DIR / f"{name}.toml"
     return name, path
+
+
+_recipe_arg = Text(MAX_PATH_LEN, _recipe_pair)
 
 
 def register(sub: argparse._SubParsersAction) -> None:  # type: ignore[type-arg]
@@ -46,7 +58,10 @@ def register(sub: argparse._SubParsersAction) -> None:  # type: ignore[type-arg]
     )
     add_common(p)
     p.add_argument("--start", type=parse_date, required=True, help="first eval day (YYYY-MM-DD)")
-    p.add_argument("--days", type=positive_int, required=True, help="number of consecutive eval days")
+    # days past the workspace's data are refused by the engine, which names the days it has
+    p.add_argument(
+        "--days", type=int_in(1, CALENDAR_DAYS), required=True, help="number of consecutive eval days"
+    )
     p.add_argument(
         "--recipe",
         type=_recipe_arg,
@@ -56,18 +71,27 @@ def register(sub: argparse._SubParsersAction) -> None:  # type: ignore[type-arg]
         help=f"a recipe (repeat); NAME alone means {RECIPES_DIR}/NAME.toml",
     )
     p.add_argument(
-        "--baseline", default=None, help="recipe the others are compared with (default: the first)"
+        "--baseline",
+        type=Text(MAX_NAME_LEN),
+        default=None,
+        help="recipe the others are compared with (default: the first)",
     )
-    p.add_argument("--parallel", type=positive_int, default=1, help="recipes replayed at a time (default 1)")
-    p.add_argument("--name", default=None, help="backtest id under <home>/backtests (default from-<start>)")
+    p.add_argument("--parallel", type=workers_int, default=1, help="recipes replayed at a time (default 1)")
     p.add_argument(
-        "--report-dir", type=Path, default=None, help="also copy the report here (e.g. docs/backtest)"
+        "--name",
+        type=run_id_arg,
+        default=None,
+        help="backtest id under <home>/backtests (default from-<start>)",
     )
-    p.add_argument("--bootstrap-samples", type=positive_int, default=1000)
+    p.add_argument(
+        "--report-dir", type=path_arg, default=None, help="also copy the report here (e.g. docs/backtest)"
+    )
+    p.add_argument("--bootstrap-samples", type=config_type("gate.bootstrap_samples"), default=1000)
     p.add_argument("--ci-level", type=float_in(0.5, 1.0, high_inclusive=False), default=0.95)
     p.add_argument("--seed", type=seed_int, default=0, help="bootstrap seed")
     p.add_argument(
         "--inject",
+        type=text_arg,
         default=None,
         metavar="KIND@DAY,...",
         help="the gate suite: train each day's candidate once, replace it on these days by a bad one"
@@ -76,6 +100,7 @@ def register(sub: argparse._SubParsersAction) -> None:  # type: ignore[type-arg]
     )
     p.add_argument(
         "--gate",
+        type=Text(MAX_PATH_LEN),
         action="append",
         default=None,
         metavar="NAME[=FILE]",

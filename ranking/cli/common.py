@@ -12,12 +12,24 @@ import argparse
 import datetime as dt
 import json
 import math
+import os
 import sys
+from abc import ABC, abstractmethod
 from collections.abc import Callable
-from typing import TYPE_CHECKING, Any
+from dataclasses import dataclass
+from pathlib import Path
+from types import UnionType
+from typing import TYPE_CHECKING, Any, Literal, Union, get_args, get_origin
 
 from ranking.core.errors import RankerError
-from ranking.core.limits import MAX_SEED
+from ranking.core.limits import (
+    MAX_NAME_LEN,
+    MAX_PATH_LEN,
+    MAX_SEED,
+    MAX_TEXT_LEN,
+    MAX_THREADS,
+    MAX_THREADS_WHY,
+)
 from ranking.core.results import CommandResult, record_summary
 from ranking.core.workspace import Workspace, validate_run_id
 
@@ -28,25 +40,264 @@ if TYPE_CHECKING:
 Handler = Callable[[argparse.Namespace], CommandResult]
 
 
-def run_id_arg(value: str) -> str:
-    """argparse type for --run-id: the id check's RankerError as argparse's own type error."""
+# ------------------------------------------------------------------ bounded argparse types
+#
+# Every flag that takes a value has a Bounded type (or argparse choices): its accepted range is
+# declared on the type, where tests/reliability/test_bounds_everywhere.py reads it for every flag
+# of the parser tree, so a flag added with a plain int, float or str type fails that test.
+
+# a refused value as an error line echoes it: a 100 kB value made a 100 kB line
+SHOWN_CHARS = 40
+
+
+def shown(value: str) -> str:
+    """``value`` as an error line quotes it: repr, cut to :data:`SHOWN_CHARS` characters."""
+    text = repr(value)
+    return text if len(text) <= SHOWN_CHARS else f"{text[:SHOWN_CHARS]}… ({len(value):,} characters)"
+
+
+class Bounded(ABC):
+    """An argparse type that declares the range it accepts."""
+
+    @abstractmethod
+    def __call__(self, value: str) -> Any: ...
+
+
+def _number(n: int) -> str:
+    text = str(n)
+    return text if len(text) <= SHOWN_CHARS else f"{text[:SHOWN_CHARS]}… ({len(text):,} digits)"
+
+
+@dataclass(frozen=True)
+class IntIn(Bounded):
+    """An integer in [low, high]; ``why`` says where the bound comes from (the machine's cores)."""
+
+    low: int
+    high: int
+    why: str = ""
+
+    def __call__(self, value: str) -> int:
+        try:
+            n = int(value)
+        except ValueError:
+            raise argparse.ArgumentTypeError(f"not an integer: {shown(value)}") from None
+        if not self.low <= n <= self.high:
+            why = f" ({self.why})" if self.why else ""
+            raise argparse.ArgumentTypeError(f"must be in [{self.low}, {self.high}]: {_number(n)}{why}")
+        return n
+
+
+@dataclass(frozen=True)
+class FloatIn(Bounded):
+    """A finite float between low and high, each end included or not."""
+
+    low: float = -math.inf
+    high: float = math.inf
+    low_inclusive: bool = True
+    high_inclusive: bool = True
+
+    def contains(self, x: float) -> bool:
+        above = self.low <= x if self.low_inclusive else self.low < x
+        below = x <= self.high if self.high_inclusive else x < self.high
+        return math.isfinite(x) and above and below
+
+    def describe(self) -> str:
+        low = f"{'>=' if self.low_inclusive else '>'} {self.low:g}"
+        high = f"{'<=' if self.high_inclusive else '<'} {self.high:g}"
+        if self.low == -math.inf:
+            return "a finite number" if self.high == math.inf else high
+        if self.high == math.inf:
+            return low
+        brackets = ("[" if self.low_inclusive else "(", "]" if self.high_inclusive else ")")
+        return f"in {brackets[0]}{self.low:g}, {self.high:g}{brackets[1]}"
+
+    def __call__(self, value: str) -> float:
+        try:
+            x = float(value)
+        except ValueError:
+            raise argparse.ArgumentTypeError(f"not a number: {shown(value)}") from None
+        if not self.contains(x):  # also refuses NaN and the infinities
+            raise argparse.ArgumentTypeError(f"must be {self.describe()}: {x}")
+        return x
+
+
+@dataclass(frozen=True)
+class Text(Bounded):
+    """A string of at most ``max_len`` characters, then ``parse``d (checked, converted);
+    ``longest`` is an accepted value of ``max_len`` characters (default ``"x" * max_len``)."""
+
+    max_len: int
+    parse: Callable[[str], Any] | None = None
+    longest: str | None = None
+
+    def __call__(self, value: str) -> Any:
+        if len(value) > self.max_len:
+            raise argparse.ArgumentTypeError(
+                f"at most {self.max_len:,} characters, got {len(value):,}: {shown(value)}"
+            )
+        return self.parse(value) if self.parse is not None else value
+
+    def at_bound(self) -> str:
+        return self.longest if self.longest is not None else "x" * self.max_len
+
+
+@dataclass(frozen=True)
+class DateIn(Bounded):
+    """A YYYY-MM-DD date in [low, high]."""
+
+    low: dt.date
+    high: dt.date
+
+    def __call__(self, value: str) -> dt.date:
+        try:
+            day = dt.date.fromisoformat(value)
+        except ValueError:
+            raise argparse.ArgumentTypeError(f"not a date (YYYY-MM-DD): {shown(value)}") from None
+        if not self.low <= day <= self.high:
+            raise argparse.ArgumentTypeError(f"date out of range ({self.low}..{self.high}): {value}")
+        return day
+
+
+@dataclass(frozen=True)
+class OneOf(Bounded):
+    """One of ``choices`` (as a list's item; a flag of its own uses argparse's choices)."""
+
+    choices: tuple[str, ...]
+
+    def __call__(self, value: str) -> str:
+        if value not in self.choices:
+            raise argparse.ArgumentTypeError(f"choose from {', '.join(self.choices)}: {shown(value)}")
+        return value
+
+
+@dataclass(frozen=True)
+class ListOf(Bounded):
+    """A comma list of 1 to ``max_items`` items, each of type ``item``."""
+
+    item: Bounded
+    max_items: int
+
+    def __call__(self, value: str) -> tuple[Any, ...]:
+        words = [w.strip() for w in value.split(",") if w.strip()]
+        if not words:
+            raise argparse.ArgumentTypeError(f"an empty list: {shown(value)}")
+        if len(words) > self.max_items:
+            raise argparse.ArgumentTypeError(f"at most {self.max_items} items, got {len(words):,}")
+        return tuple(self.item(w) for w in words)
+
+
+def float_in(low: float, high: float = math.inf, *, high_inclusive: bool = True) -> FloatIn:
+    """argparse type: a finite float in [low, high] (or [low, high))."""
+    return FloatIn(low, high, high_inclusive=high_inclusive)
+
+
+def int_in(low: int, high: int, why: str = "") -> IntIn:
+    """argparse type: an integer in [low, high]."""
+    return IntIn(low, high, why)
+
+
+non_negative = float_in(0.0)
+finite = float_in(-math.inf)  # any finite number
+fraction = float_in(0.0, 1.0)  # a share, both ends allowed
+fraction_below_one = float_in(0.0, 1.0, high_inclusive=False)
+seed_int = int_in(0, MAX_SEED)
+# threads, processes, replays at a time: within what the machine runs (ranking/core/limits.py)
+workers_int = int_in(1, MAX_THREADS, MAX_THREADS_WHY)
+
+# dates a command line may name: windows, snapshots and lags are computed around them, and
+# dates near year 1 or 9999 overflow the calendar a few days away
+MIN_DATE, MAX_DATE = dt.date(1970, 1, 1), dt.date(2999, 12, 31)
+CALENDAR_DAYS = (MAX_DATE - MIN_DATE).days
+parse_date = DateIn(MIN_DATE, MAX_DATE)
+
+
+def _run_id(value: str) -> str:
     try:
         return validate_run_id(value)
     except RankerError as exc:
         raise argparse.ArgumentTypeError(str(exc)) from None
 
 
+# RUN_ID_PATTERN's length (ranking/core/ids.py): checked first, so a 100 kB id is not echoed whole
+RUN_ID_MAX_LEN = 128
+# --run-id, and names that become a folder the same way (a backtest's, a study's)
+run_id_arg = Text(RUN_ID_MAX_LEN, _run_id, longest="r" * RUN_ID_MAX_LEN)
+
+
+def _path(value: str) -> str:
+    if "\0" in value:
+        raise argparse.ArgumentTypeError(f"a path holds a NUL character: {shown(value)}")
+    if len(os.fsencode(value)) > MAX_PATH_LEN:  # the Text bound counts characters
+        raise argparse.ArgumentTypeError(f"a path over {MAX_PATH_LEN:,} bytes: {shown(value)}")
+    long = [part for part in value.split("/") if len(os.fsencode(part)) > MAX_NAME_LEN]
+    if long:
+        raise argparse.ArgumentTypeError(f"a path component is over {MAX_NAME_LEN} bytes: {shown(long[0])}")
+    return value
+
+
+# a path of MAX_PATH_LEN characters, no component over MAX_NAME_LEN
+_LONGEST_PATH = "/".join(["x" * MAX_NAME_LEN] * (MAX_PATH_LEN // (MAX_NAME_LEN + 1) + 1))[:MAX_PATH_LEN]
+# a file or folder (kept a string: --home, --config, --out, fsspec URLs of --registry)
+path_str = Text(MAX_PATH_LEN, _path, longest=_LONGEST_PATH)
+# the same, as a Path
+path_arg = Text(MAX_PATH_LEN, lambda value: Path(_path(value)), longest=_LONGEST_PATH)
+# one line a person writes (a reason, who acts, a job's name)
+text_arg = Text(MAX_TEXT_LEN)
+
+
+def config_type(key: str) -> Bounded:
+    """The argparse type of a flag for config key ``key`` (``"window.days"``): the key's own bounds,
+    declared once on its field in ranking/config/model.py (ge/gt/le/lt, max_length, a Literal)."""
+    from ranking.config.model import PATH_KEYS, SECTIONS
+
+    section, name = key.split(".")
+    field = SECTIONS[section].model_fields[name]
+    kind = field.annotation
+    if get_origin(kind) in (Union, UnionType):  # X | None: a flag gives X
+        kind = next(a for a in get_args(kind) if a is not type(None))
+    bounds: dict[str, Any] = {}
+    for item in field.metadata:
+        bounds.update(
+            {k: getattr(item, k) for k in ("ge", "gt", "le", "lt", "max_length") if hasattr(item, k)}
+        )
+    if get_origin(kind) is Literal:
+        return OneOf(tuple(str(c) for c in get_args(kind)))
+    if kind is int and ("ge" in bounds or "gt" in bounds) and ("le" in bounds or "lt" in bounds):
+        low = bounds["ge"] if "ge" in bounds else bounds["gt"] + 1
+        return IntIn(low, bounds["le"] if "le" in bounds else bounds["lt"] - 1)
+    if kind is float:
+        return FloatIn(
+            bounds.get("ge", bounds.get("gt", -math.inf)),
+            bounds.get("le", bounds.get("lt", math.inf)),
+            low_inclusive="gt" not in bounds,
+            high_inclusive="lt" not in bounds,
+        )
+    if kind is str:
+        limit = bounds.get("max_length") or SECTIONS[section].model_config.get("str_max_length")
+        if limit:
+            return path_str if key in PATH_KEYS and limit == MAX_PATH_LEN else Text(limit)
+    raise TypeError(f"config key {key} has no bounds a flag could take ({field.annotation})")
+
+
+# a DAG run's Params as JSON: a value for each of the config's ~100 keys fits many times over
+params_arg = Text(64 * 1024)
+
+
 def add_common(parser: argparse.ArgumentParser) -> argparse.ArgumentParser:
     """Options every command takes: --home, --config, --params, --json, --run-id."""
-    parser.add_argument("--home", default=None, help="workspace folder (default: $RANKER_HOME, else ./var)")
+    parser.add_argument(
+        "--home", type=path_str, default=None, help="workspace folder (default: $RANKER_HOME, else ./var)"
+    )
     parser.add_argument(
         "--config",
+        type=path_str,
         default=None,
         metavar="FILE",
         help="pipeline config (default: $RANKER_CONFIG, else <home>/ranker.toml if present)",
     )
     parser.add_argument(
         "--params",
+        type=params_arg,
         default=None,
         metavar="JSON",
         help='config values set by the caller, e.g. a DAG run\'s Params: {"recipe.epochs": 2} '
@@ -80,77 +331,6 @@ def effective_config(args: argparse.Namespace) -> EffectiveConfig:
         getattr(args, "config", None),
         params=parse_params(getattr(args, "params", None)),
     )
-
-
-# dates a command line may name: windows, snapshots and lags are computed around them, and
-# dates near year 1 or 9999 overflow the calendar a few days away
-MIN_DATE, MAX_DATE = dt.date(1970, 1, 1), dt.date(2999, 12, 31)
-
-
-def parse_date(value: str) -> dt.date:
-    """argparse type for YYYY-MM-DD dates in [1970-01-01, 2999-12-31], with a clear error."""
-    try:
-        day = dt.date.fromisoformat(value)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"not a date (YYYY-MM-DD): {value!r}") from None
-    if not MIN_DATE <= day <= MAX_DATE:
-        raise argparse.ArgumentTypeError(f"date out of range ({MIN_DATE}..{MAX_DATE}): {value}")
-    return day
-
-
-def float_in(low: float, high: float = math.inf, *, high_inclusive: bool = True) -> Callable[[str], float]:
-    """argparse type factory: a float in [low, high] (or [low, high)), with a clear error."""
-
-    def parse(value: str) -> float:
-        try:
-            x = float(value)
-        except ValueError:
-            raise argparse.ArgumentTypeError(f"not a number: {value!r}") from None
-        in_range = low <= x <= high if high_inclusive else low <= x < high
-        if not in_range or not math.isfinite(x):  # also rejects NaN and infinities
-            bound = (
-                f">= {low:g}"
-                if high == math.inf
-                else f"in [{low:g}, {high:g}{']' if high_inclusive else ')'}"
-            )
-            raise argparse.ArgumentTypeError(f"must be {bound}: {x}")
-        return x
-
-    return parse
-
-
-non_negative = float_in(0.0)
-finite = float_in(-math.inf)  # any finite number
-fraction = float_in(0.0, 1.0)  # a share, both ends allowed
-fraction_below_one = float_in(0.0, 1.0, high_inclusive=False)
-
-
-def int_in(low: int, high: int) -> Callable[[str], int]:
-    """argparse type factory: an integer in [low, high], with a clear error."""
-
-    def parse(value: str) -> int:
-        try:
-            n = int(value)
-        except ValueError:
-            raise argparse.ArgumentTypeError(f"not an integer: {value!r}") from None
-        if not low <= n <= high:
-            raise argparse.ArgumentTypeError(f"must be in [{low}, {high}]: {n}")
-        return n
-
-    return parse
-
-
-seed_int = int_in(0, MAX_SEED)
-
-
-def positive_int(value: str) -> int:
-    try:
-        n = int(value)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"not an integer: {value!r}") from None
-    if n <= 0:
-        raise argparse.ArgumentTypeError(f"must be > 0: {n}")
-    return n
 
 
 def emit(args: argparse.Namespace, step: str, result: CommandResult) -> None:

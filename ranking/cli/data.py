@@ -6,25 +6,32 @@ import argparse
 from pathlib import Path
 
 from ranking.cli.common import (
+    CALENDAR_DAYS,
     MAX_DATE,
     CommandResult,
+    Text,
     add_common,
     finite,
     fraction,
+    int_in,
     non_negative,
     parse_date,
-    positive_int,
+    path_str,
     seed_int,
+    shown,
     workspace,
 )
-from ranking.cli.options import non_negative_int
 from ranking.core.errors import RankerError
+from ranking.core.limits import MAX_INT64
 
 
-def _column(value: str) -> str:
-    if not value or len(value) > 128 or any(c in value for c in "\0\n"):
-        raise argparse.ArgumentTypeError(f"not a column name: {value!r}")
+def _column_name(value: str) -> str:
+    if not value or any(c in value for c in "\0\n"):
+        raise argparse.ArgumentTypeError(f"not a column name: {shown(value)}")
     return value
+
+
+_column = Text(128, _column_name)
 
 
 def _synth(args: argparse.Namespace) -> CommandResult:
@@ -82,12 +89,16 @@ def register(sub: argparse._SubParsersAction) -> None:  # type: ignore[type-arg]
         data_sub.add_parser("synth", help="generate a synthetic home-feed log (deterministic by seed)")
     )
     p.add_argument("--start", type=parse_date, required=True, help="first day (YYYY-MM-DD)")
-    p.add_argument("--days", type=positive_int, required=True)
-    p.add_argument("--users", type=positive_int, default=None)
-    p.add_argument("--pins", type=positive_int, default=None, help="pins in the catalogue on the first day")
-    p.add_argument("--new-pins-per-day", type=non_negative_int, default=None)
-    p.add_argument("--requests-per-day", type=positive_int, default=None)
-    p.add_argument("--slate-size", type=positive_int, default=None)
+    p.add_argument("--days", type=int_in(1, CALENDAR_DAYS), required=True)
+    # counts numpy sizes arrays by; what the generator holds in memory (their sums and products)
+    # is checked by features.synth, which names the knobs to lower
+    p.add_argument("--users", type=int_in(1, MAX_INT64), default=None)
+    p.add_argument(
+        "--pins", type=int_in(1, MAX_INT64), default=None, help="pins in the catalogue on the first day"
+    )
+    p.add_argument("--new-pins-per-day", type=int_in(0, MAX_INT64), default=None)
+    p.add_argument("--requests-per-day", type=int_in(1, MAX_INT64), default=None)
+    p.add_argument("--slate-size", type=int_in(1, MAX_INT64), default=None)
     p.add_argument("--seed", type=seed_int, default=None, help="random seed (0 .. 2**32-1; default 0)")
     p.add_argument("--id-effect-scale", type=non_negative, default=None, help="std of per-ID logit offsets")
     p.add_argument("--label-noise", type=non_negative, default=None, help="std of per-impression logit noise")
@@ -109,7 +120,7 @@ def register(sub: argparse._SubParsersAction) -> None:  # type: ignore[type-arg]
     p.set_defaults(handler=_synth, step="synth")
 
     p = add_common(data_sub.add_parser("import", help="import a real interaction log (.parquet or .csv)"))
-    p.add_argument("--events", required=True, help="interaction log file (.parquet or .csv)")
+    p.add_argument("--events", type=path_str, required=True, help="interaction log file (.parquet or .csv)")
     p.add_argument("--user-col", type=_column, default="user_id")
     p.add_argument("--item-col", type=_column, default="item_id")
     p.add_argument("--time-col", type=_column, default="timestamp")

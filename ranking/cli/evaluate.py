@@ -3,9 +3,8 @@
 from __future__ import annotations
 
 import argparse
-from pathlib import Path
 
-from ranking.cli.common import CommandResult, add_common, parse_date, positive_int, workspace
+from ranking.cli.common import CommandResult, add_common, config_type, parse_date, path_arg, workspace
 
 
 def _evaluate(args: argparse.Namespace) -> CommandResult:
@@ -33,9 +32,11 @@ def register(sub: argparse._SubParsersAction) -> None:  # type: ignore[type-arg]
     """Add ``evaluate`` to ``ranker``."""
     e = sub.add_parser("evaluate", help="score a checkpoint on an eval day: save HIT@3, AUC, NE")
     add_common(e)
-    e.add_argument("--model", type=Path, required=True, help="checkpoint file or run folder (model.pt)")
+    e.add_argument("--model", type=path_arg, required=True, help="checkpoint file or run folder (model.pt)")
     e.add_argument("--end", type=parse_date, required=True, help="the eval day (a built window's end)")
-    e.add_argument("--days", type=positive_int, default=None, help="which window's manifest (default: any)")
-    e.add_argument("--scores-out", type=Path, default=None, help="also write the scores parquet here")
-    e.add_argument("--batch-size", type=positive_int, default=8192)
+    e.add_argument(
+        "--days", type=config_type("window.days"), default=None, help="which window's manifest (default: any)"
+    )
+    e.add_argument("--scores-out", type=path_arg, default=None, help="also write the scores parquet here")
+    e.add_argument("--batch-size", type=config_type("recipe.batch_size"), default=8192)
     e.set_defaults(handler=_evaluate, step="evaluate")

@@ -16,13 +16,13 @@ from typing import TYPE_CHECKING
 from ranking.cli.common import (
     CommandResult,
     add_common,
+    config_type,
     effective_config,
-    fraction,
-    non_negative,
     parse_date,
-    positive_int,
+    text_arg,
     workspace,
 )
+from ranking.cli.options import reason_arg
 from ranking.core.errors import RankerError
 
 if TYPE_CHECKING:
@@ -34,7 +34,7 @@ def _env_lag_hours() -> float | None:
     if not raw:
         return None
     try:
-        return non_negative(raw)
+        return config_type("window.max_source_lag_hours")(raw)
     except argparse.ArgumentTypeError as exc:
         raise RankerError(f"RANKER_MAX_SOURCE_LAG_HOURS: {exc}") from None
 
@@ -125,8 +125,13 @@ def register(sub: argparse._SubParsersAction) -> None:  # type: ignore[type-arg]
         "--end", type=parse_date, required=True, help="eval day; training days are [end-days, end)"
     )
     # bound flags (ranking.cli.config.bindings): an unset one takes the config's value
-    p.add_argument("--days", type=positive_int, default=None, help="window length in days")
-    p.add_argument("--min-coverage", type=fraction, default=None, help="fraction of training days required")
+    p.add_argument("--days", type=config_type("window.days"), default=None, help="window length in days")
+    p.add_argument(
+        "--min-coverage",
+        type=config_type("window.min_coverage"),
+        default=None,
+        help="fraction of training days required",
+    )
     p.set_defaults(handler=_window, step="window")
 
     p = add_common(
@@ -137,7 +142,7 @@ def register(sub: argparse._SubParsersAction) -> None:  # type: ignore[type-arg]
         )
     )
     p.add_argument("--end", type=parse_date, required=True, help="the window's eval day")
-    p.add_argument("--days", type=positive_int, default=None, help="window length in days")
+    p.add_argument("--days", type=config_type("window.days"), default=None, help="window length in days")
     p.set_defaults(handler=_validate, step="validate")
 
     p = add_common(
@@ -149,17 +154,20 @@ def register(sub: argparse._SubParsersAction) -> None:  # type: ignore[type-arg]
     )
     p.add_argument(
         "--anomaly",
+        type=text_arg,
         required=True,
         help="KIND[:FEATURE]@YYYY-MM-DD as the validation report and its error line name it",
     )
-    p.add_argument("--reason", required=True, help="why this day's anomaly is accepted (one line)")
+    p.add_argument(
+        "--reason", type=reason_arg, required=True, help="why this day's anomaly is accepted (one line)"
+    )
     p.set_defaults(handler=_accept, step="accept")
 
     p = add_common(fsub.add_parser("freshness", help="newest source day and its lag"))
     p.add_argument("--end", type=parse_date, default=None, help="require this day; measure lag from its end")
     p.add_argument(
         "--max-lag-hours",
-        type=non_negative,
+        type=config_type("window.max_source_lag_hours"),
         default=None,
         help="fail when the lag is larger (default: $RANKER_MAX_SOURCE_LAG_HOURS, else report only)",
     )

@@ -11,6 +11,7 @@ import importlib
 import json
 import logging
 import os
+import re
 import sys
 import traceback
 from pathlib import Path
@@ -49,11 +50,19 @@ class UsageError(RankerError):
     """The command line itself is wrong (unknown option, a value its type refuses)."""
 
 
+MAX_ERROR_CHARS = 220
+LOG_LEVELS = tuple(logging.getLevelNamesMapping())  # DEBUG, INFO, WARN, ... (upper case)
+
+
 class _Parser(RankerParser):
     """argparse that reports a bad command line as one line (raised, so the caller decides
     how to print it and in-process callers are not exited)."""
 
     def error(self, message: str) -> NoReturn:
+        # argparse quotes a refused value whole ("invalid choice: '<100 kB>' (choose from ...)")
+        message = re.sub(r"\S{80,}", lambda m: f"{m[0][:40]}… ({len(m[0]):,} characters)", message)
+        if len(message) > MAX_ERROR_CHARS:
+            message = f"{message[:MAX_ERROR_CHARS]}… ({len(message):,} characters)"
         raise UsageError(f"{message} (see `{self.prog} --help`)")
 
 
@@ -73,11 +82,14 @@ def _fail(command: str | None, error: RankerError, want_json: bool) -> int:
 def _command_word(words: list[str], parser: argparse.ArgumentParser | None = None) -> str | None:
     """The command a failed parse was for, with its subcommand (``data synth``, not ``data``)."""
     plain = [w for w in words if not w.startswith("-")]
-    if not plain:
+    commands = _subcommands(parser)
+    # the first word that names a command (an option's value before it is not one)
+    at = next((i for i, w in enumerate(plain) if w in commands), None) if parser is not None else 0
+    if not plain or at is None:
         return None
-    subcommands = _subcommands(parser).get(plain[0]) if parser is not None else None
+    subcommands = commands.get(plain[at])
     group = _subcommands(subcommands) if subcommands is not None else {}
-    return f"{plain[0]} {plain[1]}" if len(plain) > 1 and plain[1] in group else plain[0]
+    return f"{plain[at]} {plain[at + 1]}" if len(plain) > at + 1 and plain[at + 1] in group else plain[at]
 
 
 def _subcommands(parser: argparse.ArgumentParser | None) -> dict[str, argparse.ArgumentParser]:
@@ -94,7 +106,9 @@ def build_parser() -> argparse.ArgumentParser:
         + "\n".join(f"  {what}" for _, what in _GROUPS),
         formatter_class=argparse.RawDescriptionHelpFormatter,
     )
-    parser.add_argument("--log-level", default=os.environ.get("RANKER_LOG_LEVEL", "INFO"))
+    parser.add_argument(
+        "--log-level", type=str.upper, choices=LOG_LEVELS, default=os.environ.get("RANKER_LOG_LEVEL", "INFO")
+    )
     sub = parser.add_subparsers(dest="command", metavar="COMMAND")
     for module_name, _ in _GROUPS:
         importlib.import_module(module_name).register(sub)

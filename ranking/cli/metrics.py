@@ -5,8 +5,20 @@ from __future__ import annotations
 import argparse
 import os
 
-from ranking.cli.common import CommandResult, add_common, effective_config, positive_int, workspace
+from ranking.cli.common import (
+    CommandResult,
+    add_common,
+    config_type,
+    effective_config,
+    int_in,
+    text_arg,
+    workspace,
+)
 from ranking.core.errors import RankerError
+
+# each failed push waits twice as long as the one before (ranking.monitoring.delivery): the 10th
+# waits about 8.5 minutes, past what a task's metrics are worth holding it for
+MAX_PUSH_ATTEMPTS = 10
 
 
 def register(sub: argparse._SubParsersAction) -> None:  # type: ignore[type-arg]
@@ -30,16 +42,27 @@ def register(sub: argparse._SubParsersAction) -> None:  # type: ignore[type-arg]
         default=None,
         help="final status of the run (default: failed if it has failure records)",
     )
-    publish.add_argument("--failed-step", default=None, help="the step that failed (with --status failed)")
+    publish.add_argument(
+        "--failed-step", type=text_arg, default=None, help="the step that failed (with --status failed)"
+    )
     publish.add_argument(
         "--pushgateway",
+        type=config_type("metrics.pushgateway"),
         default=None,
         help="Pushgateway base URL (default: $RANKER_PUSHGATEWAY_URL; '' = none)",
     )
-    publish.add_argument("--job", default=None, help="Pushgateway grouping key job (default: ranker_retrain)")
-    publish.add_argument("--push-attempts", type=positive_int, default=3)
     publish.add_argument(
-        "--textfile", default=None, help="textfile-collector output (default: <home>/metrics/ranker.prom)"
+        "--job",
+        type=config_type("metrics.job"),
+        default=None,
+        help="Pushgateway grouping key job (default: ranker_retrain)",
+    )
+    publish.add_argument("--push-attempts", type=int_in(1, MAX_PUSH_ATTEMPTS), default=3)
+    publish.add_argument(
+        "--textfile",
+        type=config_type("metrics.textfile"),
+        default=None,
+        help="textfile-collector output (default: <home>/metrics/ranker.prom)",
     )
     publish.set_defaults(handler=_publish, step="metrics")
 

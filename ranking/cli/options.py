@@ -3,36 +3,38 @@
 from __future__ import annotations
 
 import argparse
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
-from ranking.cli.common import (
-    fraction_below_one,
-    non_negative,
-    positive_int,
-    workspace,
-)
+from ranking.cli.common import Text, config_type, path_str, shown, workspace
 from ranking.core.ids import is_version_id
-
-if TYPE_CHECKING:
-    pass
+from ranking.core.limits import MAX_TEXT_LEN
 
 
-def version_arg(value: str) -> str:
-    """argparse type for version ids (they reach registry paths)."""
+def _version(value: str) -> str:
     if not is_version_id(value):
-        raise argparse.ArgumentTypeError(f"not a version id (v followed by digits, e.g. v0003): {value!r}")
+        raise argparse.ArgumentTypeError(
+            f"not a version id (v followed by digits, e.g. v0003): {shown(value)}"
+        )
     return value
 
 
-def reason_arg(value: str) -> str:
+# version ids (they reach registry paths): v + 4 to 9 digits
+version_arg = Text(10, _version, longest="v999999999")
+
+
+def _reason(value: str) -> str:
     if not value.strip():
         raise argparse.ArgumentTypeError("the reason must not be empty")
     return value.strip()
 
 
+reason_arg = Text(MAX_TEXT_LEN, _reason)
+
+
 def add_registry_option(parser: argparse.ArgumentParser) -> None:
     parser.add_argument(
         "--registry",
+        type=path_str,
         default=None,
         metavar="URL",
         help="registry root: a folder or fsspec URL (default: $RANKER_REGISTRY, else <home>/registry)",
@@ -50,104 +52,49 @@ def add_promotion_options(parser: argparse.ArgumentParser, dry_run_help: str) ->
     )
 
 
-def gate_rule(value: str) -> str:
-    from ranking.gate.checks import RULES
-
-    if value not in RULES:
-        raise argparse.ArgumentTypeError(f"choose from {', '.join(RULES)}, got {value!r}")
-    return value
+# the gate's flags: (option, GateConfig field = gate.<key>, argparse type: the key's own bounds, help);
+# every GateConfig field is a flag here or in GATE_FLAGS, or config-only (tests/config/test_config_drift.py)
+def _gate(option: str, name: str, text: str) -> tuple[str, str, Any, str]:
+    return option, name, config_type(f"gate.{name}"), text
 
 
-def non_negative_int(value: str) -> int:
-    try:
-        n = int(value)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"not an integer: {value!r}") from None
-    if n < 0:
-        raise argparse.ArgumentTypeError(f"must be >= 0, got {n}")
-    return n
-
-
-# the gate's flags: (option, GateConfig field = gate.<key>, argparse type, help); every GateConfig
-# field is a flag here or in GATE_FLAGS, or config-only (tests/config/test_config_drift.py)
 GATE_OPTIONS: tuple[tuple[str, str, Any, str], ...] = (
-    ("--tolerance", "tolerance", fraction_below_one, "max relative save HIT@3 drop vs the champion"),
-    ("--min-hit", "min_save_hit_at_3", non_negative, "absolute floor on save HIT@3"),
-    (
-        "--min-lift-over-random",
-        "min_lift_over_random",
-        non_negative,
-        "HIT@3 must beat random ranking by this",
+    _gate("--tolerance", "tolerance", "max relative save HIT@3 drop vs the champion"),
+    _gate("--min-hit", "min_save_hit_at_3", "absolute floor on save HIT@3"),
+    _gate("--min-lift-over-random", "min_lift_over_random", "HIT@3 must beat random ranking by this"),
+    _gate("--max-auc-drop", "max_auc_drop", "max AUC drop vs the champion (absolute)"),
+    _gate("--max-ne-rise", "max_ne_rise", "max normalized-entropy rise vs the champion"),
+    _gate("--calibration-low", "calibration_low", "lowest mean prediction / base rate"),
+    _gate("--calibration-high", "calibration_high", "highest mean prediction / base rate"),
+    _gate("--bootstrap-samples", "bootstrap_samples", "bootstrap resamples for the CIs"),
+    _gate(
+        "--gate-rule", "rule", "ci: non-inferiority on the paired bootstrap CIs | point: on point estimates"
     ),
-    ("--max-auc-drop", "max_auc_drop", non_negative, "max AUC drop vs the champion (absolute)"),
-    ("--max-ne-rise", "max_ne_rise", non_negative, "max normalized-entropy rise vs the champion"),
-    ("--calibration-low", "calibration_low", non_negative, "lowest mean prediction / base rate"),
-    ("--calibration-high", "calibration_high", non_negative, "highest mean prediction / base rate"),
-    ("--bootstrap-samples", "bootstrap_samples", positive_int, "bootstrap resamples for the CIs"),
-    (
-        "--gate-rule",
-        "rule",
-        gate_rule,
-        "ci: non-inferiority on the paired bootstrap CIs | point: on point estimates",
-    ),
-    (
-        "--ci-level",
-        "ci_level",
-        fraction_below_one,
-        "two-sided level of the bootstrap CIs (0.9: one-sided 95%%)",
-    ),
-    (
-        "--anchor-champions",
-        "anchor_champions",
-        non_negative_int,
-        "anchor: best of the last N champions (0: off)",
-    ),
-    (
-        "--anchor-tolerance",
-        "anchor_tolerance",
-        fraction_below_one,
-        "max relative save HIT@3 drop vs the anchor",
-    ),
-    (
+    _gate("--ci-level", "ci_level", "two-sided level of the bootstrap CIs (0.9: one-sided 95%%)"),
+    _gate("--anchor-champions", "anchor_champions", "anchor: best of the last N champions (0: off)"),
+    _gate("--anchor-tolerance", "anchor_tolerance", "max relative save HIT@3 drop vs the anchor"),
+    _gate(
         "--reference-champions",
         "reference_champions",
-        non_negative_int,
         "reference: mean of the champion and the N-1 before it (0: off)",
     ),
-    (
-        "--reference-tolerance",
-        "reference_tolerance",
-        fraction_below_one,
-        "max relative save HIT@3 drop vs the reference",
-    ),
-    ("--trend-days", "trend_days", non_negative_int, "trend: vs the champion served N days ago (0: off)"),
-    ("--trend-tolerance", "trend_tolerance", fraction_below_one, "max relative save HIT@3 drop vs it"),
-    (
-        "--pool-days",
-        "pool_days",
-        positive_int,
-        "pool the change over N eval days when a CI is wide (1: never)",
-    ),
-    ("--pool-ci-width", "pool_ci_width", non_negative, "a day's CI wider than this is pooled"),
-    ("--max-lift", "max_lift", non_negative, "leakage: max lift over the best recent model (0: off)"),
-    (
+    _gate("--reference-tolerance", "reference_tolerance", "max relative save HIT@3 drop vs the reference"),
+    _gate("--trend-days", "trend_days", "trend: vs the champion served N days ago (0: off)"),
+    _gate("--trend-tolerance", "trend_tolerance", "max relative save HIT@3 drop vs it"),
+    _gate("--pool-days", "pool_days", "pool the change over N eval days when a CI is wide (1: never)"),
+    _gate("--pool-ci-width", "pool_ci_width", "a day's CI wider than this is pooled"),
+    _gate("--max-lift", "max_lift", "leakage: max lift over the best recent model (0: off)"),
+    _gate(
         "--max-window-lag-days",
         "max_window_lag_days",
-        non_negative_int,
         "the candidate's window ends at most N days before the eval day (0: off)",
     ),
-    (
+    _gate(
         "--slice-min-requests",
         "slice_min_requests",
-        positive_int,
         "slice guard: judge slices with at least N requests with a save",
     ),
-    (
-        "--slice-tolerance",
-        "slice_tolerance",
-        fraction_below_one,
-        "slice guard: max relative save HIT@3 loss of a slice",
-    ),
+    _gate("--slice-tolerance", "slice_tolerance", "slice guard: max relative save HIT@3 loss of a slice"),
 )
 
 GATE_FLAGS: tuple[tuple[str, str, str], ...] = (

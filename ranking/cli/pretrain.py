@@ -8,13 +8,12 @@ import argparse
 from ranking.cli.common import (
     CommandResult,
     add_common,
+    config_type,
     effective_config,
     parse_date,
-    positive_int,
-    seed_int,
     workspace,
 )
-from ranking.cli.options import add_registry_option, non_negative_int, reason_arg
+from ranking.cli.options import add_registry_option, reason_arg
 
 
 def handle_pretrain(args: argparse.Namespace) -> CommandResult:
@@ -41,19 +40,27 @@ def register(sub: argparse._SubParsersAction) -> None:  # type: ignore[type-arg]
         "--end", type=parse_date, required=True, help="eval day of the daily window the base is for"
     )
     p.add_argument(
-        "--days", type=positive_int, default=None, help="the base's range in days (default: window.days)"
+        "--days",
+        type=config_type("pretrain.days"),
+        default=None,
+        help="the base's range in days (default: window.days)",
     )
     p.add_argument(
         "--gap-days",
-        type=non_negative_int,
+        type=config_type("pretrain.gap_days"),
         default=None,
         help="days between the base's range and the daily window",
     )
-    p.add_argument("--schedule", default=None, help="the base's schedule")
     p.add_argument(
-        "--epochs", type=positive_int, default=None, help="unset: 1, or the explicit list's length"
+        "--schedule", type=config_type("pretrain.schedule"), default=None, help="the base's schedule"
     )
-    p.add_argument("--seed", type=seed_int, default=None)
+    p.add_argument(
+        "--epochs",
+        type=config_type("pretrain.epochs"),
+        default=None,
+        help="unset: 1, or the explicit list's length",
+    )
+    p.add_argument("--seed", type=config_type("pretrain.seed"), default=None)
     p.add_argument("--reason", type=reason_arg, default=None, help="recorded with the base's move")
     add_registry_option(p)
     add_common(p)

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import argparse
 
-from ranking.cli.common import CommandResult, add_common
+from ranking.cli.common import CommandResult, add_common, text_arg
 from ranking.cli.options import add_registry_option, reason_arg, registry_of, version_arg
 from ranking.registry.operations import PromoteRequest
 
@@ -30,7 +30,12 @@ def register(sub: argparse._SubParsersAction) -> None:  # type: ignore[type-arg]
     p.add_argument("version", type=version_arg)
     p.add_argument("--reason", type=reason_arg, required=True)
     p.add_argument("--force", action="store_true", help="promote even without a passing gate verdict")
-    p.add_argument("--who", default=None, help="who is promoting (default: $RANKER_ACTOR, else the OS user)")
+    p.add_argument(
+        "--who",
+        type=text_arg,
+        default=None,
+        help="who is promoting (default: $RANKER_ACTOR, else the OS user)",
+    )
     add_registry_option(p)
     add_common(p)
     p.set_defaults(handler=handle_promote, step="promote")

@@ -14,7 +14,7 @@ import argparse
 import json
 from pathlib import Path
 
-from ranking.cli.common import CommandResult, add_common, workspace
+from ranking.cli.common import CommandResult, add_common, run_id_arg, workspace
 from ranking.core.errors import RankerError
 from ranking.core.ids import validate_run_id
 from ranking.core.summaries import GateSummary, StepSummary, TrainSummary
@@ -27,7 +27,13 @@ def register(sub: argparse._SubParsersAction) -> None:  # type: ignore[type-arg]
         "report",
         help="write a run's report.md and labelled curve.png (champion line, gate table) in its run folder",
     )
-    p.add_argument("--run", required=True, metavar="RUN_ID", help="the pipeline run (its step summaries)")
+    p.add_argument(
+        "--run",
+        type=run_id_arg,
+        required=True,
+        metavar="RUN_ID",
+        help="the pipeline run (its step summaries)",
+    )
     add_common(p)
     p.set_defaults(handler=_report, step="report")
 

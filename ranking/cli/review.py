@@ -12,9 +12,10 @@ import time
 from ranking.cli.common import (
     CommandResult,
     add_common,
+    config_type,
     parse_date,
-    positive_int,
     progress_printer,
+    workers_int,
     workspace,
 )
 from ranking.core.errors import RankerError
@@ -35,7 +36,9 @@ def register(sub: argparse._SubParsersAction) -> None:  # type: ignore[type-arg]
     p.add_argument(
         "--end", type=parse_date, default=None, help="last eval day (default: the newest source day)"
     )
-    p.add_argument("--days", type=positive_int, default=None, help="eval days (default: [review] days)")
+    p.add_argument(
+        "--days", type=config_type("review.days"), default=None, help="eval days (default: [review] days)"
+    )
     p.add_argument(
         "--candidate-only",
         action="store_true",
@@ -43,7 +46,7 @@ def register(sub: argparse._SubParsersAction) -> None:  # type: ignore[type-arg]
         help="compare fresh candidates only: no gate replay, no served models (default: [review] candidate_only)",
     )
     p.add_argument(
-        "--parallel", type=positive_int, default=None, help="recipes at a time (default: the cores)"
+        "--parallel", type=workers_int, default=None, help="recipes at a time (default: the cores)"
     )
     p.set_defaults(handler=_review, step="review")
 

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import argparse
 
-from ranking.cli.common import CommandResult, add_common
+from ranking.cli.common import CommandResult, add_common, text_arg
 from ranking.cli.options import add_registry_option, reason_arg, registry_of, version_arg
 from ranking.registry.aliases import BASE, CHAMPION
 from ranking.registry.operations import RollbackRequest, rollback
@@ -37,7 +37,7 @@ def register(sub: argparse._SubParsersAction) -> None:  # type: ignore[type-arg]
         help="the alias to move back: the champion (default) or the base model (ranker pretrain)",
     )
     p.add_argument("--reason", type=reason_arg, required=True)
-    p.add_argument("--who", default=None)
+    p.add_argument("--who", type=text_arg, default=None)
     add_registry_option(p)
     add_common(p)
     p.set_defaults(handler=handle_rollback, step="rollback")

@@ -9,9 +9,9 @@ from typing import Any
 from ranking.cli.common import (
     CommandResult,
     add_common,
+    config_type,
     effective_config,
     parse_date,
-    positive_int,
     workspace,
 )
 from ranking.cli.options import add_gate_options, add_promotion_options, add_registry_option
@@ -88,9 +88,14 @@ def register(sub: argparse._SubParsersAction) -> None:  # type: ignore[type-arg]
         help="the whole retrain without Airflow: window, train, gate, promote or reject, metrics",
     )
     p.add_argument("--end", type=parse_date, required=True, help="window end = eval day (YYYY-MM-DD)")
-    p.add_argument("--days", type=positive_int, default=None, help="window length")
-    p.add_argument("--epochs", type=positive_int, default=None)
-    p.add_argument("--schedule", default=None, help="embedding schedule, e.g. delayed or F,J,J")
+    p.add_argument("--days", type=config_type("window.days"), default=None, help="window length")
+    p.add_argument("--epochs", type=config_type("recipe.epochs"), default=None)
+    p.add_argument(
+        "--schedule",
+        type=config_type("recipe.schedule"),
+        default=None,
+        help="embedding schedule, e.g. delayed or F,J,J",
+    )
     p.add_argument("--pipeline", choices=PIPELINES, default=None)
     add_promotion_options(p, dry_run_help="train and gate, never move the champion")
     add_gate_options(p)

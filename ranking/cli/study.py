@@ -3,34 +3,29 @@
 from __future__ import annotations
 
 import argparse
-from pathlib import Path
 
 from ranking.cli.common import (
     CommandResult,
+    ListOf,
+    OneOf,
     add_common,
+    config_type,
+    int_in,
     parse_date,
-    positive_int,
+    path_arg,
     progress_printer,
+    run_id_arg,
+    workers_int,
     workspace,
 )
+from ranking.study.spec import INITS
 from ranking.trainer.models.config import PIPELINES
+from ranking.trainer.schedule import NAMED_SCHEDULES
 
-
-def _int_list(value: str) -> tuple[int, ...]:
-    try:
-        items = tuple(int(v) for v in value.split(",") if v.strip())
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"not a comma list of integers: {value!r}") from None
-    if not items or min(items) <= 0:
-        raise argparse.ArgumentTypeError(f"need positive integers: {value!r}")
-    return items
-
-
-def _str_list(value: str) -> tuple[str, ...]:
-    items = tuple(v.strip() for v in value.split(",") if v.strip())
-    if not items:
-        raise argparse.ArgumentTypeError("empty list")
-    return items
+# every window x schedule x init x seed is a training run, each evaluated at every epoch count:
+# the study's size is their product
+MAX_LIST_ITEMS = 10
+MAX_SEEDS = 20
 
 
 def register(sub: argparse._SubParsersAction) -> None:  # type: ignore[type-arg]
@@ -43,25 +38,49 @@ def register(sub: argparse._SubParsersAction) -> None:  # type: ignore[type-arg]
     )
     add_common(p)
     p.add_argument("--end", type=parse_date, required=True, help="eval day (windows end here)")
-    p.add_argument("--windows", type=_int_list, default=(10, 20), help="window lengths in days (10,20)")
-    p.add_argument("--epochs", type=_int_list, default=(1, 2, 3, 4), help="epoch counts (1,2,3,4)")
-    p.add_argument("--schedules", type=_str_list, default=("joint", "frozen", "delayed", "joint_then_frozen"))
-    p.add_argument("--seeds", type=positive_int, default=3)
-    p.add_argument("--inits", type=_str_list, default=("scratch", "warm"), help="scratch,warm[,warm_dense]")
+    p.add_argument(
+        "--windows",
+        type=ListOf(config_type("window.days"), MAX_LIST_ITEMS),
+        default=(10, 20),
+        help="window lengths in days (10,20)",
+    )
+    p.add_argument(
+        "--epochs",
+        type=ListOf(config_type("recipe.epochs"), MAX_LIST_ITEMS),
+        default=(1, 2, 3, 4),
+        help="epoch counts (1,2,3,4)",
+    )
+    p.add_argument(
+        "--schedules",
+        type=ListOf(OneOf(NAMED_SCHEDULES), len(NAMED_SCHEDULES)),
+        default=("joint", "frozen", "delayed", "joint_then_frozen"),
+    )
+    p.add_argument("--seeds", type=int_in(1, MAX_SEEDS), default=3)
+    p.add_argument(
+        "--inits",
+        type=ListOf(OneOf(INITS), len(INITS)),
+        default=("scratch", "warm"),
+        help="scratch,warm[,warm_dense]",
+    )
     p.add_argument(
         "--warm-offset-days",
-        type=positive_int,
+        type=config_type("window.days"),
         default=None,
         help="warm start trained on the window ending this many days earlier (default: the window length)",
     )
     # bound to recipe.pipeline / recipe.batch_size: an unset flag takes the config's value
     p.add_argument("--pipeline", choices=PIPELINES, default=None)
-    p.add_argument("--batch-size", type=positive_int, default=None)
-    p.add_argument("--model-config", type=Path, default=None)
-    p.add_argument("--parallel", type=positive_int, default=None, help="runs at a time (default: CPU cores)")
-    p.add_argument("--name", default=None, help="study folder under <home>/studies (default study-<end>)")
+    p.add_argument("--batch-size", type=config_type("recipe.batch_size"), default=None)
+    p.add_argument("--model-config", type=path_arg, default=None)
+    p.add_argument("--parallel", type=workers_int, default=None, help="runs at a time (default: CPU cores)")
     p.add_argument(
-        "--report-dir", type=Path, default=None, help="also copy the report here (e.g. docs/study)"
+        "--name",
+        type=run_id_arg,
+        default=None,
+        help="study folder under <home>/studies (default study-<end>)",
+    )
+    p.add_argument(
+        "--report-dir", type=path_arg, default=None, help="also copy the report here (e.g. docs/study)"
     )
     p.set_defaults(handler=_study, step="study")
 

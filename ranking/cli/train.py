@@ -13,19 +13,25 @@ from typing import TYPE_CHECKING
 from ranking.cli.common import (
     CommandResult,
     add_common,
+    config_type,
     effective_config,
     int_in,
     parse_date,
-    positive_int,
-    seed_int,
+    path_arg,
+    path_str,
+    workers_int,
     workspace,
 )
 from ranking.config.model import WARM_START_SCOPES
-from ranking.core.limits import MAX_THREADS
 from ranking.trainer.models.config import PIPELINES, REMEDIES
 
 if TYPE_CHECKING:
     from ranking.trainer.job import TrainJob
+
+
+# rows a rank holds to shuffle (0: none): past any window this pipeline reads, which a larger
+# buffer would only hold whole
+MAX_SHUFFLE_ROWS = 10**8
 
 
 def register(sub: argparse._SubParsersAction) -> None:  # type: ignore[type-arg]
@@ -35,21 +41,23 @@ def register(sub: argparse._SubParsersAction) -> None:  # type: ignore[type-arg]
     p.add_argument("--end", type=parse_date, required=True, help="window end (exclusive); the eval day")
     # bound flags (ranking.cli.config.bindings): an unset one takes the config's value, which
     # --help shows; their argparse default is never used
-    p.add_argument("--days", type=positive_int, default=None, help="window length in days")
+    p.add_argument("--days", type=config_type("window.days"), default=None, help="window length in days")
     p.add_argument(
         "--epochs",
-        type=positive_int,
+        type=config_type("recipe.epochs"),
         default=None,
         help="epochs (an explicit list such as F,J,J: its length)",
     )
     p.add_argument(
         "--schedule",
+        type=config_type("recipe.schedule"),
         default=None,
         help="delayed (F,J,J…) | joint | frozen | joint_then_frozen | an explicit list such as F,J,J",
     )
     p.add_argument("--pipeline", choices=PIPELINES, default=None)
     p.add_argument(
         "--warm-start",
+        type=config_type("recipe.warm_start"),
         default=None,
         help="PATH to a checkpoint | champion (the registry's, if any) | base (the registry's base"
         " model, ranker pretrain) | none",
@@ -69,13 +77,14 @@ def register(sub: argparse._SubParsersAction) -> None:  # type: ignore[type-arg]
     )
     p.add_argument(
         "--full-retrain-every-days",
-        type=positive_int,
+        type=config_type("recipe.full_retrain_every_days"),
         default=None,
         metavar="K",
         help="with --incremental: a full retrain every K days since the last one (unset: never)",
     )
     p.add_argument(
         "--full-retrain-warm-start",
+        type=config_type("recipe.full_retrain_warm_start"),
         default=None,
         help="what a full retrain of an incremental recipe starts from",
     )
@@ -92,23 +101,25 @@ def register(sub: argparse._SubParsersAction) -> None:  # type: ignore[type-arg]
         help="epoch-start remedy: meda = tables and their optimizer state back to the seed's init "
         "each epoch, dense layers kept",
     )
-    p.add_argument("--out", default=None, help="run folder (default <home>/runs/<run id>)")
+    p.add_argument("--out", type=path_str, default=None, help="run folder (default <home>/runs/<run id>)")
     p.add_argument(
         "--resume", action="store_true", help="continue the run in --out after its last complete epoch"
     )
-    p.add_argument("--nproc", type=positive_int, default=1, help="processes (torchrun on this machine)")
-    p.add_argument("--seed", type=seed_int, default=None)
-    p.add_argument("--batch-size", type=positive_int, default=None, help="global batch size")
+    p.add_argument("--nproc", type=workers_int, default=1, help="processes (torchrun on this machine)")
+    p.add_argument("--seed", type=config_type("recipe.seed"), default=None)
+    p.add_argument(
+        "--batch-size", type=config_type("recipe.batch_size"), default=None, help="global batch size"
+    )
     p.add_argument(
         "--shuffle-buffer",
-        type=int,
+        type=int_in(0, MAX_SHUFFLE_ROWS),
         default=None,
         help="rows in the shuffle buffer per rank (default 100000)",
     )
-    p.add_argument("--model-config", type=Path, default=None, help="ModelConfig as JSON or YAML")
+    p.add_argument("--model-config", type=path_arg, default=None, help="ModelConfig as JSON or YAML")
     p.add_argument(
         "--threads",
-        type=int_in(1, MAX_THREADS),
+        type=workers_int,
         default=None,
         help="CPU threads per process (sets OMP_NUM_THREADS before torch loads; default $OMP_NUM_THREADS, else 1)",
     )

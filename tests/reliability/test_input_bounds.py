@@ -11,7 +11,7 @@ import pytest
 
 from ranking.cli.main import main
 from ranking.config.loader import ConfigFileError, load, parse_params
-from ranking.core.limits import MAX_SEED, MAX_THREADS
+from ranking.core.limits import MAX_SEED, MAX_THREADS, MAX_THREADS_WHY
 
 
 def _exit_code(argv: list[str]) -> int:
@@ -30,7 +30,10 @@ def _one_line(err: str) -> str:
 @pytest.mark.parametrize(
     ("argv", "match"),
     [
-        (["train", "--threads", "100000"], f"--threads: must be in [1, {MAX_THREADS}]: 100000"),
+        (
+            ["train", "--threads", "100000"],
+            f"--threads: must be in [1, {MAX_THREADS}]: 100000 ({MAX_THREADS_WHY})",
+        ),
         (["train", "--seed", str(2**64)], f"--seed: must be in [0, {MAX_SEED}]"),
         (["pretrain", "--seed", "-1"], f"--seed: must be in [0, {MAX_SEED}]: -1"),
         (["backtest", "--seed", "-1", "--start", "2026-01-01", "--days", "1"], "--seed: must be in [0,"),
