@@ -2,6 +2,7 @@
 
 plan → check_freshness → build_window → validate_window → train → gate → decide
   → promote | record_rejection | keep_champion → materialize_online → publish_metrics
+  → collect_garbage
 
 Every step is a ``ranker`` CLI call in the project environment (``$RANKER_BIN``), so the same
 command runs locally, in a container or in a pod; this file only wires the steps (what each
@@ -98,8 +99,8 @@ def train_a_candidate(steps: RetrainSteps) -> tuple[XComArg, XComArg]:
 
 
 def serve_the_decision(steps: RetrainSteps, run_plan: XComArg, report: XComArg) -> None:
-    """decide → promote | record_rejection | keep_champion → materialize_online → publish_metrics,
-    and the watcher leaf."""
+    """decide → promote | record_rejection | keep_champion → materialize_online → publish_metrics
+    → collect_garbage, and the watcher leaf."""
     transient = steps.settings.task_retries
 
     @task.branch(execution_timeout=timedelta(minutes=2), retries=0)
@@ -141,6 +142,18 @@ def serve_the_decision(steps: RetrainSteps, run_plan: XComArg, report: XComArg) 
     def publish_metrics() -> dict[str, Any]:
         return steps.publish_metrics()
 
+    # `ranker gc`: what [retention] lets go, and the disk's series (job ranker_gc). Last, after the
+    # run's own metrics and whatever happened: it never holds up a promotion. Its failure fails the
+    # DagRun (the watcher) but is not the retrain's: no failure publish (RankerGcNotRunning says it)
+    @task(
+        execution_timeout=timedelta(minutes=30),
+        retries=transient,
+        trigger_rule="all_done",
+        on_failure_callback=None,
+    )
+    def collect_garbage() -> dict[str, Any]:
+        return steps.collect_garbage()
+
     @task(task_id=WATCHER, trigger_rule="one_failed", on_failure_callback=None, retries=0)
     def fail_run_if_a_step_failed() -> None:
         retrain_tasks.fail_run_if_a_step_failed()
@@ -149,7 +162,7 @@ def serve_the_decision(steps: RetrainSteps, run_plan: XComArg, report: XComArg) 
     decide(run_plan, report) >> outcomes  # type: ignore[arg-type]  # XComArg: see the top
     materialized = materialize_online(run_plan)  # type: ignore[arg-type]  # XComArg: see the top
     outcomes >> materialized
-    materialized >> publish_metrics()
+    materialized >> publish_metrics() >> collect_garbage()
     fail_run_if_a_step_failed()
 
 

@@ -139,6 +139,17 @@ class RetrainSteps:
         run = {"run_id": ranker_run_id(context["dag_run"].run_id), "actor": "airflow"}
         return {**self.ranker(run, decisions.publish_args(states)).summary, "outcome": outcome}
 
+    def collect_garbage(self) -> dict[str, Any]:
+        """``ranker gc`` on the workspace (not a step of the run: no step summary); the XCom is
+        its counts and the disk, each removal is in the task log."""
+        summary = self.ranker({"actor": "airflow"}, ["gc"], record=False).summary
+        for row in summary.get("removed", []):
+            log.info("gc removed %s %s (%s bytes)", row.get("kind"), row.get("where"), row.get("bytes"))
+        for row in summary.get("failed", []):
+            log.warning("gc could not remove %s %s: %s", row.get("kind"), row.get("where"), row.get("why"))
+        counts = {key: len(summary.get(key, [])) for key in ("removed", "kept", "failed")}
+        return {**counts, "bytes_freed": summary.get("bytes_freed"), "disk": summary.get("disk")}
+
 
 def fail_run_if_a_step_failed() -> None:
     """publish_metrics (all_done) is a leaf that succeeds after failures; the watcher leaf makes the

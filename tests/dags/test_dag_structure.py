@@ -22,6 +22,7 @@ TRANSIENT = {
     "record_rejection",
     "materialize_online",
     "publish_metrics",
+    "collect_garbage",
 }
 NO_RETRY = {"plan", "validate_window", "gate", "decide"}
 
@@ -50,6 +51,10 @@ def test_retrain_task_graph(dagbag: BundleDagBag) -> None:
     for outcome in ("promote", "record_rejection", "keep_champion"):
         assert (outcome, "materialize_online") in edges
     assert ("materialize_online", "publish_metrics") in edges
+    # gc last, whatever happened (a failed run's checkpoints are kept by the retention itself)
+    assert ("publish_metrics", "collect_garbage") in edges
+    assert dag.get_task("collect_garbage").trigger_rule == "all_done"
+    assert not dag.get_task("collect_garbage").on_failure_callback  # a gc failure is not the retrain's
     # the grid row of each outcome says what happened (a rejected run's one green outcome row)
     shown = {o: dag.get_task(o).task_display_name for o in ("promote", "record_rejection", "keep_champion")}
     assert shown == {
@@ -103,7 +108,7 @@ def test_retries_timeouts_pool_and_callbacks(dagbag: BundleDagBag) -> None:
     for task_id, (_, _, _, timeout, callback) in tasks.items():
         if task_id not in ("keep_champion", "fail_run_if_a_step_failed"):
             assert timeout and timeout <= timedelta(hours=8).total_seconds(), task_id
-            assert callback, task_id
+            assert callback or task_id == "collect_garbage", task_id
 
 
 def test_champion_asset_is_updated_by_promotion_and_rollback(dagbag: BundleDagBag) -> None:

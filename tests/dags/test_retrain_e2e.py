@@ -159,7 +159,9 @@ def test_first_run_promotes_without_a_champion(first_run: RunResult, home: Path)
     assert first_run.tasks["keep_champion"] == "skipped"
     assert first_run.tasks["materialize_online"] == "success"
     assert first_run.tasks["publish_metrics"] == "success"
+    assert first_run.tasks["collect_garbage"] == "success"  # `ranker gc`: nothing old enough yet
     assert first_run.tasks["fail_run_if_a_step_failed"] == "skipped"
+    assert (home / "runs" / first_run.run_id / "checkpoints").is_dir()
     gate = first_run.summary(home, "gate")
     assert gate["decision"] == "pass" and gate["champion"] is None
     decided = first_run.summary(home, "decide")  # the branch is `ranker decide`'s answer
@@ -299,6 +301,7 @@ def test_contradicting_params_fail_in_plan_and_train_nothing(
     assert result.tasks["plan"] == "failed"
     assert result.tasks["train"] == "upstream_failed"
     assert result.tasks["publish_metrics"] == "success"
+    assert result.tasks["collect_garbage"] == "success"  # all_done: the disk is measured anyway
     assert versions(result.models) == versions(dry_run.models)
     assert result.models["champion"] == dry_run.models["champion"]
     published = result.summary(home, "metrics")
