@@ -179,7 +179,6 @@ def test_a_bad_review_state_is_one_config_error(tmp_path: Path, text: str, match
     [
         ('[review]\nbaseline = "meda"\n', "baseline 'meda' must be one of the recipes"),
         ('[review]\nrecipes = ["../x", "naive"]\n', "not a recipe name"),
-        ("[review]\ndays = 3\n", "min_days"),
         ('[review]\nrecipe = "yes"\n', "review.recipe"),
     ],
 )

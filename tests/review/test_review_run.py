@@ -283,6 +283,29 @@ def test_too_few_days_keep_the_current_recipe(tmp_path: Path) -> None:
     assert json.loads((home / "reviews" / "recipe.json").read_text())["recipe"] == "naive"
 
 
+def test_a_review_shorter_than_min_days_reports_and_keeps_the_recipe(tmp_path: Path) -> None:
+    """min_days is what a recommendation needs, not a bound on days: a run asked for fewer days
+    (a manual review's Param, which cannot know the workspace's min_days) reports only."""
+    home = tmp_path / "home"
+    _review(home, Replayer({"naive": 0.8, "default": 0.8}, SECONDS))  # switches to naive
+    review = _review(
+        home,
+        Replayer({"naive": 1.5, "default": 0.2}, SECONDS),
+        days=2,
+        min_days=3,
+        end=END + dt.timedelta(days=7),
+    )
+    assert (review["status"], review["days"], review["min_days"]) == ("too_few_days", 2, 3)
+    assert review["recommended"] is None and review["error"] == "1 paired days < min_days 3"
+    assert set(review["recipes"]) == {"naive", "default"}  # still weighed and reported
+    assert review["switch"] == {
+        "switched": False,
+        "recipe": "naive",
+        "reason": f"review {(END + dt.timedelta(days=7)).isoformat()} is too_few_days: the current recipe stays",
+    }
+    assert json.loads((home / "reviews" / "recipe.json").read_text())["recipe"] == "naive"
+
+
 def test_a_review_whose_baseline_failed_keeps_the_current_recipe(tmp_path: Path) -> None:
     home = tmp_path / "home"
     _review(home, Replayer({"naive": 1.5, "default": 0.2}, SECONDS))  # switches to default
