@@ -8,7 +8,12 @@ lift's CI is not below the best recipe's lower bound; no significant gain -> the
 ``ranker_retrain`` then trains the recommended recipe (a failed review, or one with too few days,
 keeps the current one); with ``fixed`` (the default) the review only reports (docs/backtest.md
 "Recipe review"). Manual runs take ``end`` (the last eval day; default: yesterday), ``days`` and
-``candidate_only``.
+``candidate_only``; values the review would refuse are refused when the run is created.
+
+The run's state is the review's outcome: a review that recommends, or one with fewer paired days
+than ``[review] min_days`` (``too_few_days``: it reports and recommends none; a manual ``days``
+below min_days is such a review), succeeds; a failed review (``ranker review`` exits 2) fails the
+task, and so the run.
 """
 
 from __future__ import annotations

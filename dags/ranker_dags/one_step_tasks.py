@@ -15,7 +15,24 @@ from ranker_dags.ranker_cli import ranker_argv, run_ranker
 from ranker_dags.run_context import triggering_user, window_end
 from ranker_dags.settings import OrchestrationSettings
 
-REVIEW_FIELDS = ("review_id", "status", "recommended", "running", "switch", "report")
+# what was reviewed (the Params, else the config's: a manual run shows they took effect) and why it
+# recommends what it does (error: why a too_few_days review recommends none)
+REVIEW_FIELDS = (
+    "review_id",
+    "status",
+    "recommended",
+    "reason",
+    "error",
+    "start",
+    "end",
+    "days",
+    "min_days",
+    "days_compared",
+    "candidate_only",
+    "running",
+    "switch",
+    "report",
+)
 
 
 def pretrain_args(window_end: str, reason: str | None) -> list[str]:

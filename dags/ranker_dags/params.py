@@ -45,6 +45,10 @@ _UNSAFE_RUN_ID = re.compile(r"[^A-Za-z0-9_.:+-]")  # the complement of the patte
 # the registry's version-id rule, the same string as VERSION_ID_PATTERN in ranking/core/ids.py (compared
 # by the same test)
 VERSION_PATTERN = r"\Av([0-9]{4,9})\Z"
+# the dates the CLI's --end takes (ranking/cli/common.py parse_date: MIN_DATE 1970-01-01 ..
+# MAX_DATE 2999-12-31); `format: date` refuses the impossible ones (2026-02-30). Compared with the
+# project's by tests/dags/test_params.py
+CLI_DATE_PATTERN = r"^(19[7-9][0-9]|2[0-9]{3})-[0-9]{2}-[0-9]{2}$"
 
 
 class PlanError(ValueError):
@@ -174,6 +178,7 @@ def pretrain_params() -> dict[str, Any]:
             None,
             type=["null", "string"],
             format="date",
+            pattern=CLI_DATE_PATTERN,
             title="Daily window end",
             description="Eval day of the daily window the base is for (YYYY-MM-DD). Empty: yesterday.",
         ),
@@ -188,7 +193,10 @@ def pretrain_params() -> dict[str, Any]:
 
 
 def review_params() -> dict[str, Any]:
-    """The Params of ``ranker_recipe_review``'s manual runs."""
+    """The Params of ``ranker_recipe_review``'s manual runs: ``ranker review``'s ``--end`` and two
+    [review] keys (``days``, ``candidate_only``) with the config's bounds, so that every value the
+    review would refuse is refused when the run is created (tests/dags/test_params.py derives them
+    from ``ReviewSection``)."""
     from airflow.sdk import Param
 
     return {
@@ -196,6 +204,7 @@ def review_params() -> dict[str, Any]:
             None,
             type=["null", "string"],
             format="date",
+            pattern=CLI_DATE_PATTERN,
             title="Last eval day",
             description="The last eval day replayed (YYYY-MM-DD). Empty: yesterday.",
         ),
@@ -205,7 +214,8 @@ def review_params() -> dict[str, Any]:
             minimum=1,
             maximum=365,
             title="Eval days",
-            description="Eval days replayed. Empty: the workspace config's [review] days.",
+            description="Eval days replayed. Empty: the workspace config's [review] days. Fewer "
+            "paired days than [review] min_days: the review reports and keeps the recipe.",
         ),
         "candidate_only": Param(
             False,

@@ -1,16 +1,29 @@
 """Run parameters of ranker_retrain: JSON-schema Params (checked when a run is created) and the run
-plan's cross-field rules and window-end resolution (checked by the first task)."""
+plan's cross-field rules and window-end resolution (checked by the first task); the Params of
+ranker_recipe_review against what `ranker review` takes (the project's own bounds, read from it)."""
 
 from __future__ import annotations
 
 import datetime as dt
+import json
+import subprocess
 from typing import Any
 
 import pytest
 from airflow.sdk.definitions.param import ParamsDict
 from airflow.sdk.exceptions import ParamValidationError
 from airflow.serialization.serialized_objects import DagSerialization
-from ranker_dags.params import PlanError, make_plan, ranker_run_id, resolve_window_end, retrain_params
+from dag_test_paths import RANKER_BIN
+from ranker_dags.one_step_tasks import review_args
+from ranker_dags.params import (
+    PlanError,
+    make_plan,
+    ranker_run_id,
+    resolve_window_end,
+    retrain_params,
+    review_params,
+)
+from ranker_recipe_review import ranker_recipe_review
 from ranker_retrain import ranker_retrain
 
 UTC = dt.UTC
@@ -212,3 +225,154 @@ def test_ranker_run_id_uses_the_cli_alphabet(airflow_run_id: str, expected: str)
 def test_ranker_run_id_refuses_an_empty_result() -> None:
     with pytest.raises(PlanError):
         ranker_run_id("///")
+
+
+# -- ranker_recipe_review ----------------------------------------------------------------------
+
+REVIEW_PARAMS = DagSerialization.deserialize_dag(DagSerialization.serialize_dag(ranker_recipe_review)).params
+# what the project takes, asked of the project itself (this environment cannot import it): the
+# [review] fields' JSON schema, the CLI's date range, and whether `ranker review` ARGV parses and
+# its flags validate over a workspace's [review] (the defaults, and the largest min_days: a run's
+# days must not depend on it)
+PROJECT_SCRIPT = """
+import json, sys
+from pydantic import ValidationError
+from ranking.cli.common import MAX_DATE, MIN_DATE
+from ranking.cli.main import build_parser
+from ranking.config.model import ReviewSection
+from ranking.core.errors import RankerError
+
+request = json.load(sys.stdin)
+parser = build_parser()
+bases = [ReviewSection(), ReviewSection(days=365, min_days=365)]
+
+def accepts(argv):
+    try:
+        args = parser.parse_args([*argv, "--home", "/nonexistent"])
+    except (RankerError, SystemExit):
+        return False
+    flags = {"days": args.days, "candidate_only": args.candidate_only}  # ranker review's overrides
+    flags = {k: v for k, v in flags.items() if v is not None}
+    try:
+        for base in bases:
+            ReviewSection.model_validate({**base.model_dump(), **flags})
+    except ValidationError:
+        return False
+    return True
+
+print(json.dumps({
+    "fields": ReviewSection.model_json_schema()["properties"],
+    "dates": [MIN_DATE.isoformat(), MAX_DATE.isoformat()],
+    "accepted": [accepts(argv) for argv in request],
+}))
+"""
+# JSON-schema keywords of a field's bounds the Param must repeat
+BOUND_KEYWORDS = (
+    "minimum",
+    "maximum",
+    "exclusiveMinimum",
+    "exclusiveMaximum",
+    "pattern",
+    "enum",
+    "minLength",
+    "maxLength",
+)
+
+
+def project(argvs: list[list[str]]) -> dict[str, Any]:
+    python = RANKER_BIN.with_name("python")
+    if not python.exists():
+        pytest.skip(f"{python} is missing: run `make setup`")
+    proc = subprocess.run(
+        [str(python), "-c", PROJECT_SCRIPT],
+        input=json.dumps(argvs),
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    return dict(json.loads(proc.stdout.strip().splitlines()[-1]))
+
+
+def review_validated(**conf: Any) -> dict[str, Any] | None:
+    """The review run's Params as both of Airflow's checks resolve them; None: refused."""
+    try:
+        at_creation = dict(REVIEW_PARAMS.deep_merge(conf).validate())
+    except ParamValidationError:
+        with pytest.raises(ParamValidationError):
+            in_task = ParamsDict(review_params())
+            in_task.update(conf)
+            in_task.validate()
+        return None
+    in_task = ParamsDict(review_params())
+    in_task.update(conf)
+    assert in_task.validate() == at_creation
+    return at_creation
+
+
+def review_argv(params: dict[str, Any]) -> list[str]:
+    """What the task runs for these Params (an empty end is the run's yesterday)."""
+    return review_args(params["end"] or "2026-01-01", params["days"], bool(params["candidate_only"]))
+
+
+def candidates(field: dict[str, Any]) -> tuple[list[Any], list[Any], list[Any]]:
+    """(values the field takes, values past its bounds, values of another type), from its JSON schema."""
+    if field["type"] == "boolean":
+        return [True, False], [], ["true", 1, None]
+    assert field["type"] == "integer", field
+    low, high = field["minimum"], field["maximum"]
+    return [low, high, (low + high) // 2], [low - 1, high + 1], [str(low), low + 0.5, True]
+
+
+@pytest.fixture(scope="module")
+def review_fields() -> dict[str, Any]:
+    return project([])
+
+
+def test_every_review_param_is_the_cli_end_or_a_review_config_key_with_its_bounds(
+    review_fields: dict[str, Any],
+) -> None:
+    fields = review_fields["fields"]
+    params = review_params()
+    keys = set(params) - {"end"}
+    assert keys and keys <= set(fields), keys - set(fields)
+    for name in sorted(keys):
+        schema, field = params[name].schema, fields[name]
+        types = schema["type"] if isinstance(schema["type"], list) else [schema["type"]]
+        assert field["type"] in types and set(types) <= {field["type"], "null"}, (name, types, field)
+        for keyword in BOUND_KEYWORDS:
+            assert schema.get(keyword) == field.get(keyword), (name, keyword, schema, field)
+
+
+def test_review_params_take_what_ranker_review_takes_and_refuse_the_rest(
+    review_fields: dict[str, Any],
+) -> None:
+    first, last = (dt.date.fromisoformat(d) for d in review_fields["dates"])
+    day = dt.timedelta(days=1)
+    takes: list[dict[str, Any]] = [{"end": first.isoformat()}, {"end": last.isoformat()}]
+    past_bounds: list[dict[str, Any]] = [
+        {"end": (first - day).isoformat()},
+        {"end": (last + day).isoformat()},
+        {"end": "2026-02-30"},
+    ]
+    other_types: list[dict[str, Any]] = [{"end": "20260101"}, {"end": 20260101}]
+    for name in sorted(set(review_params()) - {"end"}):
+        good, past, other = candidates(review_fields["fields"][name])
+        takes += [{name: v} for v in good]
+        past_bounds += [{name: v} for v in past]
+        other_types += [{name: v} for v in other]
+    # the issue's run (days below the default min_days 7: a review that only reports), every Param
+    takes += [{"days": 2, "candidate_only": True}, {"end": "2026-03-01", "days": 1, "candidate_only": True}]
+
+    resolved = [review_validated(**conf) for conf in takes]
+    assert None not in resolved, list(zip(takes, resolved, strict=True))
+    assert [review_validated(**conf) for conf in past_bounds + other_types] == [None] * (
+        len(past_bounds) + len(other_types)
+    )
+    unset = {"end": None, "days": None, "candidate_only": False}
+    argvs = [review_argv(params) for params in resolved if params is not None]
+    past_argvs = [review_argv({**unset, **conf}) for conf in past_bounds]
+    accepted = project(argvs + past_argvs)["accepted"]
+    assert accepted == [True] * len(argvs) + [False] * len(past_argvs), list(
+        zip(argvs + past_argvs, accepted, strict=True)
+    )
