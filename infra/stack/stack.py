@@ -62,8 +62,10 @@ COMMANDS = {
 
 # a workspace the DAGs run on in about half a minute per run: 10 synthetic days ending yesterday
 # (UTC; a scheduled run's eval day is yesterday), 600 requests a day of 25 pins = 150,000
-# impressions, and a pipeline config with 5-day windows (the shipped 20 would need 21 days) and a
-# 3-day base model; the tests of tests/stack run on it
+# impressions, and a pipeline config with 5-day windows (the shipped 20 would need 21 days), a
+# 3-day base model and a recipe review of 3 days (the shipped 14 days of 3 recipes cannot fit 10
+# days: every day failed) of two recipes, the daily one (default) against naive; 2 paired days
+# recommend (its first day has no served model to pair); the tests of tests/stack run on it
 SMALL_WORKSPACE = {"days": 10, "users": 300, "pins": 600, "requests_per_day": 600, "seed": 11}
 SMALL_PIPELINE_CONFIG = """\
 # the small stack workspace (infra/stack/stack.py SMALL_WORKSPACE): short windows for 10 days of data
@@ -75,6 +77,10 @@ schedule = "F,J"
 pipeline = "sync"
 [pretrain]
 days = 3
+[review]
+days = 3
+min_days = 2
+recipes = ["naive", "default"]
 """
 
 

@@ -2,11 +2,12 @@
 
 `infra/stack/stack.py up` in a temporary folder of its own (free ports, its own Postgres cluster),
 with a second DAG bundle (tests/stack/dags: the serving DAG scheduled on the champion Asset) and
-short retry delays, ranker_pretrain daily instead of weekly (RANKER_PRETRAIN_CRON; its scheduled
-run is then for yesterday on any weekday); stopped and removed at the end (kept with
-RANKER_KEEP_STACK=1). The workspace is the one `stack.py up --small-workspace` builds (what `make
-stack` offers): 10 synthetic days ending yesterday (UTC), so the scheduled run's eval day
-(yesterday) is in the source, and a ranker.toml with 5-day windows.
+short retry delays, ranker_pretrain and ranker_recipe_review daily instead of weekly
+(RANKER_PRETRAIN_CRON, RANKER_REVIEW_CRON; their scheduled runs are then for yesterday on any
+weekday); stopped and removed at the end (kept with RANKER_KEEP_STACK=1). The workspace is the one
+`stack.py up --small-workspace` builds (what `make stack` offers): 10 synthetic days ending
+yesterday (UTC), so the scheduled run's eval day (yesterday) is in the source, and a ranker.toml
+with 5-day windows and a 3-day review of two recipes.
 """
 
 from __future__ import annotations
@@ -66,6 +67,9 @@ def stack(observed: dict[str, Any]) -> Iterator[Stack]:
             # weekday; at 01:00 as in production (the same time as the retrain would give both
             # scheduled runs the same run id, and so the same run folder in the workspace)
             "--env", "RANKER_PRETRAIN_CRON=0 1 * * *",
+            # at midnight: its scheduled run's last eval day is yesterday at any hour, and its 3
+            # days before it fit the workspace's 10 (a weekly run's could be a week back)
+            "--env", "RANKER_REVIEW_CRON=0 0 * * *",
             timeout=budget("workspace") + budget("stack_up"),
         )  # fmt: skip
         assert up.returncode == 0, f"stack up failed:\n{up.stdout[-3000:]}\n{up.stderr[-3000:]}"
@@ -76,7 +80,13 @@ def stack(observed: dict[str, Any]) -> Iterator[Stack]:
             json.loads((root / "secrets.json").read_text())["admin_password"], "<password>"
         )
         client = Stack.connect(root, home)
-        for dag_id in ("ranker_retrain", "ranker_rollback", "ranker_pretrain", "ranker_serving_reload"):
+        for dag_id in (
+            "ranker_retrain",
+            "ranker_rollback",
+            "ranker_pretrain",
+            "ranker_recipe_review",
+            "ranker_serving_reload",
+        ):
             _wait_parsed(client, dag_id)
         client.unpause("ranker_serving_reload")
         client.unpause("ranker_rollback")

@@ -58,6 +58,8 @@ MEASURED_SECONDS = {
     "pretrain_run": 13,
     "rollback_run": 2,
     "first_scheduled_run": 5,  # unpause -> the scheduler creates the run
+    "review_run": 70,  # ranker_recipe_review's scheduled run: 3 days of 2 recipes (test_stack_review.py)
+    "review_day_run": 25,  # a manual review of 1 day
 }
 LOAD_MARGIN = 8
 STORY_SECONDS = 204  # the whole module, measured
@@ -141,7 +143,13 @@ class Stack:
         return resp.json()
 
     def unpause(self, dag_id: str) -> None:
-        resp = self.request("PATCH", f"/dags/{dag_id}", json={"is_paused": False})
+        self._set_paused(dag_id, False)
+
+    def pause(self, dag_id: str) -> None:
+        self._set_paused(dag_id, True)
+
+    def _set_paused(self, dag_id: str, paused: bool) -> None:
+        resp = self.request("PATCH", f"/dags/{dag_id}", json={"is_paused": paused})
         assert resp.status_code == 200, resp.text
 
     def trigger(self, dag_id: str, run_id: str, conf: dict[str, Any]) -> requests.Response:
@@ -235,6 +243,28 @@ class Stack:
                 return result
             time.sleep(1)
         raise TimeoutError(f"Prometheus {expr}: {result}")
+
+
+def summarize(stack: Stack, run: dict[str, Any], dag_id: str = "ranker_retrain") -> dict[str, Any]:
+    """A finished run and its task instances, for the observations file."""
+    tis = stack.task_instances(dag_id, run["dag_run_id"])
+    return {
+        "run_id": run["dag_run_id"],
+        "run_type": run["run_type"],
+        "state": run["state"],
+        "start": run["start_date"],
+        "end": run["end_date"],
+        "seconds": round((when(run["end_date"]) - when(run["start_date"])).total_seconds(), 1),
+        "tasks": {
+            t: {
+                "state": ti["state"],
+                "try": ti["try_number"],
+                "start": ti["start_date"],
+                "end": ti["end_date"],
+            }
+            for t, ti in tis.items()
+        },
+    }
 
 
 def q(run_id: str) -> str:

@@ -37,7 +37,18 @@ from typing import Any
 import pytest
 import requests
 from browser import Browser
-from stack_client import LAST_DAY, REPO, TEST_TIMEOUT, Stack, budget, doc_blocks, ranker, stack_cli, when
+from stack_client import (
+    LAST_DAY,
+    REPO,
+    TEST_TIMEOUT,
+    Stack,
+    budget,
+    doc_blocks,
+    ranker,
+    stack_cli,
+    summarize,
+    when,
+)
 
 pytestmark = [
     pytest.mark.slow,
@@ -129,27 +140,6 @@ def base_run(stack: Stack, rollback_run: dict[str, Any], observed: dict[str, Any
         "warm_start": stack.xcom(RETRAIN, retrain["dag_run_id"], "train")["warm_start"]["source"],
     }
     return {"pretrain": pretrain, "retrain": retrain, "models": ranker(stack.home, "models", "list")}
-
-
-def summarize(stack: Stack, run: dict[str, Any], dag_id: str = RETRAIN) -> dict[str, Any]:
-    tis = stack.task_instances(dag_id, run["dag_run_id"])
-    return {
-        "run_id": run["dag_run_id"],
-        "run_type": run["run_type"],
-        "state": run["state"],
-        "start": run["start_date"],
-        "end": run["end_date"],
-        "seconds": round((when(run["end_date"]) - when(run["start_date"])).total_seconds(), 1),
-        "tasks": {
-            t: {
-                "state": ti["state"],
-                "try": ti["try_number"],
-                "start": ti["start_date"],
-                "end": ti["end_date"],
-            }
-            for t, ti in tis.items()
-        },
-    }
 
 
 def training_process(run_id: str) -> int | None:
