@@ -61,6 +61,7 @@ from typing import TYPE_CHECKING, Any, Protocol
 from ranking.config.loader import ConfigFileError, EffectiveConfig, Layer, file_values, parse_file, resolve
 from ranking.config.model import SECTIONS
 from ranking.config.render import to_toml
+from ranking.core import killpoints
 from ranking.core.atomic import atomic_path, atomic_write_json, atomic_write_text, read_json
 from ranking.core.errors import RankerError
 from ranking.core.ids import validate_run_id
@@ -313,7 +314,8 @@ class CliReplayer:
             "--json",
             *extra,
         ]
-        env = {k: v for k, v in os.environ.items() if k not in _ISOLATE_ENV}
+        # a kill point names a moment of this process, not of the day's run
+        env = {k: v for k, v in os.environ.items() if k not in (*_ISOLATE_ENV, *killpoints.ENV)}
         env.setdefault("OMP_NUM_THREADS", "1")
         env[PARENT_PID_ENV] = str(os.getpid())  # the day's run dies with this replay (kill -9 too)
         log_path.parent.mkdir(parents=True, exist_ok=True)
@@ -627,6 +629,7 @@ def replay_day(
         "run_seconds": round(time.perf_counter() - started, 3),
     }
     atomic_write_json(run.day_path(day), record)
+    killpoints.reached("replay:day-recorded")
     return record
 
 

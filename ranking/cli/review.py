@@ -18,6 +18,7 @@ from ranking.cli.common import (
     workers_int,
     workspace,
 )
+from ranking.core import killpoints
 from ranking.core.errors import RankerError
 from ranking.core.workspace import Workspace
 
@@ -121,6 +122,7 @@ def _review(args: argparse.Namespace) -> CommandResult:
         resolve_pushgateway(pushgateway) if pushgateway != "" else None,
         ws.metrics,
     )
+    killpoints.reached("review:exported")
     review["metrics"] = {
         "delivery": delivered.delivery,
         "target": delivered.target,

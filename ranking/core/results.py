@@ -7,6 +7,8 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
+from ranking.core import killpoints
+
 if TYPE_CHECKING:
     from ranking.core.workspace import Workspace
 
@@ -27,7 +29,9 @@ def record_summary(ws: Workspace, run_id: str | None, step: str, result: Command
     summary = dict(result.summary)
     summary.setdefault("step", step)
     summary.setdefault("exit_code", result.exit_code)
+    killpoints.reached(f"{step}:returned")
     if run_id:
         summary.setdefault("run_id", run_id)
         atomic_write_json(ws.step_summary_path(run_id, step), summary)
+    killpoints.reached(f"{step}:recorded")
     return summary

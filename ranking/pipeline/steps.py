@@ -17,6 +17,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
+from ranking.core import killpoints
 from ranking.core.errors import RankerError, as_user_error
 from ranking.core.results import CommandResult, record_summary
 from ranking.core.workspace import Workspace
@@ -177,6 +178,7 @@ class InProcessSteps:
 
     def run(self, step: str, call: Callable[[], CommandResult]) -> StepOutcome:
         log.info("ranker run %s: step %s", self.run_id, step)
+        killpoints.reached(f"{step}:start")
         started = time.perf_counter()
         try:
             result = call()

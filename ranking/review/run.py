@@ -22,6 +22,7 @@ from typing import Any
 from ranking.backtest.engine import Backtest, BacktestSpec, Recipe, Replayer, read_recipe
 from ranking.config.loader import EffectiveConfig
 from ranking.config.model import ReviewSection
+from ranking.core import killpoints
 from ranking.core.atomic import atomic_write_json
 from ranking.core.errors import RankerError
 from ranking.core.workspace import Workspace
@@ -232,12 +233,15 @@ def run_review(
     running = running_recipe(daily, {r.recipe.name: r.effective for r in bt.runs})
     review = _new_review(plan, str(bt.folder), running)
     error = _replay(bt, plan, started, review)
+    killpoints.reached("review:replayed")
     _switch(ws, plan, current, review, now)
     review["wall_seconds"] = round(time.perf_counter() - started, 1)
     review["base_pretrains"] = shared.pretrained
     review = finite_json(review)
     review["report"] = write_report(review, ws.root / "reviews" / plan.review_id)
+    killpoints.reached("review:report-written")
     atomic_write_json(ws.root / "reviews" / "latest.json", review)
+    killpoints.reached("review:latest-written")
     if error is not None:
         raise ReviewFailed(
             f"review {plan.review_id} failed (the daily recipe stays): {error}", review

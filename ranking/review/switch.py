@@ -20,6 +20,7 @@ from pathlib import Path
 from typing import Any
 
 from ranking.config.loader import AUTO_RECIPE_FILE, AUTO_RECIPE_SECTIONS, reviewed_recipe_problem
+from ranking.core import killpoints
 from ranking.core.atomic import atomic_write_json
 from ranking.review.rule import ReviewError
 
@@ -108,7 +109,9 @@ def apply_switch(
         "reason": decision.reason,
     }
     append_line(home / HISTORY_FILE, json.dumps(record, sort_keys=True))
+    killpoints.reached("review:switch-appended")
     atomic_write_json(home / AUTO_RECIPE_FILE, record)
+    killpoints.reached("review:switch-written")
     return record
 
 
