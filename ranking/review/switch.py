@@ -99,20 +99,48 @@ def apply_switch(
     review's switch follows, never a switch the history does not hold."""
     if not decision.switch or decision.recipe is None:
         return None
-    previous = read_state(home)
-    record = {
-        "recipe": decision.recipe,
-        "values": dict(values),
-        "review_id": review_id,
-        "previous": previous.recipe if previous else None,
-        "switched_at": now.isoformat(),
-        "reason": decision.reason,
-    }
-    append_line(home / HISTORY_FILE, json.dumps(record, sort_keys=True))
+    recorded = _last_switch(home)
+    if recorded is not None and (recorded.get("review_id"), recorded.get("recipe")) == (
+        review_id,
+        decision.recipe,
+    ):
+        # a run of this review killed after its history line and before the state: the switch is
+        # recorded, only its state is missing (appending it again made two switches of one review)
+        record = recorded
+    else:
+        previous = read_state(home)
+        record = {
+            "recipe": decision.recipe,
+            "values": dict(values),
+            "review_id": review_id,
+            "previous": previous.recipe if previous else None,
+            "switched_at": now.isoformat(),
+            "reason": decision.reason,
+        }
+        append_line(home / HISTORY_FILE, json.dumps(record, sort_keys=True))
     killpoints.reached("review:switch-appended")
     atomic_write_json(home / AUTO_RECIPE_FILE, record)
     killpoints.reached("review:switch-written")
     return record
+
+
+def _last_switch(home: Path) -> dict[str, Any] | None:
+    """The last complete line of the switch history (None: no history, or its last line is torn
+    or not a record)."""
+    try:
+        text = (home / HISTORY_FILE).read_text()
+    except FileNotFoundError:
+        return None
+    except ValueError as exc:  # not text; an OSError names its path on its own (exit 2)
+        raise ReviewError(f"{home / HISTORY_FILE}: cannot read the switch history: {exc}") from None
+    if not text.endswith("\n"):  # a torn last line: a writer killed before its newline
+        return None
+    lines = text.splitlines()
+    try:
+        last = json.loads(lines[-1]) if lines else None
+    except ValueError:
+        return None
+    return last if isinstance(last, dict) else None
 
 
 def append_line(path: Path, line: str) -> None:
