@@ -117,3 +117,47 @@ def test_oserror_mapping_is_for_the_environment_only() -> None:
     for code in (errno.EIO, errno.ENOENT, errno.EBADF):
         assert as_user_error(OSError(code, "x", "/some/path")) is None
     assert as_user_error(RuntimeError("bug")) is None
+
+
+@pytest.mark.slow
+def test_a_full_disk_during_an_epoch_checkpoint_names_the_checkpoint(
+    tmpfs: Tmpfs, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """Issue 32, item 13: the disk fills while epoch 2 is checkpointed. The one line says so (the
+    checkpoint's path), not only that the run's last summary could not be written after it."""
+    import datetime as dt
+
+    from features import feast_repo
+    from features.testing import make_tiny_workspace
+    from ranking.core.workspace import Workspace
+    from ranking.trainer.checkpointing import state
+
+    home = tmpfs.path / "home"
+    make_tiny_workspace(home, start=dt.date(2026, 1, 1), days=7, build=False)
+    feast_repo.apply(Workspace.resolve(home))
+    real_save = state.save_epoch
+
+    def save_on_a_full_disk(path: Path, *args: object, **kwargs: object) -> object:
+        if path.name == "epoch-2":
+            tmpfs.fill()
+        return real_save(path, *args, **kwargs)
+
+    monkeypatch.setattr(state, "save_epoch", save_on_a_full_disk)
+    argv = [
+        "run",
+        "--end",
+        "2026-01-06",
+        "--days",
+        "4",
+        "--epochs",
+        "2",
+        "--home",
+        str(home),
+        "--run-id",
+        "R",
+    ]
+    capsys.readouterr()
+    assert main(argv) == 2
+    line = _one_line(capsys.readouterr().err)
+    assert line.startswith("ranker run: error: step train failed: no space left on device (ENOSPC): ")
+    assert str(home / "runs" / "R" / "checkpoints" / "epoch-2") in line, line
