@@ -150,6 +150,7 @@ def main(argv: list[str] | None = None) -> int:
         parser.print_help()
         return 2
     name = " ".join(w for w in (args.command, getattr(args, f"{args.command}_command", None)) if w)
+    result = None
     try:
         result = handler(args)
         emit(args, args.step, result)  # writes the step summary: a full disk fails here too
@@ -157,6 +158,10 @@ def main(argv: list[str] | None = None) -> int:
         error = as_user_error(exc)
         if error is None:
             raise
+        if result is not None and result.exit_code >= 2 and result.summary.get("error"):
+            # the step failed first (a full disk during a checkpoint), then its summary could not
+            # be written either: the line names the cause, not only the last write that failed
+            error = RankerError(f"{result.summary['error']} (and its summary could not be written: {error})")
         return _fail(name, error, bool(getattr(args, "json", False)))
     except KeyboardInterrupt:
         print(f"ranker {args.command}: interrupted", file=sys.stderr)

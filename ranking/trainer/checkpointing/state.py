@@ -183,6 +183,8 @@ def _write_error(path: Path, exc: Any) -> BaseException:
     RuntimeError: name it as the OSError it is (the CLI's one-line ENOSPC report)."""
     for error, _ in exc.failures.values():
         if isinstance(error, OSError):
+            if error.filename is None:  # a shard's write names no file: the checkpoint it was for
+                error.filename = str(path)
             return error
     try:
         st = os.statvfs(path)
