@@ -203,5 +203,6 @@ def test_ranker_report_before_the_gate_and_on_bad_input(
     assert main(["report", "--run", "nope", "--home", str(home)]) == 2
     err = capsys.readouterr().err.strip()
     assert len(err.splitlines()) == 1 and "has no train summary" in err, err
-    assert main(["report", "--run", "../r2", "--home", str(home)]) == 2
-    assert "invalid run id" in capsys.readouterr().err
+    with pytest.raises(SystemExit) as usage:  # a flag's bad value: a usage error, as argparse's
+        main(["report", "--run", "../r2", "--home", str(home)])
+    assert usage.value.code == 2 and "invalid run id" in capsys.readouterr().err
