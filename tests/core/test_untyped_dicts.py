@@ -1,0 +1,41 @@
+"""infra/untyped_dicts.py counts what issue 33 budgets: dict/Mapping[str, Any] written, and uses of
+names aliased to one; typed mappings are not counted."""
+
+from __future__ import annotations
+
+import importlib.util
+from pathlib import Path
+from types import ModuleType
+
+REPO = Path(__file__).resolve().parents[2]
+
+
+def _tool() -> ModuleType:
+    spec = importlib.util.spec_from_file_location("untyped_dicts", REPO / "infra" / "untyped_dicts.py")
+    assert spec is not None and spec.loader is not None
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
+def test_it_counts_untyped_mappings_and_their_aliases_only(tmp_path: Path) -> None:
+    source = tmp_path / "m.py"
+    source.write_text(
+        "from __future__ import annotations\n"
+        "import typing\n"
+        "from collections.abc import Mapping\n"
+        "from typing import Any, TypeAlias\n"
+        "Plan = dict[str, Any]\n"  # 1
+        "Other: TypeAlias = Mapping[str, Any]\n"  # 2
+        "def f(a: Mapping[str, Any], b: dict[str, int], c: Plan) -> typing.Dict[str, Any]:\n"  # 3, 4, 5
+        "    x: Other = {}\n"  # 6
+        "    y: dict[str, float] = {}\n"
+        "    return {**a, **c, **x, **y}\n"
+    )
+    assert _tool().count_file(source) == 6
+
+
+def test_the_repository_is_counted_by_package() -> None:
+    tool = _tool()
+    found = tool.count()
+    assert sum(found.values()) > 0 and all(name.startswith(tool.PACKAGES) for name in found)
