@@ -74,9 +74,11 @@ typecheck: setup
 
 # the step summaries' JSON Schema (docs/schemas/step-summaries.schema.json) and the "Step summaries"
 # section of docs/architecture.md, generated from ranking/core/summaries.py (tests/core/test_summaries.py
-# fails when either is stale)
+# fails when either is stale); and the config's bounds the DAGs' Params read
+# (dags/ranker_dags/config_bounds.json, from ranking/config/model.py; tests/config/test_config_bounds.py)
 schema: setup-trainer
 	$(VENV)/bin/python -m ranking.core.summaries
+	$(VENV)/bin/python -m ranking.config.bounds
 
 # A skip for a reason not on tests/conftest.py's ALLOWED_SKIPS (no GPU, no Docker engine, needs root)
 # fails the session under RANKER_STRICT_SKIPS=1.

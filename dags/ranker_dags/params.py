@@ -15,9 +15,12 @@ Window end rule (one rule for every run type; the eval day is ``window_end``, tr
 from __future__ import annotations
 
 import datetime as dt
+import functools
+import json
 import re
 from collections.abc import Mapping
 from dataclasses import asdict, dataclass
+from pathlib import Path
 from typing import Any
 
 SCHEDULE_NAMES = ("delayed", "joint", "frozen", "joint_then_frozen")
@@ -51,6 +54,30 @@ VERSION_PATTERN = r"\Av([0-9]{4,9})\Z"
 CLI_DATE_PATTERN = r"^(19[7-9][0-9]|2[0-9]{3})-[0-9]{2}-[0-9]{2}$"
 
 
+# the config's bounds, written from ranking/config/model.py by `make schema`
+# (ranking/config/bounds.py): a Param of a config key takes the key's own limits from there
+CONFIG_BOUNDS_FILE = Path(__file__).with_name("config_bounds.json")
+_NUMERIC = ("minimum", "maximum", "exclusiveMinimum", "exclusiveMaximum")
+
+
+@functools.cache
+def config_bounds() -> dict[str, dict[str, Any]]:
+    bounds: dict[str, dict[str, Any]] = json.loads(CONFIG_BOUNDS_FILE.read_text())
+    return bounds
+
+
+def config_param(key: str, **schema: Any) -> dict[str, Any]:
+    """The JSON schema of an optional Param for config key ``key``: empty (null) or a value within
+    the key's bounds; ``schema`` adds the title and description."""
+    bounds = config_bounds()[key]
+    limits = {k: bounds[k] for k in _NUMERIC if k in bounds}
+    return {"default": None, "type": ["null", bounds["type"]], **limits, **schema}
+
+
+def config_default(key: str) -> Any:
+    return config_bounds()[key].get("default")
+
+
 class PlanError(ValueError):
     """The run's parameters contradict each other or cannot be resolved; the run fails at once."""
 
@@ -70,22 +97,17 @@ def retrain_param_schemas() -> dict[str, dict[str, Any]]:
             "description": "YYYY-MM-DD. Training days are [end - window_days, end). Empty: the last "
             "complete day before the run's date.",
         },
-        "window_days": {
-            "default": None,
-            "type": ["null", "integer"],
-            "minimum": 1,
-            "maximum": 60,
-            "title": "Window length in days",
-            "description": "Empty: the pipeline config's window.days (default 20).",
-        },
-        "epochs": {
-            "default": None,
-            "type": ["null", "integer"],
-            "minimum": 1,
-            "maximum": 10,
-            "title": "Epochs",
-            "description": "Empty: the pipeline config's recipe.epochs (default 2, or the schedule list's length).",
-        },
+        "window_days": config_param(
+            "window.days",
+            title="Window length in days",
+            description=f"Empty: the pipeline config's window.days (default {config_default('window.days')}).",
+        ),
+        "epochs": config_param(
+            "recipe.epochs",
+            title="Epochs",
+            description="Empty: the pipeline config's recipe.epochs (default"
+            f" {config_default('recipe.epochs')}, or the schedule list's length).",
+        ),
         "schedule": {
             "default": None,
             "anyOf": [
@@ -119,23 +141,17 @@ def retrain_param_schemas() -> dict[str, dict[str, Any]]:
             "title": "Warm start scope",
             "description": "all weights, or the dense layers only (fresh tables). Empty: the config's.",
         },
-        "tolerance": {
-            "default": None,
-            "type": ["null", "number"],
-            "minimum": 0,
-            "exclusiveMaximum": 1,
-            "title": "Gate tolerance",
-            "description": "Allowed relative drop of save HIT@3 vs the champion (0.01 = 1%). "
+        "tolerance": config_param(
+            "gate.tolerance",
+            title="Gate tolerance",
+            description="Allowed relative drop of save HIT@3 vs the champion (0.01 = 1%). "
             "Empty: the pipeline config's gate.tolerance.",
-        },
-        "min_hit": {
-            "default": None,
-            "type": ["null", "number"],
-            "minimum": 0,
-            "maximum": 1,
-            "title": "Gate floor on save HIT@3",
-            "description": "Absolute floor on the candidate's save HIT@3. Empty: the config's gate.min_save_hit_at_3.",
-        },
+        ),
+        "min_hit": config_param(
+            "gate.min_save_hit_at_3",
+            title="Gate floor on save HIT@3",
+            description="Absolute floor on the candidate's save HIT@3. Empty: the config's gate.min_save_hit_at_3.",
+        ),
         "dry_run": {
             "default": False,
             "type": "boolean",
@@ -209,11 +225,7 @@ def review_params() -> dict[str, Any]:
             description="The last eval day replayed (YYYY-MM-DD). Empty: yesterday.",
         ),
         "days": Param(
-            None,
-            type=["null", "integer"],
-            minimum=1,
-            maximum=365,
-            title="Eval days",
+            **config_param("review.days", title="Eval days"),
             description="Eval days replayed. Empty: the workspace config's [review] days. Fewer "
             "paired days than [review] min_days: the review reports and keeps the recipe.",
         ),

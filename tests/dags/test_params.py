@@ -16,10 +16,13 @@ from airflow.serialization.serialized_objects import DagSerialization
 from dag_test_paths import RANKER_BIN
 from ranker_dags.one_step_tasks import review_args
 from ranker_dags.params import (
+    PARAM_KEYS,
     PlanError,
+    config_bounds,
     make_plan,
     ranker_run_id,
     resolve_window_end,
+    retrain_param_schemas,
     retrain_params,
     review_params,
 )
@@ -62,10 +65,10 @@ def test_defaults_validate() -> None:
     "conf",
     [
         {"window_days": 0},
-        {"window_days": 61},
+        {"window_days": config_bounds()["window.days"]["maximum"] + 1},
         {"window_days": "20"},
         {"epochs": 0},
-        {"epochs": 11},
+        {"epochs": config_bounds()["recipe.epochs"]["maximum"] + 1},
         {"window_end": "2026-13-01"},
         {"window_end": "2026-02-30"},
         {"window_end": "20260101"},
@@ -95,6 +98,10 @@ def test_bad_params_are_rejected(conf: dict[str, Any]) -> None:
     "conf",
     [
         {"window_end": "2026-01-24", "window_days": 1, "epochs": 10},
+        {
+            "window_days": config_bounds()["window.days"]["maximum"],
+            "epochs": config_bounds()["recipe.epochs"]["maximum"],
+        },
         {"schedule": "F,J,J"},
         {"schedule": "joint_then_frozen", "pipeline": "sync"},
         {"tolerance": 0.0, "min_hit": 0.2},
@@ -118,6 +125,16 @@ def plan_for(params: dict[str, Any], **kwargs: Any) -> Any:
         "run_after": dt.datetime(2026, 1, 25, 10, tzinfo=UTC),
     }
     return make_plan(validated(**params), **{**run, **kwargs})
+
+
+def test_a_param_of_a_config_key_takes_the_keys_own_limits() -> None:
+    """Each limit is written once, in the config model: the Params read config_bounds.json, which
+    `make schema` writes from it (tests/config/test_config_bounds.py checks it is fresh)."""
+    schemas = retrain_param_schemas()
+    for name, key in PARAM_KEYS.items():
+        bounds = config_bounds()[key]
+        for limit in ("minimum", "maximum", "exclusiveMinimum", "exclusiveMaximum"):
+            assert schemas[name].get(limit) == bounds.get(limit), (name, limit)
 
 
 def test_force_promote_without_reason_is_refused() -> None:
