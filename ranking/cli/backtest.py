@@ -212,7 +212,7 @@ def _backtest(args: argparse.Namespace) -> CommandResult:
     from ranking.backtest.report import write_report
     from ranking.cli.config import effective_config
     from ranking.config.loader import file_values, find_config_file
-    from ranking.trainer.loop import code_version
+    from ranking.core.code_version import code_version
 
     started = time.perf_counter()
     ws = workspace(args)

@@ -70,11 +70,11 @@ def _review(args: argparse.Namespace) -> CommandResult:
     from ranking.backtest.engine import CliReplayer, window_builder_for
     from ranking.cli.config import effective_config
     from ranking.config.loader import file_values, find_config_file
+    from ranking.core.code_version import code_version
     from ranking.monitoring.delivery import resolve_pushgateway
     from ranking.review.metrics import deliver, review_samples
     from ranking.review.run import ReviewFailed, plan_review, run_review
     from ranking.review.switch import FAILED
-    from ranking.trainer.loop import code_version
 
     ws = workspace(args)
     daily = effective_config(args)

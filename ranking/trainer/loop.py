@@ -19,6 +19,7 @@ from pathlib import Path
 from typing import Any
 
 from ranking.core.atomic import atomic_write_json, atomic_write_text
+from ranking.core.code_version import code_version
 from ranking.core.errors import RankerError, TrainingFailed
 from ranking.core.summaries import TrainSummary
 from ranking.trainer.checkpointing.checkpoint import (
@@ -71,48 +72,6 @@ def architecture_of(cfg: ModelConfig) -> dict[str, Any]:
     d.pop("table_optimizer")
     d.pop("dense_optimizer")
     return d
-
-
-def code_version() -> str:
-    """``<package version>[+g<git sha>]``; never raises: a version stamp must not cost a run.
-
-    Without package metadata (a source checkout on PYTHONPATH, no ``pip install -e .``) the version
-    is read from the checkout's pyproject.toml, else ``unknown``."""
-    import subprocess
-    from importlib.metadata import PackageNotFoundError, version
-
-    here = Path(__file__).resolve().parent
-    try:
-        pkg = version("ranker-retrain")
-    except PackageNotFoundError:
-        pkg = _source_version(here)
-    try:
-        sha = subprocess.run(
-            ["git", "rev-parse", "--short=12", "HEAD"],
-            cwd=here,
-            capture_output=True,
-            text=True,
-            timeout=10,
-            check=True,
-        ).stdout.strip()
-    except (OSError, subprocess.SubprocessError):
-        return pkg
-    return f"{pkg}+g{sha}" if sha else pkg
-
-
-def _source_version(start: Path) -> str:
-    import tomllib
-
-    for folder in start.parents:
-        pyproject = folder / "pyproject.toml"
-        if pyproject.is_file():
-            try:
-                project = tomllib.loads(pyproject.read_text()).get("project", {})
-            except (OSError, tomllib.TOMLDecodeError):
-                return "unknown"
-            if project.get("name") == "ranker-retrain":
-                return str(project.get("version", "unknown"))
-    return "unknown"
 
 
 def _check_run_dir(req: TrainRequest) -> None:

@@ -98,19 +98,3 @@ def test_scoring_feeds_the_model_on_the_device_of_its_parameters(manifest, model
     scores = score_model(model, [manifest.eval.path], batch_size=500)  # type: ignore[arg-type]
     assert model.seen == {"meta"}  # every input tensor moved to the model's device, none left on the host
     assert len(scores) == manifest.eval.rows and (scores["score"] == 0.5).all()
-
-
-def test_code_version_without_package_metadata(monkeypatch: pytest.MonkeyPatch) -> None:
-    """A source checkout without ``pip install -e .``: the stamp comes from pyproject.toml, not a crash."""
-    import importlib.metadata
-    import tomllib
-
-    from ranking.trainer.loop import code_version
-
-    def missing(name: str) -> str:
-        raise importlib.metadata.PackageNotFoundError(name)
-
-    monkeypatch.setattr(importlib.metadata, "version", missing)
-    project = tomllib.loads((Path(__file__).resolve().parents[2] / "pyproject.toml").read_text())["project"]
-    stamp = code_version()
-    assert stamp.split("+g")[0] == project["version"]
