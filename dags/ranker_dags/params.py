@@ -262,8 +262,9 @@ def rollback_params() -> dict[str, Any]:
 
 
 @dataclass(frozen=True)
-class RunPlan:
-    """Everything a retrain run's steps need, resolved once by the first task (plain types: XCom)."""
+class RetrainPlan:
+    """Everything a retrain run's steps need, resolved once by the first task (plain types: XCom).
+    Not ``ranking.pipeline.run.RunPlan`` (what ``ranker run`` was asked), hence its own name."""
 
     run_id: str
     window_end: str
@@ -326,7 +327,7 @@ def make_plan(
     logical_date: dt.datetime | None,
     run_after: dt.datetime,
     actor: str | None = None,
-) -> RunPlan:
+) -> RetrainPlan:
     """Check the cross-field rules Params cannot express and resolve the window end."""
     epochs = _optional(params, "epochs", int)
     schedule = _optional(params, "schedule", str)
@@ -353,7 +354,7 @@ def make_plan(
         logical_date=logical_date,
         run_after=run_after,
     )
-    return RunPlan(
+    return RetrainPlan(
         run_id=ranker_run_id(airflow_run_id),
         window_end=window_end.isoformat(),
         window_days=_optional(params, "window_days", int),

@@ -29,7 +29,7 @@ log = logging.getLogger(__name__)
 WATCHER = "fail_run_if_a_step_failed"
 DECISION_KEY = "decision"  # XCom key of `ranker decide`'s answer, pushed by the decide task
 
-Plan = dict[str, Any]  # RunPlan.to_dict(), the plan task's XCom
+Plan = dict[str, Any]  # RetrainPlan.to_dict(), the plan task's XCom
 
 
 class SourceNotReady(AirflowException):

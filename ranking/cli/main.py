@@ -19,7 +19,7 @@ from typing import Any, NoReturn
 
 from ranking.cli.common import emit
 from ranking.cli.config import RankerParser
-from ranking.core.errors import RankerError, as_user_error
+from ranking.core.errors import EXIT_CRASH, RankerError, as_user_error
 from ranking.core.lifetime import die_with_parent
 
 # (module, what it provides) — order is the order of `ranker --help`
@@ -171,11 +171,6 @@ def main(argv: list[str] | None = None) -> int:
         # still says why in one line on stderr, as every other failure does
         print(f"ranker {name}: error: {result.summary['error']}", file=sys.stderr)
     return result.exit_code
-
-
-# a crash of ours (a bug, not a user-fixable error): neither 1 ("gate rejected") nor 2 (user
-# error), so a caller that branches on the exit code never reads a traceback as a decision
-EXIT_CRASH = 70  # EX_SOFTWARE (sysexits.h)
 
 
 def entry() -> int:

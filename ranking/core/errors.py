@@ -4,6 +4,11 @@ from __future__ import annotations
 
 import errno
 
+# a crash of ours (a bug, not a user-fixable error): neither 1 ("gate rejected") nor 2 (user
+# error), so a caller that branches on the exit code never reads a traceback as a decision; every
+# process of ours (the `ranker` command, a torchrun worker) exits with it
+EXIT_CRASH = 70  # EX_SOFTWARE (sysexits.h)
+
 
 class RankerError(Exception):
     """A problem with input, configuration or state that the user can fix; exit code 2."""

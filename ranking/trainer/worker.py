@@ -10,9 +10,7 @@ import sys
 import traceback
 from pathlib import Path
 
-from ranking.core.errors import as_user_error
-
-EXIT_CRASH = 70
+from ranking.core.errors import EXIT_CRASH, as_user_error
 
 
 def main(argv: list[str]) -> int:

@@ -30,7 +30,7 @@ PLAN = {
     "epochs": 3,
     "schedule": "F,J,J",
     "pipeline": "semisync",
-    # what RunPlan.to_dict() adds: the Params that are set, by pipeline config key
+    # what RetrainPlan.to_dict() adds: the Params that are set, by pipeline config key
     "config_params": {
         "window.days": 20,
         "recipe.epochs": 3,
