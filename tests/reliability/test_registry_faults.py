@@ -1,11 +1,14 @@
-"""Registry faults: file modes, the verdict read inside the compare-and-swap, orphan temps under
-aliases/, and stale blessings in the listing."""
+"""Registry faults: file modes and unreadable folders, the verdict read inside the
+compare-and-swap, orphan temps under aliases/, and stale blessings in the listing."""
 
 from __future__ import annotations
 
 import json
 import os
+import shutil
 import stat
+import subprocess
+import sys
 import time
 from collections.abc import Iterator
 from pathlib import Path
@@ -13,6 +16,7 @@ from pathlib import Path
 import pytest
 from registry_fixtures import RunFactory
 
+from ranking.cli.main import main
 from ranking.core.atomic import atomic_dir, atomic_write_text, current_umask
 from ranking.core.errors import RegistryError
 from ranking.registry import AliasEvent, Registry
@@ -68,6 +72,75 @@ def test_registry_files_are_readable_by_other_users(
     }
     for path in files:
         assert _mode(path) == 0o644, path
+
+
+def _one_line(err: str) -> str:
+    lines = [line for line in err.splitlines() if line.strip()]
+    assert len(lines) == 1 and "Traceback" not in err, err
+    return lines[0]
+
+
+@pytest.fixture
+def unreadable_version(tmp_path: Path, make_run: RunFactory) -> Iterator[tuple[Path, Path]]:
+    """A registry whose champion is v0003 (v0004 a candidate); the tests make v0003's folder
+    unreadable."""
+    root = tmp_path / "registry"
+    reg = Registry(str(root))
+    versions = [reg.register(make_run()) for _ in range(4)]
+    for v in versions[:3]:
+        reg.promote(v, reason=f"ship {v}", force=True)
+    folder = root / "versions" / "v0003"
+    yield root, folder
+    folder.chmod(0o755)
+
+
+def test_an_unreadable_version_folder_is_one_line_not_an_incomplete_version(
+    unreadable_version: tuple[Path, Path],
+    tmp_path: Path,
+    capsys: pytest.CaptureFixture[str],
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """Injected (runs as root too, which permissions do not stop): stat under the folder fails
+    with EACCES, as it does for a user who may not search it."""
+    root, folder = unreadable_version
+    real_stat = os.stat
+
+    def denied_stat(path: object, *args: object, **kwargs: object) -> os.stat_result:
+        if str(path).startswith(f"{folder}/"):
+            raise PermissionError(13, "Permission denied", str(path))
+        return real_stat(path, *args, **kwargs)  # type: ignore[arg-type]
+
+    monkeypatch.setattr(os, "stat", denied_stat)
+    assert main(["models", "list", "--home", str(tmp_path), "--registry", str(root)]) == 2
+    line = _one_line(capsys.readouterr().err)
+    assert f"permission denied (EACCES): {folder}/" in line, line
+
+
+def test_an_unreadable_registry_folder_is_one_line_for_a_real_user(
+    unreadable_version: tuple[Path, Path], tmp_path: Path
+) -> None:
+    """The real thing: a process that may not search versions/v0003. Root is not stopped by
+    permissions, so as root the child runs without the DAC capabilities (setpriv)."""
+    root, folder = unreadable_version
+    folder.chmod(0)
+    prefix: list[str] = []
+    if os.geteuid() == 0:
+        setpriv = shutil.which("setpriv")
+        if setpriv is None:
+            pytest.skip("needs root without DAC capabilities: setpriv(1) is not installed")
+        prefix = [setpriv, "--bounding-set", "-dac_override,-dac_read_search", "--"]
+    argv = ["models", "list", "--home", str(tmp_path / "h"), "--registry", str(root)]
+    proc = subprocess.run(
+        [*prefix, sys.executable, "-m", "ranking.cli", *argv],
+        capture_output=True,
+        text=True,
+        cwd=Path(__file__).resolve().parents[2],
+        check=False,
+        timeout=120,
+    )
+    assert proc.returncode == 2, proc.stderr + proc.stdout
+    line = _one_line(proc.stderr)
+    assert f"permission denied (EACCES): {folder}/" in line, line
 
 
 class _RaceOnce:

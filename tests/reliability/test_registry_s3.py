@@ -167,7 +167,7 @@ def test_concurrent_promotions_on_s3_never_interleave(
 def test_rollback_on_s3_refuses_when_a_promotion_lands_during_its_verify(
     s3_registry: str, make_run: RunFactory, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    from test_registry_faults_a import assert_rollback_refused_when_a_promotion_lands
+    from test_registry_history_faults import assert_rollback_refused_when_a_promotion_lands
 
     assert_rollback_refused_when_a_promotion_lands(s3_registry, make_run, monkeypatch)
 
