@@ -15,7 +15,7 @@ import math
 from collections.abc import Mapping, Sequence
 from dataclasses import asdict, dataclass, field
 from statistics import NormalDist
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, NamedTuple
 
 import numpy as np
 
@@ -472,12 +472,20 @@ def _within(
     return Check(name, passed, value, ceiling, detail, ci)
 
 
+class _ChampionChecks(NamedTuple):
+    """The candidate vs the champion, in the report's order."""
+
+    change: Check  # save HIT@3's relative change (replaced by the pooled one when pooled)
+    auc_drop: Check
+    ne_rise: Check
+
+
 def _comparison_checks(
     cand: OfflineMetrics, champ: OfflineMetrics, intervals: PairedIntervals, config: GateConfig
-) -> list[Check]:
+) -> _ChampionChecks:
     change = _ratio_change(cand.save_hit_at_3, champ.save_hit_at_3)
-    return [
-        _non_inferior(
+    return _ChampionChecks(
+        change=_non_inferior(
             "save_hit_at_3_change",
             f"save HIT@3 {_fmt(cand.save_hit_at_3)} vs champion {_fmt(champ.save_hit_at_3)}: relative change",
             change,
@@ -485,7 +493,7 @@ def _comparison_checks(
             -config.tolerance,
             config,
         ),
-        _within(
+        auc_drop=_within(
             "auc_drop",
             f"AUC {_fmt(cand.auc)} vs champion {_fmt(champ.auc)}: drop",
             champ.auc - cand.auc,
@@ -493,7 +501,7 @@ def _comparison_checks(
             config.max_auc_drop,
             config,
         ),
-        _within(
+        ne_rise=_within(
             "ne_rise",
             f"NE {_fmt(cand.ne)} vs champion {_fmt(champ.ne)}: rise",
             cand.ne - champ.ne,
@@ -501,23 +509,38 @@ def _comparison_checks(
             config.max_ne_rise,
             config,
         ),
-    ]
+    )
+
+
+class _Scored(NamedTuple):
+    """A model compared with the candidate: its version and its scores row for row with the eval day."""
+
+    version: str
+    scores: np.ndarray
+
+
+class _Anchor(NamedTuple):
+    """The best anchor: its version, its metrics on the eval day and its scores row for row with it."""
+
+    version: str
+    metrics: OfflineMetrics
+    scores: np.ndarray
 
 
 def _best_anchor(
     frame: pd.DataFrame, anchors: Mapping[str, pd.DataFrame], request_ids: np.ndarray, labels: np.ndarray
-) -> tuple[str, OfflineMetrics, np.ndarray] | None:
-    """The anchor with the highest save HIT@3 on this day: (version, metrics, scores aligned to
-    ``frame``). Ties go to the first version in sorted order."""
-    best: tuple[str, OfflineMetrics, np.ndarray] | None = None
+) -> _Anchor | None:
+    """The anchor with the highest save HIT@3 on this day, its scores aligned to ``frame``. Ties go
+    to the first version in sorted order."""
+    best: _Anchor | None = None
     for version in sorted(anchors):
         aligned = align_scores(
             frame[["request_id", "pin_id", "saved"]].assign(score=frame["cand"]), anchors[version]
         )
         scores = aligned["champ"].to_numpy(dtype=np.float64)
         metrics = compute_metrics(request_ids, labels, scores)
-        if best is None or metrics.save_hit_at_3 > best[1].save_hit_at_3:
-            best = (version, metrics, scores)
+        if best is None or metrics.save_hit_at_3 > best.metrics.save_hit_at_3:
+            best = _Anchor(version, metrics, scores)
     return best
 
 
@@ -527,9 +550,17 @@ def _aligned_scores(frame: pd.DataFrame, other: pd.DataFrame) -> np.ndarray:
     return aligned["champ"].to_numpy(dtype=np.float64)
 
 
+class _Pooled(NamedTuple):
+    """The change vs the champion pooled over several eval days."""
+
+    mean: float  # inverse-variance mean of the days' relative changes
+    ci: list[float]  # its interval, at the gate's level
+    days: int  # eval days pooled (this one included)
+
+
 def _pooled(
     today: float | None, today_ci: list[float] | None, past: Sequence[PastComparison], config: GateConfig
-) -> tuple[float, list[float], int] | None:
+) -> _Pooled | None:
     """Inverse-variance mean of today's change and the last ``pool_days - 1`` recorded ones (each
     day's standard error from its CI's width), with its interval at the same level; None when the
     day's CI is narrow enough or there is nothing to pool."""
@@ -547,7 +578,7 @@ def _pooled(
     weights = np.array([(2 * z / width) ** 2 for _, width in days])
     mean = float(np.dot(weights, [c for c, _ in days]) / weights.sum())
     half = z / math.sqrt(float(weights.sum()))
-    return mean, [mean - half, mean + half], len(days)
+    return _Pooled(mean, [mean - half, mean + half], len(days))
 
 
 @dataclass(frozen=True)
@@ -904,9 +935,12 @@ def _reference_scores(
 
 def _trend_scores(
     day: _EvalDay, trend_reference: tuple[str, pd.DataFrame] | None, config: GateConfig
-) -> tuple[str, np.ndarray] | None:
+) -> _Scored | None:
+    """The trend model (``run_gate``'s ``trend_reference``: its version and its scores) aligned to
+    the eval day; None when the check is off or there is none."""
     if config.trend_days > 0 and trend_reference is not None:
-        return (trend_reference[0], _aligned_scores(day.frame, trend_reference[1]))
+        version, scores = trend_reference
+        return _Scored(version, _aligned_scores(day.frame, scores))
     return None
 
 
@@ -922,28 +956,34 @@ def _pooled_change_check(
     pooled = _pooled(change, ci, history, config) if config.rule == "ci" else None
     if pooled is None:
         return None
-    mean, pooled_ci, n_days = pooled
     return _non_inferior(
         "save_hit_at_3_change",
         f"save HIT@3 {_fmt(hit)} vs champion {_fmt(champ_hit)}: the day's CI "
         f"{_interval_text(ci, config)} is wider than {config.pool_ci_width:g}, so pooled over "
-        f"{n_days} eval days (inverse-variance mean of each day's candidate vs champion)",
-        mean,
-        pooled_ci,
+        f"{pooled.days} eval days (inverse-variance mean of each day's candidate vs champion)",
+        pooled.mean,
+        pooled.ci,
         -config.tolerance,
         config,
     )
 
 
+class _Judged(NamedTuple):
+    """A check and what it adds to the report (the anchor's or the reference's summary)."""
+
+    check: Check
+    summary: dict[str, Any]
+
+
 def _anchor_check(
     hit: float,
-    anchor: tuple[str, OfflineMetrics, np.ndarray],
+    anchor: _Anchor,
     hit_change: list[float] | None,
     considered: Mapping[str, pd.DataFrame],
     config: GateConfig,
-) -> tuple[Check, dict[str, Any]]:
+) -> _Judged:
     """The candidate vs the best anchor: the check and the report's anchor summary."""
-    version, anchor_metrics, _ = anchor
+    version, anchor_metrics = anchor.version, anchor.metrics
     anchor_change = _ratio_change(hit, anchor_metrics.save_hit_at_3)
     check = _non_inferior(
         "anchor",
@@ -961,7 +1001,7 @@ def _anchor_check(
         "ci": hit_change,
         "considered": sorted(considered),
     }
-    return check, summary
+    return _Judged(check, summary)
 
 
 def _reference_check(
@@ -970,7 +1010,7 @@ def _reference_check(
     ref_scores: dict[str, np.ndarray],
     ref_hits: dict[str, float],
     config: GateConfig,
-) -> tuple[Check, dict[str, Any]] | None:
+) -> _Judged | None:
     """The candidate vs the mean of the reference models: the check and the report's reference
     summary; None when the check is off or there is only the champion (its own check)."""
     if not (config.reference_champions > 1 and len(ref_scores) > 1):
@@ -1001,21 +1041,21 @@ def _reference_check(
         "relative_change": ref_change,
         "ci": ref_ci,
     }
-    return check, summary
+    return _Judged(check, summary)
 
 
 def _trend_check(
     day: _EvalDay,
     hit: float,
-    trend: tuple[str, np.ndarray],
+    trend: _Scored,
     hit_change: list[float] | None,
     config: GateConfig,
 ) -> Check:
     """The candidate vs the champion served trend_days ago, scored today."""
-    trend_hit = compute_metrics(day.request_ids, day.labels, trend[1]).save_hit_at_3
+    trend_hit = compute_metrics(day.request_ids, day.labels, trend.scores).save_hit_at_3
     return _non_inferior(
         "trend",
-        f"save HIT@3 {_fmt(hit)} vs {trend[0]}, the champion served {config.trend_days}+ days ago, "
+        f"save HIT@3 {_fmt(hit)} vs {trend.version}, the champion served {config.trend_days}+ days ago, "
         f"on this day {_fmt(trend_hit)}: relative change",
         _ratio_change(hit, trend_hit),
         hit_change,
@@ -1047,6 +1087,39 @@ class _Others:
     leak_evidence: LeakEvidence | None = None
 
 
+@dataclass(frozen=True)
+class _Intervals:
+    """The candidate's paired bootstrap intervals against each model it is compared with, all from
+    the same resamples (None: that model is not compared)."""
+
+    champion: PairedIntervals
+    anchor: PairedIntervals | None
+    trend: PairedIntervals | None
+
+
+def _paired_intervals(
+    day: _EvalDay, champ_scores: np.ndarray, anchor: _Anchor | None, trend: _Scored | None, config: GateConfig
+) -> _Intervals:
+    """One paired bootstrap of the candidate against the champion, the anchor and the trend model
+    (in that order: the resamples, and so the intervals, depend on it)."""
+    compared = {"champion": champ_scores}
+    if anchor is not None:
+        compared["anchor"] = anchor.scores
+    if trend is not None:
+        compared["trend"] = trend.scores
+    found = paired_bootstrap(
+        day.request_ids,
+        day.labels,
+        day.cand_scores,
+        list(compared.values()),
+        samples=config.bootstrap_samples,
+        level=config.ci_level,
+        seed=config.seed,
+    )
+    named = dict(zip(compared, found, strict=True))
+    return _Intervals(champion=named["champion"], anchor=named.get("anchor"), trend=named.get("trend"))
+
+
 def _compare_with_champion(
     day: _EvalDay,
     cand_metrics: OfflineMetrics,
@@ -1064,37 +1137,26 @@ def _compare_with_champion(
         v: compute_metrics(day.request_ids, day.labels, sc).save_hit_at_3 for v, sc in ref_scores.items()
     }
     trend = _trend_scores(day, others.trend, config)
-    compared = [champ_scores] + ([anchor[2]] if anchor else []) + ([trend[1]] if trend else [])
-    intervals = paired_bootstrap(
-        day.request_ids,
-        day.labels,
-        day.cand_scores,
-        compared,
-        samples=config.bootstrap_samples,
-        level=config.ci_level,
-        seed=config.seed,
-    )
+    intervals = _paired_intervals(day, champ_scores, anchor, trend, config)
     hit = cand_metrics.save_hit_at_3
     relative_change = _ratio_change(hit, champ_metrics.save_hit_at_3)
-    ci = intervals[0].hit_change
-    comparison = _comparison_checks(cand_metrics, champ_metrics, intervals[0], config)
+    ci = intervals.champion.hit_change
+    comparison = _comparison_checks(cand_metrics, champ_metrics, intervals.champion, config)
     pooled = _pooled_change_check(
         hit, champ_metrics.save_hit_at_3, relative_change, ci, others.history, config
     )
     if pooled is not None:
-        comparison[0] = pooled
+        comparison = comparison._replace(change=pooled)
     checks = [fairness, *comparison]
-    anchor_summary = None
-    if anchor is not None:
-        anchor_check, anchor_summary = _anchor_check(
-            hit, anchor, intervals[1].hit_change, others.anchors, config
-        )
-        checks.append(anchor_check)
+    anchor_judged = None
+    if anchor is not None and intervals.anchor is not None:
+        anchor_judged = _anchor_check(hit, anchor, intervals.anchor.hit_change, others.anchors, config)
+        checks.append(anchor_judged.check)
     reference = _reference_check(day, hit, ref_scores, ref_hits, config)
     if reference is not None:
-        checks.append(reference[0])
-    if trend is not None:
-        checks.append(_trend_check(day, hit, trend, intervals[-1].hit_change, config))
+        checks.append(reference.check)
+    if trend is not None and intervals.trend is not None:
+        checks.append(_trend_check(day, hit, trend, intervals.trend.hit_change, config))
     if config.max_lift > 0:
         checks.append(
             _leakage_check(
@@ -1106,8 +1168,8 @@ def _compare_with_champion(
         champion=champ_metrics.to_dict(),
         relative_change=relative_change,
         ci=ci,
-        anchor=anchor_summary,
-        reference=reference[1] if reference is not None else None,
+        anchor=anchor_judged.summary if anchor_judged is not None else None,
+        reference=reference.summary if reference is not None else None,
     )
 
 
