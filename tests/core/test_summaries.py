@@ -1,14 +1,16 @@
 """The typed step summaries (issue 22, ranking/core/summaries.py): the committed JSON Schema and
-the docs' "Step summaries" section equal a fresh export; a producer that adds an undeclared
+the docs' "Step summaries" section equal a fresh export (infra/summaries_doc.py); a producer that adds an undeclared
 field fails where it makes the summary; the summaries of a real small pipeline run validate."""
 
 from __future__ import annotations
 
 import datetime as dt
+import importlib.util
 import json
 import subprocess
 import sys
 from pathlib import Path
+from types import ModuleType
 from typing import Any
 
 import pytest
@@ -19,19 +21,38 @@ from ranking.core import summaries as s
 REPO = Path(__file__).resolve().parents[2]
 
 
+def _doc_tool() -> ModuleType:
+    """infra/summaries_doc.py, the generator `make schema` runs (a script, imported by path)."""
+    spec = importlib.util.spec_from_file_location("summaries_doc", REPO / "infra" / "summaries_doc.py")
+    assert spec is not None and spec.loader is not None
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
 def test_the_committed_schema_and_docs_equal_a_fresh_export() -> None:
-    """`make schema` (python -m ranking.core.summaries) rewrites both; run it after changing a model."""
-    assert s.stale_outputs() == [], "stale: run `make schema`"
-    schema = json.loads(s.SCHEMA_PATH.read_text())
+    """`make schema` (infra/summaries_doc.py) rewrites both; run it after changing a model."""
+    tool = _doc_tool()
+    assert tool.stale_outputs() == [], "stale: run `make schema`"
+    schema = json.loads(tool.SCHEMA_PATH.read_text())
     steps = {
         d["properties"]["step"].get("const") for d in schema["$defs"].values() if "step" in d["properties"]
     }
     assert set(s.STEP_MODELS) <= steps
 
 
+def test_make_schema_runs_the_generator_as_a_script() -> None:
+    """What `make schema` runs, with --check: from the repository root, ranking importable."""
+    out = subprocess.run(
+        [sys.executable, "infra/summaries_doc.py", "--check"], capture_output=True, text=True, cwd=REPO
+    )
+    assert out.returncode == 0, out.stderr
+
+
 def test_the_docs_name_every_field_of_every_model() -> None:
-    doc = s.DOC_PATH.read_text()
-    section = doc[doc.index(s.DOC_BEGIN) : doc.index(s.DOC_END)]
+    tool = _doc_tool()
+    doc = tool.DOC_PATH.read_text()
+    section = doc[doc.index(tool.DOC_BEGIN) : doc.index(tool.DOC_END)]
     for model in (*s.SUMMARY_MODELS, s.StepSummary):
         for name in model.model_fields:
             assert f"| `{name}` |" in section, (model.__name__, name)
