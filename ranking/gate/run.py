@@ -30,7 +30,7 @@ from ranking.gate.checks import (
     run_gate,
 )
 from ranking.registry import Registry, cache_dir, current_actor
-from ranking.registry.records import utc_now
+from ranking.registry.records import Verdict, utc_now
 
 if TYPE_CHECKING:
     import pandas as pd
@@ -112,13 +112,15 @@ def past_comparisons(reg: Registry, eval_day: dt.date, n: int) -> list[PastCompa
     by_day: dict[str, PastComparison] = {}
     for version in sorted(reg.version_ids(), reverse=True):
         try:
-            verdict = reg.verdict(version) or {}
+            verdict = reg.verdict(version)
         except RankerError:
             continue
-        day, change, ci = verdict.get("eval_date"), verdict.get("relative_change"), verdict.get("ci")
-        if not isinstance(day, str) or day >= eval_day.isoformat() or day in by_day:
+        if verdict is None:
             continue
-        if not isinstance(change, int | float) or not (isinstance(ci, list) and len(ci) == 2):
+        day, change, ci = verdict.eval_date, verdict.relative_change, verdict.ci
+        if day is None or day >= eval_day.isoformat() or day in by_day:
+            continue
+        if change is None or ci is None or len(ci) != 2:
             continue
         by_day[day] = PastComparison(dt.date.fromisoformat(day), float(change), (float(ci[0]), float(ci[1])))
         if len(by_day) == n:
@@ -447,14 +449,16 @@ def gate_candidate(req: GateRequest) -> GateResult:
     )
     champion_version = champion.version if champion else None
     body = _report_body(report, version, champion_version, compared.skipped)
-    verdict = {
-        **body,
-        "version": version,
-        "champion_version": champion_version,
-        "when": utc_now(),
-        "run_id": req.run_id,
-        "who": current_actor(),
-    }
+    verdict = Verdict.model_validate(
+        {
+            **body,
+            "version": version,
+            "champion_version": champion_version,
+            "when": utc_now(),
+            "run_id": req.run_id,
+            "who": current_actor(),
+        }
+    )
     reg.record_verdict(version, verdict)
     summary = GateSummary.model_validate(
         {**body, "duration_seconds": round(time.perf_counter() - started, 3)}

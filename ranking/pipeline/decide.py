@@ -37,22 +37,21 @@ def decide_candidate(req: DecideRequest) -> dict[str, Any]:
     end = req.end.isoformat()
     reg.record(req.candidate)  # an unknown or incomplete version is named as such
     verdict = reg.verdict(req.candidate)
-    if not verdict or "decision" not in verdict:
+    if verdict is None or verdict.decision is None:
         raise RegistryError(
             f"{req.candidate} has not been through the gate: run `ranker gate --candidate {req.candidate} "
             f"--end {end}` first"
         )
-    if verdict.get("eval_date") != end:
+    if verdict.eval_date != end:
         raise RegistryError(
-            f"the gate verdict of {req.candidate} is for eval day {verdict.get('eval_date')}, not {end}: "
+            f"the gate verdict of {req.candidate} is for eval day {verdict.eval_date}, not {end}: "
             f"run `ranker gate --candidate {req.candidate} --end {end}`"
         )
     champion = reg.champion()
     trained_for = reg.trained_for(champion) if champion else None
-    failed = [str(c) for c in verdict.get("failed_checks") or []]
     decision = decide(
-        gate_decision=str(verdict["decision"]),
-        failed_checks=failed,
+        gate_decision=verdict.decision,
+        failed_checks=verdict.failed_checks,
         end=end,
         champion_trained_for=trained_for,
         dry_run=req.dry_run,
@@ -65,8 +64,8 @@ def decide_candidate(req: DecideRequest) -> dict[str, Any]:
             **decision.to_dict(),
             "version": req.candidate,
             "end": end,
-            "decision": verdict["decision"],
-            "failed_checks": failed,
+            "decision": verdict.decision,
+            "failed_checks": verdict.failed_checks,
             "champion": champion,
             "champion_trained_for": trained_for,
             "dry_run": req.dry_run,

@@ -374,9 +374,9 @@ class _Run:
         last = events[-1]
         if last.to_version != version or last.run_id != self.run_id:
             return False
-        verdict = reg.verdict(version) or {}
-        self.summary["decision"] = verdict.get("decision")
-        self.summary["failed_checks"] = list(verdict.get("failed_checks") or [])
+        verdict = reg.verdict(version)
+        self.summary["decision"] = verdict.decision if verdict else None
+        self.summary["failed_checks"] = verdict.failed_checks if verdict else []
         self.summary["promoted"] = True
         log.info(
             "ranker run: %s became the champion in an earlier attempt of %s (event #%d): nothing left to do",

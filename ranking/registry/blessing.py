@@ -3,7 +3,10 @@ a version shows in listings. Pure functions of the stored verdict."""
 
 from __future__ import annotations
 
-from typing import Any
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    from ranking.registry.records import Verdict
 
 _DIGEST_KEYS = (
     "decision",
@@ -16,16 +19,16 @@ _DIGEST_KEYS = (
 )
 
 
-def blessing_problem(verdict: dict[str, Any] | None, current_champion: str | None) -> str | None:
+def blessing_problem(verdict: Verdict | None, current_champion: str | None) -> str | None:
     """Why a verdict does not bless promotion over ``current_champion`` (None when it does)."""
-    if not verdict or "decision" not in verdict:
+    if verdict is None or verdict.decision is None:
         return "it has not been through the gate"
-    if verdict.get("rejected"):
+    if verdict.rejected:
         return "it was rejected"
-    if verdict["decision"] != "pass":
-        failed = ", ".join(verdict.get("failed_checks") or []) or "see its gate report"
+    if verdict.decision != "pass":
+        failed = ", ".join(verdict.failed_checks) or "see its gate report"
         return f"the gate rejected it ({failed})"
-    gated_against = verdict.get("champion_version")
+    gated_against = verdict.champion_version
     if gated_against != current_champion:
         return (
             f"its gate verdict compared it with {gated_against or 'no champion'}, "
@@ -34,29 +37,29 @@ def blessing_problem(verdict: dict[str, Any] | None, current_champion: str | Non
     return None
 
 
-def blessing_digest(verdict: dict[str, Any] | None, problem: str | None) -> dict[str, Any]:
+def blessing_digest(verdict: Verdict | None, problem: str | None) -> dict[str, Any]:
     """What an alias event records about the verdict it was promoted on."""
-    if not verdict:
+    if verdict is None:
         return {"decision": None, "problem": problem}
-    out = {k: verdict.get(k) for k in _DIGEST_KEYS}
+    recorded = verdict.to_dict()
+    out = {k: recorded.get(k) for k in _DIGEST_KEYS}
     out["problem"] = problem
     return out
 
 
 def version_status(
-    *, complete: bool, is_champion: bool, verdict: dict[str, Any] | None, champion: str | None = None
+    *, complete: bool, is_champion: bool, verdict: Verdict | None, champion: str | None = None
 ) -> str:
     """incomplete | champion | rejected | blessed | blessed-stale | gate-rejected | candidate."""
     if not complete:
         return "incomplete"
     if is_champion:
         return "champion"
-    verdict = verdict or {}
-    if verdict.get("rejected"):
+    if verdict is not None and verdict.rejected:
         return "rejected"
-    if verdict.get("decision") == "pass":
+    if verdict is not None and verdict.decision == "pass":
         # a pass against an older champion blesses nothing now (promote would refuse it)
-        return "blessed" if verdict.get("champion_version") == champion else "blessed-stale"
-    if verdict.get("decision") == "reject":
+        return "blessed" if verdict.champion_version == champion else "blessed-stale"
+    if verdict is not None and verdict.decision == "reject":
         return "gate-rejected"
     return "candidate"

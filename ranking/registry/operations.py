@@ -8,6 +8,7 @@ from typing import Any
 
 from ranking.core.summaries import PromoteSummary, RejectSummary
 from ranking.registry.aliases import BASE, CHAMPION
+from ranking.registry.records import Verdict
 from ranking.registry.registry import Registry
 
 _LISTED_METRICS = ("save_hit_at_3", "auc", "ne", "calibration")
@@ -68,19 +69,19 @@ def promote(req: PromoteRequest) -> dict[str, Any]:
     ).body()
 
 
-def rejection_reason(verdict: dict[str, Any] | None) -> str:
+def rejection_reason(verdict: Verdict | None) -> str:
     """The reason recorded when none is given: the gate's failed checks."""
-    failed = list((verdict or {}).get("failed_checks") or [])
+    failed = verdict.failed_checks if verdict else []
     return "gate rejected: " + ", ".join(failed) if failed else "rejected"
 
 
 def reject(req: RejectRequest) -> dict[str, Any]:
     reg = Registry(req.registry)
-    verdict = reg.verdict(req.version) or {}
+    verdict = reg.verdict(req.version)
     reason = req.reason or rejection_reason(verdict)
     reg.record_rejection(req.version, reason, req.run_id, req.who)
     return RejectSummary(
-        version=req.version, failed_checks=list(verdict.get("failed_checks") or []), reason=reason
+        version=req.version, failed_checks=verdict.failed_checks if verdict else [], reason=reason
     ).body()
 
 
@@ -135,10 +136,11 @@ def show_model(req: ShowRequest) -> dict[str, Any]:
     reg = Registry(req.registry)
     champion = reg.champion()
     rec = reg.verify(req.version) if req.verify else reg.record(req.version)
+    verdict = reg.verdict(req.version)
     return {
         **rec.to_dict(),
         "status": reg.status(req.version, champion),
-        "verdict": reg.verdict(req.version),
+        "verdict": verdict.to_dict() if verdict else None,
         "checksums_verified": req.verify,
         "was_champion": any(e.to_version == req.version for e in reg.history()),
     }

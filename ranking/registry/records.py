@@ -7,7 +7,9 @@ import getpass
 import os
 import unicodedata
 from dataclasses import asdict, dataclass, field
-from typing import Any
+from typing import Any, Literal
+
+from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
 from ranking.core.errors import RegistryError
 
@@ -170,3 +172,47 @@ def train_summary(manifest: dict[str, Any]) -> dict[str, Any]:
     if warm is not None:
         out["warm_start"] = warm
     return out
+
+
+class Rejection(BaseModel):
+    """A rejection recorded on a version (``ranker reject``, the DAG's record_rejection)."""
+
+    model_config = ConfigDict(frozen=True)
+
+    when: str
+    reason: str
+    run_id: str | None = None
+    who: str | None = None
+
+
+class Verdict(BaseModel):
+    """The gate's verdict on a version as the registry keeps it (``verdicts/<vNNNN>.json``): the
+    gate report's body (the ``gate`` step summary's fields; the rest of the report is kept as it
+    is), who ran it and when, and a rejection recorded on the version. Readers use the fields
+    named here; a verdict written before a field existed reads with its default."""
+
+    model_config = ConfigDict(frozen=True, extra="allow")
+
+    decision: Literal["pass", "reject"] | None = None  # None: never gated (only rejected)
+    failed_checks: list[str] = Field(default_factory=list)
+    eval_date: str | None = None
+    relative_change: float | None = None
+    ci: list[float] | None = None
+    version: str | None = None
+    champion_version: str | None = None  # the champion it was compared with (None: none yet)
+    when: str | None = None
+    run_id: str | None = None
+    who: str | None = None
+    rejected: Rejection | None = None
+
+    @classmethod
+    def read(cls, data: Any, where: str) -> Verdict:
+        try:
+            return cls.model_validate(data)
+        except ValidationError as exc:
+            first = exc.errors(include_url=False)[0]
+            field_name = ".".join(str(p) for p in first["loc"]) or "(the file)"
+            raise RegistryError(f"{where}: not a gate verdict ({field_name}: {first['msg']})") from None
+
+    def to_dict(self) -> dict[str, Any]:
+        return self.model_dump(mode="json")

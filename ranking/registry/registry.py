@@ -34,6 +34,8 @@ from ranking.registry.aliases import BASE, CHAMPION, MAX_CAS_RETRIES, Alias, rol
 from ranking.registry.blessing import blessing_digest, blessing_problem, version_status
 from ranking.registry.records import (
     AliasEvent,
+    Rejection,
+    Verdict,
     VersionRecord,
     check_text,
     current_actor,
@@ -198,24 +200,26 @@ class Registry:
 
     # ---- verdicts (the gate's blessing, rejections) ------------------------------------------
 
-    def verdict(self, version: str) -> dict[str, Any] | None:
+    def verdict(self, version: str) -> Verdict | None:
         rel = f"verdicts/{validate_version_id(version)}.json"
-        return self.store.read_json(rel) if self.store.exists(rel) else None
+        if not self.store.exists(rel):
+            return None
+        return Verdict.read(self.store.read_json(rel), f"{self.url}/{rel}")
 
-    def record_verdict(self, version: str, verdict: dict[str, Any]) -> None:
+    def record_verdict(self, version: str, verdict: Verdict) -> None:
         """Store the gate's verdict (the latest gate run wins; each is also in its step summary)."""
         self.record(version)
-        self.store.write_bytes(f"verdicts/{version}.json", json_bytes(verdict))
+        self.store.write_bytes(f"verdicts/{version}.json", json_bytes(verdict.to_dict()))
 
     def record_rejection(
         self, version: str, reason: str, run_id: str | None, who: str | None = None
-    ) -> dict[str, Any]:
+    ) -> Verdict:
         reason = check_text("reason", reason)
         who = check_text("who", who) if who else current_actor()
         self.record(version)
-        verdict = dict(self.verdict(version) or {})
-        verdict["rejected"] = {"when": utc_now(), "reason": reason, "run_id": run_id, "who": who}
-        self.store.write_bytes(f"verdicts/{version}.json", json_bytes(verdict))
+        rejection = Rejection(when=utc_now(), reason=reason, run_id=run_id, who=who)
+        verdict = (self.verdict(version) or Verdict()).model_copy(update={"rejected": rejection})
+        self.store.write_bytes(f"verdicts/{version}.json", json_bytes(verdict.to_dict()))
         return verdict
 
     # ---- the champion alias ------------------------------------------------------------------

@@ -28,6 +28,7 @@ from ranking.core.atomic import atomic_write_json
 from ranking.core.workspace import Workspace
 from ranking.evaluation.metrics import compute_metrics
 from ranking.registry import Registry
+from ranking.registry.records import Verdict
 
 START = dt.date(2026, 3, 1)
 NOISE = {"naive": 1.5, "default": 0.3, "based": 0.3}  # the constructed quality of each recipe's models
@@ -88,7 +89,7 @@ class ScriptedReplayer:
         pipeline = home / "pipeline" / run_id
         atomic_write_json(pipeline / "train.json", _summary("train", version=version, duration_seconds=2.5))
         atomic_write_json(pipeline / "gate.json", _summary("gate", decision=decision, failed_checks=failed))
-        reg.record_verdict(version, {"decision": decision, "champion_version": reg.champion()})
+        reg.record_verdict(version, Verdict(decision=decision, champion_version=reg.champion()))
         promoted = decision == "pass"
         if promoted:
             reg.promote(version, reason="test", force=True)

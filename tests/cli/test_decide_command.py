@@ -13,6 +13,7 @@ from scoresets import make_eval_day, with_scores
 from ranking.cli.main import main
 from ranking.core.workspace import Workspace
 from ranking.registry import Registry, register_run
+from ranking.registry.records import Verdict
 
 RunFactory = Callable[..., Path]
 
@@ -60,7 +61,7 @@ def test_decide_after_a_real_gate(
     capsys.readouterr()
     # (gating against the champion would score its checkpoint; these runs hold fake weights)
     Registry.for_workspace(ws).record_verdict(
-        other, {"decision": "pass", "failed_checks": [], "eval_date": "2026-01-21", "champion_version": good}
+        other, Verdict(decision="pass", failed_checks=[], eval_date="2026-01-21", champion_version=good)
     )
     code, kept = ranker(capsys, *decide, "--candidate", other)
     assert code == 0 and kept["branch"] == "keep_champion" and kept["champion_trained_for"] == "2026-01-21"

@@ -20,6 +20,7 @@ from ranking.gate import run as gate_run
 from ranking.gate.checks import GateConfig, PastComparison, TrainingWindow, run_gate
 from ranking.gate.run import GateRequest, gate_candidate
 from ranking.registry import Registry, register_run
+from ranking.registry.records import Verdict
 
 RunFactory = Callable[..., Path]
 EVAL_DAY = dt.date(2026, 1, 21)
@@ -152,7 +153,7 @@ def test_a_gate_against_the_champion_scores_the_recent_ones_and_names_those_left
     candidate = register_run(ws, make_run(end=EVAL_DAY, scores=cand_scores), None)
     for day, name in ((19, "unreadable"), (20, "champion")):
         reg.record_verdict(
-            versions[name], {"eval_date": f"2026-01-{day}", "relative_change": 0.02, "ci": [-0.01, 0.05]}
+            versions[name], Verdict(eval_date=f"2026-01-{day}", relative_change=0.02, ci=[-0.01, 0.05])
         )
     version_dir = Path(reg.local_dir(versions["unreadable"], ws.root))
     (version_dir / "model.pt").write_bytes(b"changed after registration")
@@ -205,9 +206,9 @@ def test_a_gate_against_the_champion_scores_the_recent_ones_and_names_those_left
     assert "pooled over 3 eval days" in change["detail"]
     verdict = reg.verdict(candidate)
     assert verdict is not None
-    assert (verdict["champion_version"], verdict["run_id"], verdict["version"]) == (
+    assert (verdict.champion_version, verdict.run_id, verdict.version) == (
         versions["champion"],
         "r9",
         candidate,
     )
-    assert verdict["anchor"]["left_out"] == left_out
+    assert verdict.to_dict()["anchor"]["left_out"] == left_out  # the rest of the report is kept

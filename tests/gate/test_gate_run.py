@@ -32,8 +32,8 @@ def test_first_run_is_judged_on_its_own_eval_day_and_recorded(ws: Workspace, mak
     assert result.summary["candidate"]["version"] == version and result.summary["duration_seconds"] >= 0
     verdict = Registry.for_workspace(ws).verdict(version)
     assert verdict is not None
-    assert (verdict["decision"], verdict["champion_version"], verdict["run_id"]) == ("pass", None, "r1")
-    assert verdict["eval_date"] == "2026-01-21" and verdict["who"]
+    assert (verdict.decision, verdict.champion_version, verdict.run_id) == ("pass", None, "r1")
+    assert verdict.eval_date == "2026-01-21" and verdict.who
 
 
 def test_the_config_reaches_the_checks(ws: Workspace, make_run: RunFactory) -> None:
@@ -41,7 +41,7 @@ def test_the_config_reaches_the_checks(ws: Workspace, make_run: RunFactory) -> N
     result = gate_candidate(GateRequest(ws=ws, candidate=version, config=GateConfig(min_save_hit_at_3=1.0)))
     assert not result.passed and result.summary["failed_checks"] == ["save_hit_at_3_floor"]
     assert result.summary["config"]["min_save_hit_at_3"] == 1.0
-    assert Registry.for_workspace(ws).verdict(version)["decision"] == "reject"  # type: ignore[index]
+    assert Registry.for_workspace(ws).verdict(version).decision == "reject"  # type: ignore[union-attr]
 
 
 def test_the_champion_is_not_gated_against_itself(ws: Workspace, make_run: RunFactory) -> None:
@@ -127,4 +127,4 @@ def test_the_heuristic_and_the_slices_are_read_from_the_eval_partition(
     assert {"user:first_seen", "user:returning", "user_stats__country:de", "user_stats__country:us"} <= names
     assert all(s["champion"] is not None and "heuristic" in s for s in summary["slices"])
     assert "slice_guard" in [c["name"] for c in summary["checks"]]
-    assert Registry.for_workspace(ws).verdict(candidate)["slices"] == summary["slices"]  # type: ignore[index]
+    assert Registry.for_workspace(ws).verdict(candidate).to_dict()["slices"] == summary["slices"]  # type: ignore[union-attr]

@@ -12,18 +12,21 @@ import pytest
 from ranking.core.errors import RankerError, RegistryError
 from ranking.pipeline.decide import DecideRequest, decide_candidate
 from ranking.registry import Registry
+from ranking.registry.records import Verdict
 
 RunFactory = Callable[..., Path]
 END = dt.date(2026, 1, 21)
 
 
-def verdict(decision: str, *failed: str, eval_date: str = "2026-01-21") -> dict[str, Any]:
-    return {
-        "decision": decision,
-        "failed_checks": list(failed),
-        "eval_date": eval_date,
-        "champion_version": None,
-    }
+def verdict(decision: str, *failed: str, eval_date: str = "2026-01-21") -> Verdict:
+    return Verdict.model_validate(
+        {
+            "decision": decision,
+            "failed_checks": list(failed),
+            "eval_date": eval_date,
+            "champion_version": None,
+        }
+    )
 
 
 def test_each_branch_from_the_registry(registry_url: str, make_run: RunFactory) -> None:

@@ -13,6 +13,7 @@ from registry_fixtures import bless
 from ranking.core.errors import RegistryError
 from ranking.registry import AliasEvent, Registry
 from ranking.registry.aliases import rollback_target
+from ranking.registry.records import Verdict
 
 RunFactory = Callable[..., Path]
 
@@ -45,7 +46,7 @@ def test_promote_refuses_stale_or_negative_verdicts(registry_url: str, make_run:
     reg.promote(v1, reason="first")
     with pytest.raises(RegistryError, match="compared it with no champion, but the champion is now v0001"):
         reg.promote(v2, reason="stale")
-    reg.record_verdict(v3, {"decision": "reject", "failed_checks": ["auc_drop"], "champion_version": v1})
+    reg.record_verdict(v3, Verdict(decision="reject", failed_checks=["auc_drop"], champion_version=v1))
     with pytest.raises(RegistryError, match=r"the gate rejected it \(auc_drop\)"):
         reg.promote(v3, reason="no")
     bless(reg, v3, champion=v1)

@@ -13,6 +13,7 @@ import pytest
 
 from ranking.core.errors import RegistryError
 from ranking.registry import Registry
+from ranking.registry.records import Verdict
 
 RunFactory = Callable[..., Path]
 REPO = Path(__file__).resolve().parents[2]
@@ -40,9 +41,10 @@ def test_crash_after_registering_before_promoting_keeps_the_old_champion(
         f"""
         import os
         from ranking.registry import Registry
+        from ranking.registry.records import Verdict
         reg = Registry({str(root)!r})
         v = reg.register(__import__("pathlib").Path({str(run)!r}), run_id="crashy")
-        reg.record_verdict(v, {{"decision": "pass", "champion_version": {v1!r}}})
+        reg.record_verdict(v, Verdict(decision="pass", champion_version={v1!r}))
         os._exit(137)  # killed between writing the version and moving the alias
         """
     )
@@ -172,7 +174,7 @@ def test_a_promoter_that_loses_the_race_rechecks_against_the_new_champion(
     v1, v2, v3 = (reg.register(make_run()) for _ in range(3))
     reg.promote(v1, reason="first", force=True)
     for v in (v2, v3):
-        reg.record_verdict(v, {"decision": "pass", "champion_version": v1})
+        reg.record_verdict(v, Verdict(decision="pass", champion_version=v1))
     real_create = reg.store.create_exclusive
     raced: list[int] = []
 
@@ -201,7 +203,7 @@ def test_concurrent_blessed_promoters_only_one_wins(tmp_path: Path, make_run: Ru
     reg.promote(v1, reason="first", force=True)
     candidates = [reg.register(make_run()) for _ in range(3)]
     for v in candidates:
-        reg.record_verdict(v, {"decision": "pass", "champion_version": v1})
+        reg.record_verdict(v, Verdict(decision="pass", champion_version=v1))
     lines = _race(root, tmp_path / "go", [[v] for v in candidates], mode="blessed")
     assert sum(line.startswith("OK") for line in lines) == 1, lines
     assert sum("run the gate again" in line for line in lines) == 2, lines

@@ -81,3 +81,19 @@ def test_current_actor_prefers_the_environment(monkeypatch: pytest.MonkeyPatch) 
     assert current_actor() == "airflow:alice"
     monkeypatch.delenv("RANKER_ACTOR")
     assert current_actor()  # the OS user, or "unknown" without a passwd entry
+
+
+def test_a_stored_verdict_reads_typed_keeps_the_report_and_names_a_bad_file() -> None:
+    """The verdict is a model next to its writer: a file written before a field existed reads with
+    its default, the rest of the gate report is kept, and a file that is not a verdict is one line."""
+    from ranking.core.errors import RegistryError
+    from ranking.registry.records import Verdict
+
+    old = {"decision": "pass", "champion_version": None, "checks": [{"name": "auc_drop"}]}
+    verdict = Verdict.read(old, "verdicts/v0001.json")
+    assert (verdict.decision, verdict.failed_checks, verdict.rejected) == ("pass", [], None)
+    assert verdict.to_dict()["checks"] == [{"name": "auc_drop"}]
+    with pytest.raises(RegistryError, match=r"verdicts/v0002.json: not a gate verdict \(decision: "):
+        Verdict.read({"decision": "maybe"}, "verdicts/v0002.json")
+    with pytest.raises(RegistryError, match=r"not a gate verdict \(failed_checks: "):
+        Verdict.read({"failed_checks": "auc_drop"}, "verdicts/v0003.json")

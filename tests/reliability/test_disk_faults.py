@@ -13,6 +13,7 @@ from registry_fixtures import RunFactory
 
 from ranking.cli.main import as_user_error, main
 from ranking.registry import Registry
+from ranking.registry.records import Verdict
 
 
 def _one_line(err: str) -> str:
@@ -29,10 +30,10 @@ def ro_registry(tmpfs: Tmpfs, make_run: RunFactory) -> tuple[Registry, Path]:
     v1 = reg.register(make_run())
     reg.promote(v1, reason="first", force=True)
     v2 = reg.register(make_run())
-    reg.record_verdict(v2, {"decision": "pass", "champion_version": v1})
+    reg.record_verdict(v2, Verdict(decision="pass", champion_version=v1))
     reg.promote(v2, reason="second")
     v3 = reg.register(make_run())
-    reg.record_verdict(v3, {"decision": "pass", "champion_version": v2})
+    reg.record_verdict(v3, Verdict(decision="pass", champion_version=v2))
     tmpfs.read_only()
     return reg, root
 

@@ -117,7 +117,7 @@ def _registry_state(home: Path) -> dict[str, Any]:
         "champion": reg.champion(),
         "events": [(e.action, e.from_version, e.to_version, e.run_id, e.forced) for e in reg.history()],
         "verdicts": {
-            v: (verdict.get("decision"), sorted(verdict.get("failed_checks") or []))
+            v: (verdict.decision, sorted(verdict.failed_checks))
             for v in versions
             if (verdict := reg.verdict(v)) is not None
         },

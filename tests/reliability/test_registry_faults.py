@@ -20,6 +20,7 @@ from ranking.cli.main import main
 from ranking.core.atomic import atomic_dir, atomic_write_text, current_umask
 from ranking.core.errors import RegistryError
 from ranking.registry import AliasEvent, Registry
+from ranking.registry.records import Verdict
 
 
 @pytest.fixture
@@ -59,7 +60,7 @@ def test_registry_files_are_readable_by_other_users(
 ) -> None:
     reg = Registry(str(tmp_path / "reg"))
     v1 = reg.register(make_run())
-    reg.record_verdict(v1, {"decision": "pass", "champion_version": None})
+    reg.record_verdict(v1, Verdict(decision="pass", champion_version=None))
     reg.promote(v1, reason="first")
     root = tmp_path / "reg"
     files = [p for p in root.rglob("*") if p.is_file()]
@@ -182,7 +183,7 @@ def test_promote_rereads_the_verdict_after_losing_a_race(
     v1 = reg.register(make_run())
     reg.promote(v1, reason="first", force=True)
     v2 = reg.register(make_run())
-    reg.record_verdict(v2, {"decision": "pass", "champion_version": v1})
+    reg.record_verdict(v2, Verdict(decision="pass", champion_version=v1))
     race = _RaceOnce(reg, Registry(root), v2)
     monkeypatch.setattr(reg.store, "create_exclusive", race)
     with pytest.raises(RegistryError, match="refusing to promote v0002: it was rejected"):
@@ -218,8 +219,8 @@ def test_models_list_does_not_bless_a_verdict_against_an_older_champion(
     v1 = reg.register(make_run())
     reg.promote(v1, reason="first", force=True)
     v2, v3 = reg.register(make_run()), reg.register(make_run())
-    reg.record_verdict(v2, {"decision": "pass", "champion_version": v1})
-    reg.record_verdict(v3, {"decision": "pass", "champion_version": v1})
+    reg.record_verdict(v2, Verdict(decision="pass", champion_version=v1))
+    reg.record_verdict(v3, Verdict(decision="pass", champion_version=v1))
     assert reg.status(v3, reg.champion()) == "blessed"
     reg.promote(v2, reason="second")
     # v3 passed against v1; the champion is v2 now: promote would refuse it, so no "blessed"

@@ -17,6 +17,7 @@ import pytest
 from registry_fixtures import RunFactory
 
 from ranking.registry import Registry
+from ranking.registry.records import Verdict
 
 pytest.importorskip("s3fs")
 pytest.importorskip("moto")
@@ -86,7 +87,7 @@ def test_register_promote_verify_and_download_on_s3(
     v1 = reg.register(make_run())
     reg.promote(v1, reason="first", force=True)
     v2 = reg.register(make_run())
-    reg.record_verdict(v2, {"decision": "pass", "champion_version": v1})
+    reg.record_verdict(v2, Verdict(decision="pass", champion_version=v1))
     reg.promote(v2, reason="better")
     assert Registry(s3_registry).champion() == v2  # a fresh client sees the same state
     assert [(e.from_version, e.to_version) for e in reg.history()] == [(None, v1), (v1, v2)]

@@ -22,6 +22,7 @@ from ranking.core.workspace import Workspace
 from ranking.evaluation.metrics import compute_metrics
 from ranking.monitoring.exposition import parse_exposition
 from ranking.registry import Registry
+from ranking.registry.records import Verdict
 from ranking.review.rule import minimum_detectable_effect
 from ranking.review.run import ReviewFailed, plan_review, run_review
 
@@ -112,12 +113,12 @@ class Replayer:
                 home / "pipeline" / run_id / "gate.json",
                 _summary("gate", decision="reject", failed_checks=failed),
             )
-            reg.record_verdict(version, {"decision": "reject", "champion_version": champion})
+            reg.record_verdict(version, Verdict(decision="reject", champion_version=champion))
             return 1, {"version": version, "decision": "reject", "promoted": False}
         atomic_write_json(
             home / "pipeline" / run_id / "gate.json", _summary("gate", decision="pass", failed_checks=[])
         )
-        reg.record_verdict(version, {"decision": "pass", "champion_version": champion})
+        reg.record_verdict(version, Verdict(decision="pass", champion_version=champion))
         reg.promote(version, reason="test", force=True)
         return 0, {"version": version, "decision": "pass", "promoted": True}
 

@@ -15,13 +15,14 @@ from scoresets import make_eval_day, noisy, with_scores
 
 from ranking.evaluation.metrics import compute_metrics
 from ranking.registry import Registry
+from ranking.registry.records import Verdict
 
 RunFactory = Callable[..., Path]
 
 
 def bless(reg: Registry, version: str, champion: str | None = None) -> None:
     """Record a passing gate verdict made against ``champion``."""
-    reg.record_verdict(version, {"decision": "pass", "failed_checks": [], "champion_version": champion})
+    reg.record_verdict(version, Verdict(decision="pass", failed_checks=[], champion_version=champion))
 
 
 @pytest.fixture
