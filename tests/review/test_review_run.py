@@ -146,6 +146,7 @@ def _review(
     min_days: int = 3,
     end: dt.date = END,
     recipes: Mapping[str, str] = RECIPES,
+    candidate_only: bool = False,
 ) -> dict[str, Any]:
     recipes_dir = home.parent / "recipes"
     recipes_dir.mkdir(exist_ok=True)
@@ -154,6 +155,7 @@ def _review(
     settings = ReviewSection(
         days=days, min_days=min_days, recipes=list(recipes), baseline="naive",
         recipes_dir=str(recipes_dir), recipe=mode, bootstrap_samples=100, parallel=1,
+        candidate_only=candidate_only,
     )  # fmt: skip
     ws = Workspace.resolve(home)
     daily = load(home)
@@ -190,6 +192,19 @@ def test_a_better_recipe_is_recommended_and_auto_switches_once(tmp_path: Path) -
     # a re-run of the same review (reuses every day) never switches a second time
     _review(home, Replayer({"naive": 1.5, "default": 0.2}, SECONDS))
     assert len((home / "reviews" / "history.jsonl").read_text().splitlines()) == 1
+
+
+def test_a_full_review_never_reuses_a_candidate_only_replay_of_the_same_days(tmp_path: Path) -> None:
+    """A candidate-only review replays its days as dry runs (nothing promoted, nothing served): a
+    full review of the same days replays them again instead of reusing days without served models."""
+    home = tmp_path / "home"
+    world = Replayer({"naive": 1.5, "default": 0.2}, SECONDS)
+    candidates = _review(home, world, mode="fixed", candidate_only=True)
+    replayed = world.days
+    full = _review(home, world, mode="fixed")
+    assert world.days == 2 * replayed == 2 * 6 * len(RECIPES)
+    assert full["backtest_dir"] != candidates["backtest_dir"]
+    assert full["recipes"]["default"]["served"]["days"] == 5
 
 
 def test_candidates_gain_decides_where_served_lifts_do_not_resolve(tmp_path: Path) -> None:
