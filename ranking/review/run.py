@@ -4,7 +4,7 @@ built once before any recipe runs (the engine), a base model once per day and se
 recipe on it (``bases``), and recipes replay ``parallel`` at a time.
 
 Layout: ``<home>/backtests/review-<end>/`` (the replay: a re-run of the same review reuses its
-finished days), ``<home>/reviews/<end>/review.{json,md,png}`` (the dated report),
+finished days; ``review-<end>-candidates/`` for a candidate-only review), ``<home>/reviews/<end>/review.{json,md,png}`` (the dated report),
 ``<home>/reviews/latest.json`` (the last review's summary), ``<home>/reviews/recipe.json`` and
 ``history.jsonl`` (``review.recipe = "auto"``: ``switch``).
 """
@@ -79,7 +79,9 @@ class ReviewPlan:
             days=self.settings.days,
             recipes=self.recipes,
             baseline=self.settings.baseline,
-            name=f"review-{self.review_id}",
+            # a candidate-only review replays its days as dry runs (nothing promoted, nothing
+            # served): a replay of its own, never reused by a full review of the same days
+            name=f"review-{self.review_id}" + ("-candidates" if self.settings.candidate_only else ""),
             bootstrap_samples=self.settings.bootstrap_samples,
         )
 
