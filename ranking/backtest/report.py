@@ -122,6 +122,17 @@ def recipe_summary(records: list[dict[str, Any]]) -> dict[str, Any]:
     }
 
 
+def finite_json(obj: Any) -> Any:
+    """NaN/inf -> None, so the report is strict JSON."""
+    if isinstance(obj, float):
+        return obj if obj == obj and obj not in (float("inf"), float("-inf")) else None
+    if isinstance(obj, dict):
+        return {k: finite_json(v) for k, v in obj.items()}
+    if isinstance(obj, list | tuple):
+        return [finite_json(v) for v in obj]
+    return obj
+
+
 def build_report(
     spec: Mapping[str, Any],
     records: Mapping[str, list[dict[str, Any]]],

@@ -37,8 +37,10 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from ranking.backtest import inject
-from ranking.backtest.engine import BacktestError, RecipeRun, WindowBuilder, base_is_due, prepare_recipe_home
+from ranking.backtest.engine import WindowBuilder, prepare_recipe_home
 from ranking.backtest.gates import ForwardDay, GateState, regret_summary, replay
+from ranking.backtest.replay import base_is_due
+from ranking.backtest.spec import BacktestError, RecipeRun
 from ranking.core.atomic import atomic_path, atomic_write_json, read_json
 from ranking.core.hashing import sha256_file
 from ranking.core.workspace import Workspace
@@ -369,7 +371,7 @@ class GateSuite:
         naive = self._probe_recipe()
         if naive is None or len(self.days) <= self.PROBE_CHAMPIONS:
             return
-        from ranking.backtest.engine import read_recipe, recipe_config
+        from ranking.backtest.spec import read_recipe, recipe_config
         from ranking.config.loader import file_values, find_config_file
 
         base_file = find_config_file(self.ws.root)
@@ -814,7 +816,7 @@ def plot_suite(spec: Mapping[str, Any], recipe: str, result: Mapping[str, Any], 
 def write_suite_report(
     folder: Path, spec: Mapping[str, Any], recipe: str, result: Mapping[str, Any], wall_seconds: float
 ) -> dict[str, str]:
-    from ranking.backtest.engine import finite_json
+    from ranking.backtest.report import finite_json
     from ranking.core.atomic import atomic_write_text
 
     folder.mkdir(parents=True, exist_ok=True)

@@ -137,8 +137,8 @@ def _gates(values: list[str] | None) -> dict[str, object]:
 
 
 def _suite(args: argparse.Namespace, ws, spec, bt, started: float) -> CommandResult:  # type: ignore[no-untyped-def]
-    from ranking.backtest.engine import source_days
     from ranking.backtest.inject import parse_injections
+    from ranking.backtest.spec import source_days
     from ranking.backtest.suite import GateSuite, checkpoint_scorer, write_suite_report
 
     span = source_days(ws)
@@ -200,16 +200,11 @@ def _suite(args: argparse.Namespace, ws, spec, bt, started: float) -> CommandRes
 def _backtest(args: argparse.Namespace) -> CommandResult:
     # torch scores the served models in this process; one thread, as `ranker train` defaults to
     os.environ.setdefault("OMP_NUM_THREADS", "1")
-    from ranking.backtest.engine import (
-        Backtest,
-        BacktestSpec,
-        CliReplayer,
-        backtest_report,
-        check_days_against_data,
-        read_recipe,
-        window_builder_for,
-    )
+    from ranking.backtest.compare import backtest_report
+    from ranking.backtest.engine import Backtest, window_builder_for
+    from ranking.backtest.replay import CliReplayer
     from ranking.backtest.report import write_report
+    from ranking.backtest.spec import BacktestSpec, check_days_against_data, read_recipe
     from ranking.cli.config import effective_config
     from ranking.config.loader import file_values, find_config_file
     from ranking.core.code_version import code_version

@@ -67,7 +67,8 @@ def _review(args: argparse.Namespace) -> CommandResult:
     os.environ.setdefault("OMP_NUM_THREADS", "1")  # served models are scored in this process
     from pydantic import ValidationError
 
-    from ranking.backtest.engine import CliReplayer, window_builder_for
+    from ranking.backtest.engine import window_builder_for
+    from ranking.backtest.replay import CliReplayer
     from ranking.cli.config import effective_config
     from ranking.config.loader import file_values, find_config_file
     from ranking.core.code_version import code_version

@@ -24,7 +24,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from ranking.backtest.engine import Replayer
+from ranking.backtest.replay import Replayer
 from ranking.config.loader import Layer, file_values, resolve
 
 # [recipe] keys the base's training step sets itself (execute_pretrain's `ranker train` flags)

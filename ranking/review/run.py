@@ -19,7 +19,9 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from ranking.backtest.engine import Backtest, BacktestSpec, Recipe, Replayer, read_recipe
+from ranking.backtest.engine import Backtest
+from ranking.backtest.replay import Replayer
+from ranking.backtest.spec import BacktestSpec, Recipe, read_recipe
 from ranking.config.loader import EffectiveConfig
 from ranking.config.model import ReviewSection
 from ranking.core import killpoints
@@ -164,7 +166,7 @@ def weigh(report: Mapping[str, Any], baseline: str, candidate_only: bool) -> dic
 
 def weigh_delayed_update(report: Mapping[str, Any]) -> list[dict[str, Any]]:
     """The delayed update's own share: each pair of recipes that differ only in a frozen first
-    epoch (``ranking.backtest.engine.delayed_update_pairs``), served and candidate lifts (pure)."""
+    epoch (``ranking.backtest.compare.delayed_update_pairs``), served and candidate lifts (pure)."""
     level = float(report["spec"].get("ci_level", 0.95))
     return [
         {
@@ -215,7 +217,7 @@ def run_review(
 ) -> dict[str, Any]:
     """Replay, weigh, decide; write the dated report and ``latest.json``; the review summary.
     A replay that raises is recorded as a failed review (the daily recipe stays) and re-raised."""
-    from ranking.backtest.engine import finite_json
+    from ranking.backtest.report import finite_json
     from ranking.review.report import write_report
 
     started = time.perf_counter()
@@ -326,7 +328,7 @@ def _replay(bt: Backtest, plan: ReviewPlan, started: float, review: dict[str, An
 
 def _replay_report(bt: Backtest, plan: ReviewPlan, started: float) -> dict[str, Any]:
     """Run the replay; its backtest report (every recipe against the baseline)."""
-    from ranking.backtest.engine import backtest_report
+    from ranking.backtest.compare import backtest_report
 
     records = bt.run()
     return backtest_report(

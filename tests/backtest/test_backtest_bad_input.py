@@ -96,8 +96,9 @@ def test_a_backtest_whose_days_failed_exits_2_naming_them(
     home: Path, recipe: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
 ) -> None:
     import ranking.backtest.engine as engine
+    import ranking.backtest.replay as replay
 
-    monkeypatch.setattr(engine, "CliReplayer", FailingDays)
+    monkeypatch.setattr(replay, "CliReplayer", FailingDays)
     monkeypatch.setattr(engine, "window_builder_for", _fake_window_builder)
     assert _backtest(home, recipe, FIRST + dt.timedelta(days=2), 3) == 2
     captured = capsys.readouterr()
@@ -130,9 +131,9 @@ def test_a_day_whose_process_cannot_start_fails_that_day_in_one_line(
     import errno
     import subprocess
 
-    from ranking.backtest import engine
+    from ranking.backtest import replay
 
-    monkeypatch.setattr(engine, "_START_BACKOFF_SECONDS", 0.0)
+    monkeypatch.setattr(replay, "_START_BACKOFF_SECONDS", 0.0)
     calls = []
 
     def fork_fails(*args: object, **kwargs: object) -> object:
@@ -141,14 +142,14 @@ def test_a_day_whose_process_cannot_start_fails_that_day_in_one_line(
             raise BlockingIOError(errno.EAGAIN, "Resource temporarily unavailable")
         return subprocess.CompletedProcess(args, 0, stdout='{"version": "v0001"}\n')
 
-    monkeypatch.setattr(engine.subprocess, "run", fork_fails)
-    replayer = engine.CliReplayer()
+    monkeypatch.setattr(replay.subprocess, "run", fork_fails)
+    replayer = replay.CliReplayer()
     code, summary = replayer.run_day(tmp_path, dt.date(2026, 1, 5), "r1", tmp_path / "log")
     assert (code, summary, len(calls)) == (0, {"version": "v0001"}, 3)  # retried, then it started
 
     def never(*args: object, **kwargs: object) -> object:
         raise BlockingIOError(errno.EAGAIN, "Resource temporarily unavailable")
 
-    monkeypatch.setattr(engine.subprocess, "run", never)
+    monkeypatch.setattr(replay.subprocess, "run", never)
     code, summary = replayer.run_day(tmp_path, dt.date(2026, 1, 5), "r2", tmp_path / "log")
     assert code == 2 and "could not start the day's `ranker run`" in summary["error"]

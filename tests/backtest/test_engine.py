@@ -15,15 +15,10 @@ import pandas as pd
 import pytest
 from scoresets import make_eval_day, noisy, with_scores
 
-from ranking.backtest.engine import (
-    Backtest,
-    BacktestError,
-    BacktestSpec,
-    compare_to_baseline,
-    finite_json,
-    read_recipe,
-)
-from ranking.backtest.report import build_report, write_report
+from ranking.backtest.compare import compare_to_baseline
+from ranking.backtest.engine import Backtest
+from ranking.backtest.report import build_report, finite_json, write_report
+from ranking.backtest.spec import BacktestError, BacktestSpec, read_recipe
 from ranking.core.atomic import atomic_write_json
 from ranking.core.workspace import Workspace
 from ranking.evaluation.metrics import compute_metrics
@@ -338,18 +333,18 @@ def test_a_days_step_summaries_are_read_through_their_models(tmp_path: Path) -> 
     """The backtest reads what a day's steps recorded through their models (issue 22): a missing
     summary is None, a failed step's record is not taken for a judgement, and a summary that does
     not fit its model stops the backtest in one line naming the file and the field."""
-    from ranking.backtest.engine import BacktestError, _step_summary
+    from ranking.backtest.day import step_summary
     from ranking.core.summaries import GateSummary, StepError
 
     folder = tmp_path / "pipeline" / "R"
-    assert _step_summary(tmp_path, "R", "gate") is None
+    assert step_summary(tmp_path, "R", "gate") is None
     atomic_write_json(folder / "gate.json", _summary("gate", decision="reject"))
-    judged = _step_summary(tmp_path, "R", "gate")
+    judged = step_summary(tmp_path, "R", "gate")
     assert isinstance(judged, GateSummary) and judged.decision == "reject"
     atomic_write_json(folder / "gate.json", {"step": "gate", "exit_code": 2, "error": "no champion file"})
-    assert isinstance(_step_summary(tmp_path, "R", "gate"), StepError)
+    assert isinstance(step_summary(tmp_path, "R", "gate"), StepError)
     atomic_write_json(folder / "train.json", _summary("train", epochs="three"))
     with pytest.raises(BacktestError) as bad:
-        _step_summary(tmp_path, "R", "train")
+        step_summary(tmp_path, "R", "train")
     message = str(bad.value)
     assert "train.json: not a train summary (epochs:" in message and "\n" not in message

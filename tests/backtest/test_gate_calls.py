@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from ranking.backtest.engine import beat_served
+from ranking.backtest.day import beat_served
 from ranking.backtest.report import recipe_summary
 
 

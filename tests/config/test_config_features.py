@@ -289,7 +289,7 @@ def test_backtest_builds_its_windows_on_the_workspace_store(
 
 def test_a_backtest_recipe_may_not_choose_the_store(tmp_path: Path) -> None:
     """The recipes share the workspace's feast/ and windows/: the store is the workspace's."""
-    from ranking.backtest.engine import BacktestError, config_digest, read_recipe, recipe_config
+    from ranking.backtest.spec import BacktestError, config_digest, read_recipe, recipe_config
 
     path = tmp_path / "r.toml"
     path.write_text('[recipe]\nepochs = 1\n[features]\noffline_store = "spark"\n')
