@@ -13,6 +13,8 @@ import urllib.request
 from pathlib import Path
 from typing import Any
 
+from waiting import wait_until
+
 from ranking.core.atomic import atomic_write_json
 from ranking.core.summaries import example_summaries
 from ranking.core.workspace import Workspace
@@ -235,3 +237,16 @@ def prom_query(base: str, expr: str) -> dict[str, Any]:
     if body.get("status") != "success":
         raise AssertionError(f"query {expr!r} failed: {body}")
     return body["data"]
+
+
+def last_scrape(base: str, job: str) -> float:
+    """When Prometheus last scraped ``job``: the timestamp of its ``up`` sample, 0 before the first.
+    ``up`` is committed with the scrape's samples, so once it shows a scrape every series of it does."""
+    result = prom_query(base, f'timestamp(up{{job="{job}"}})')["result"]
+    return float(result[0]["value"][1]) if result else 0.0
+
+
+def wait_for_another_scrape(base: str, job: str = "pushgateway", timeout: float = 60.0) -> None:
+    """Until Prometheus has committed a scrape of ``job`` later than the last one it shows now."""
+    seen = last_scrape(base, job)
+    wait_until(lambda: last_scrape(base, job) > seen, f"Prometheus to scrape {job} again", timeout)

@@ -38,6 +38,7 @@ from monitoring_fixtures import (
     free_port,
     http_get_json,
     prom_query,
+    wait_for_another_scrape,
     wait_http_ok,
     write_contract_run,
 )
@@ -167,7 +168,7 @@ def wait_for_scrape(servers: Servers, samples: list[Sample]) -> None:
         time.sleep(0.2)
     else:
         pytest.fail("Prometheus did not scrape the published run from the Pushgateway within 90 s")
-    time.sleep(1.5)  # one more scrape: every series of the group has the new values
+    wait_for_another_scrape(servers.prometheus)  # every series of the group has the new values
 
 
 def pushed_samples(ws: Workspace) -> list[Sample]:
@@ -476,5 +477,5 @@ def test_a_failed_run_replaces_the_group_and_fires_the_failure_alert(
     got = scraped_series(base, "ranker_run_failures_total")
     assert got[(("step", "train"),)] == 1.0
     # the PUT replaced the whole group: no series of the previous run's training remain
-    time.sleep(1.5)
+    wait_for_another_scrape(base)
     assert prom_query(base, "ranker_train_epochs")["result"] == []

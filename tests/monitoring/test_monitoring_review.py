@@ -17,7 +17,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from monitoring_fixtures import http_get_json, prom_query
+from monitoring_fixtures import http_get_json, prom_query, wait_for_another_scrape
 from test_monitoring_integration import (
     Published,
     Servers,
@@ -110,7 +110,7 @@ def push_review(where: Servers, review: dict[str, Any], tmp: Path) -> Published:
         time.sleep(0.2)
     else:
         pytest.fail("Prometheus did not scrape the pushed review within 90 s")
-    time.sleep(1.5)  # one more scrape: every series of the group has the new values
+    wait_for_another_scrape(where.prometheus)  # every series of the group has the new values
     return Published(samples, where, job=REVIEW_JOB)
 
 

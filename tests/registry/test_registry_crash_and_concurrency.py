@@ -5,11 +5,11 @@ from __future__ import annotations
 import subprocess
 import sys
 import textwrap
-import time
 from collections.abc import Callable
 from pathlib import Path
 
 import pytest
+from waiting import StartLine
 
 from ranking.core.errors import RegistryError
 from ranking.registry import Registry
@@ -107,12 +107,13 @@ def test_crash_while_moving_the_alias_leaves_the_old_champion(tmp_path: Path, ma
 
 
 WORKER = """
-import sys, time
+import os, sys, time
 from pathlib import Path
 from ranking.registry import Registry
-root, go, versions, mode = sys.argv[1], Path(sys.argv[2]), sys.argv[3].split(","), sys.argv[4]
+root, start, versions, mode = sys.argv[1], Path(sys.argv[2]), sys.argv[3].split(","), sys.argv[4]
 reg = Registry(root)
-while not go.exists():  # start together
+(start / f"ready-{os.getpid()}").touch()  # at the start line (tests/support/waiting.py)
+while not (start / "go").exists():  # start together
     time.sleep(0.001)
 for v in versions:
     try:
@@ -123,10 +124,10 @@ for v in versions:
 """
 
 
-def _race(root: Path, go: Path, batches: list[list[str]], mode: str) -> list[str]:
+def _race(root: Path, start: StartLine, batches: list[list[str]], mode: str) -> list[str]:
     procs = [
         subprocess.Popen(
-            [sys.executable, "-c", WORKER, str(root), str(go), ",".join(batch), mode],
+            [sys.executable, "-c", WORKER, str(root), str(start.folder), ",".join(batch), mode],
             cwd=REPO,
             stdout=subprocess.PIPE,
             stderr=subprocess.PIPE,
@@ -134,8 +135,7 @@ def _race(root: Path, go: Path, batches: list[list[str]], mode: str) -> list[str
         )
         for batch in batches
     ]
-    time.sleep(1.5)  # let every worker import and wait at the start line
-    go.touch()
+    start.release(procs)
     lines: list[str] = []
     for p in procs:
         out, err = p.communicate(timeout=120)
@@ -151,7 +151,7 @@ def test_concurrent_promotions_never_interleave(tmp_path: Path, make_run: RunFac
     versions = [reg.register(make_run()) for _ in range(6)]
     # each worker flips the champion between its own two versions, 10 times
     batches = [[versions[2 * i], versions[2 * i + 1]] * 5 for i in range(3)]
-    lines = _race(root, tmp_path / "go", batches, mode="force")
+    lines = _race(root, StartLine(tmp_path / "start"), batches, mode="force")
     assert all(line.startswith("OK") for line in lines), lines
     history = reg.history()
     moved = [line for line in lines if not line.endswith("noop")]
@@ -204,19 +204,20 @@ def test_concurrent_blessed_promoters_only_one_wins(tmp_path: Path, make_run: Ru
     candidates = [reg.register(make_run()) for _ in range(3)]
     for v in candidates:
         reg.record_verdict(v, Verdict(decision="pass", champion_version=v1))
-    lines = _race(root, tmp_path / "go", [[v] for v in candidates], mode="blessed")
+    lines = _race(root, StartLine(tmp_path / "start"), [[v] for v in candidates], mode="blessed")
     assert sum(line.startswith("OK") for line in lines) == 1, lines
     assert sum("run the gate again" in line for line in lines) == 2, lines
     assert len(reg.history()) == 2 and reg.history()[1].from_version == v1
 
 
 REGISTER_WORKER = """
-import sys, time
+import os, sys, time
 from pathlib import Path
 from ranking.registry import Registry
-root, go, runs = sys.argv[1], Path(sys.argv[2]), sys.argv[3].split(",")
+root, start, runs = sys.argv[1], Path(sys.argv[2]), sys.argv[3].split(",")
 reg = Registry(root)
-while not go.exists():
+(start / f"ready-{os.getpid()}").touch()
+while not (start / "go").exists():
     time.sleep(0.001)
 for run in runs:
     print("OK", reg.register(Path(run)), run, flush=True)
@@ -227,10 +228,10 @@ for run in runs:
 def test_concurrent_registrations_get_distinct_versions(tmp_path: Path, make_run: RunFactory) -> None:
     root = tmp_path / "reg"
     runs = [[str(make_run()) for _ in range(4)] for _ in range(3)]
-    go = tmp_path / "go"
+    start = StartLine(tmp_path / "start")
     procs = [
         subprocess.Popen(
-            [sys.executable, "-c", REGISTER_WORKER, str(root), str(go), ",".join(batch)],
+            [sys.executable, "-c", REGISTER_WORKER, str(root), str(start.folder), ",".join(batch)],
             cwd=REPO,
             stdout=subprocess.PIPE,
             stderr=subprocess.PIPE,
@@ -238,8 +239,7 @@ def test_concurrent_registrations_get_distinct_versions(tmp_path: Path, make_run
         )
         for batch in runs
     ]
-    time.sleep(1.5)
-    go.touch()
+    start.release(procs)
     registered: dict[str, str] = {}
     for p in procs:
         out, err = p.communicate(timeout=120)

@@ -15,6 +15,7 @@ from pathlib import Path
 
 import pytest
 from registry_fixtures import RunFactory
+from waiting import StartLine
 
 from ranking.registry import Registry
 from ranking.registry.records import Verdict
@@ -107,13 +108,14 @@ def test_s3_create_is_conditional_on_the_server(s3_registry: str) -> None:
 
 
 WORKER = """
-import sys, time
+import os, sys, time
 from pathlib import Path
 from ranking.registry import Registry
-root, go, versions = sys.argv[1], Path(sys.argv[2]), sys.argv[3].split(",")
+root, start, versions = sys.argv[1], Path(sys.argv[2]), sys.argv[3].split(",")
 reg = Registry(root)
 reg.champion()  # connect before the start line
-while not go.exists():
+(start / f"ready-{os.getpid()}").touch()  # at the start line (tests/support/waiting.py)
+while not (start / "go").exists():
     time.sleep(0.001)
 for v in versions:
     try:
@@ -131,10 +133,10 @@ def test_concurrent_promotions_on_s3_never_interleave(
     reg = Registry(s3_registry)
     versions = [reg.register(make_run()) for _ in range(6)]
     batches = [[versions[2 * i], versions[2 * i + 1]] * 4 for i in range(3)]
-    go = tmp_path / "go"
+    start = StartLine(tmp_path / "start")
     procs = [
         subprocess.Popen(
-            [sys.executable, "-c", WORKER, s3_registry, str(go), ",".join(batch)],
+            [sys.executable, "-c", WORKER, s3_registry, str(start.folder), ",".join(batch)],
             cwd=REPO,
             stdout=subprocess.PIPE,
             stderr=subprocess.PIPE,
@@ -143,8 +145,7 @@ def test_concurrent_promotions_on_s3_never_interleave(
         )
         for batch in batches
     ]
-    time.sleep(3)  # every worker imported and connected
-    go.touch()
+    start.release(procs)  # every worker imported and connected
     lines: list[str] = []
     for p in procs:
         out, err = p.communicate(timeout=240)

@@ -141,6 +141,8 @@ def test_a_replayed_days_run_dies_with_the_replay(named: bool) -> None:
     try:
         os.kill(parent.pid, signal.SIGKILL)
         parent.wait(timeout=10)
+        # named: wait until the child is gone (10 s at most); the control: it must outlive 2 s
+        # of waiting, a sleep that is the check itself (no event marks "still alive")
         deadline = time.monotonic() + (10 if named else 2)
         while _alive(child) and time.monotonic() < deadline:
             time.sleep(0.1)
