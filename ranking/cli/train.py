@@ -23,7 +23,7 @@ from ranking.cli.common import (
     workspace,
 )
 from ranking.config.model import WARM_START_SCOPES
-from ranking.trainer.models.config import PIPELINES, REMEDIES
+from ranking.trainer.models.config import PIPELINES, REMEDIES, TrainConfig
 
 if TYPE_CHECKING:
     from ranking.trainer.job import TrainJob
@@ -114,7 +114,7 @@ def register(sub: argparse._SubParsersAction) -> None:  # type: ignore[type-arg]
         "--shuffle-buffer",
         type=int_in(0, MAX_SHUFFLE_ROWS),
         default=None,
-        help="rows in the shuffle buffer per rank (default 100000)",
+        help=f"rows in the shuffle buffer per rank (default {TrainConfig.shuffle_buffer_rows})",
     )
     p.add_argument("--model-config", type=path_arg, default=None, help="ModelConfig as JSON or YAML")
     p.add_argument(

@@ -83,7 +83,7 @@ def train_job(
     """The ``train`` step on the window ending ``end``: the ``[recipe]`` section, every key of it
     (``tests/config/test_requests.py`` checks none is left out), and the window's length."""
     from ranking.trainer.job import TrainJob
-    from ranking.trainer.models.config import OptimizerConfig
+    from ranking.trainer.models.config import OptimizerConfig, TrainConfig
 
     config = effective.config
     recipe = config.recipe
@@ -119,7 +119,7 @@ def train_job(
         register=register,
         progress=progress,
         effective_config=effective.to_dict(),
-        shuffle_buffer=shuffle_buffer if shuffle_buffer is not None else TrainJob.shuffle_buffer,
+        shuffle_buffer=shuffle_buffer if shuffle_buffer is not None else TrainConfig.shuffle_buffer_rows,
     )
 
 

@@ -40,40 +40,43 @@ WORKER_JOB = ".worker-job.json"  # in the run folder: the job every launched wor
 
 @dataclass(frozen=True)
 class TrainJob:
-    """Everything ``ranker train`` was asked to do."""
+    """Everything ``ranker train`` was asked to do. What the recipe decides has no default here:
+    a job is built from the pipeline config (``ranking.config.requests.train_job``), whose
+    ``[recipe]`` and ``[window]`` hold each default once."""
 
     workspace: Workspace
     end: dt.date  # window end (exclusive): the eval day
-    days: int = 20
-    schedule: str = "delayed"  # a name (delayed, joint, ...) or an explicit list such as F,J,J
-    epochs: int | None = None  # None: DEFAULT_EPOCHS (ranking.trainer.schedule), or the list's length
-    pipeline: str = TrainConfig.pipeline
-    warm_start: str = "base"  # a checkpoint path (file or run folder) | champion | base | none
-    warm_start_scope: str = "all"  # "all" | "dense"
-    warm_start_optimizer: bool = False  # carry the tables' optimizer state (row-wise Adagrad sums)
+    days: int
+    schedule: str  # a name (delayed, joint, ...) or an explicit list such as F,J,J
+    epochs: int | None  # None: DEFAULT_EPOCHS (ranking.trainer.schedule), or the list's length
+    pipeline: str
+    warm_start: str  # a checkpoint path (file or run folder) | champion | base | none
+    warm_start_scope: str  # "all" | "dense"
+    warm_start_optimizer: bool  # carry the tables' optimizer state (row-wise Adagrad sums)
     # incremental: continue the champion on the days after its window (ranking.trainer.lineage),
     # a full retrain from full_retrain_warm_start every full_retrain_every_days days
-    incremental: bool = False
-    full_retrain_every_days: int | None = None
-    full_retrain_warm_start: str = "base"
+    incremental: bool
+    full_retrain_every_days: int | None
+    full_retrain_warm_start: str
+    remedy: str  # "none" | "meda" (ranking.trainer.remedies)
+    seed: int
+    batch_size: int  # global
+    model_config: Path | None  # ModelConfig as JSON or YAML (None: the built-in one)
+    # the pipeline config's optimizers: they replace the model config's (a warm start's included)
+    table_optimizer: OptimizerConfig | None
+    dense_optimizer: OptimizerConfig | None
+    # how this job runs (not the recipe's)
+    shuffle_buffer: int = TrainConfig.shuffle_buffer_rows  # rows per rank
     train_since: dt.date | None = None  # set for launched workers: the plan's first training day
-    remedy: str = "none"  # "none" | "meda" (ranking.trainer.remedies)
     out: Path | None = None  # run folder (None: <home>/runs/<run id>)
     run_id: str | None = None
     resume: bool = False
     nproc: int = 1
-    seed: int = 0
-    batch_size: int = 1024  # global
-    shuffle_buffer: int = 100_000  # rows per rank
-    model_config: Path | None = None  # ModelConfig as JSON or YAML
     threads: int | None = None  # CPU threads per process (None: $OMP_NUM_THREADS, else 1)
     eval_each_epoch: bool = True
     register: bool = True
     progress: bool = True
     summary_file: Path | None = None  # set for launched workers: rank 0 writes its summary here
-    # the pipeline config's optimizers: they replace the model config's (a warm start's included)
-    table_optimizer: OptimizerConfig | None = None
-    dense_optimizer: OptimizerConfig | None = None
     # the effective pipeline config and each value's source, recorded in the run folder
     # (provenance of the job, not part of what it asks for: left out of equality)
     effective_config: dict[str, Any] | None = field(default=None, compare=False)
@@ -402,11 +405,15 @@ def job_to_dict(job: TrainJob) -> dict[str, Any]:
 
 
 def job_from_dict(raw: dict[str, Any]) -> TrainJob:
-    from dataclasses import fields
+    from dataclasses import MISSING, fields
 
     known = {f.name for f in fields(TrainJob)}
-    if set(raw) - known or "workspace" not in raw or "end" not in raw:
-        raise RankerError(f"not a train job: keys {sorted(set(raw) - known) or sorted(raw)}")
+    required = {f.name for f in fields(TrainJob) if f.default is MISSING and f.default_factory is MISSING}
+    if set(raw) - known or required - set(raw):
+        unknown, missing = sorted(set(raw) - known), sorted(required - set(raw))
+        raise RankerError(
+            f"not a train job: {'unknown keys ' + str(unknown) if unknown else 'missing ' + str(missing)}"
+        )
     values: dict[str, Any] = {}
     for name, value in raw.items():
         if name == "workspace":

@@ -3,6 +3,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import subprocess
 from pathlib import Path
@@ -12,7 +13,8 @@ import pytest
 
 from ranking.cli.main import build_parser
 from ranking.cli.train import train_job
-from ranking.core.workspace import Workspace
+from ranking.config.model import PipelineConfig
+from ranking.core.errors import RankerError
 from ranking.trainer.checkpointing.checkpoint import load_checkpoint
 from ranking.trainer.job import TrainJob, job_from_dict, job_to_dict, worker_job
 from tests.trainer.conftest import DAYS, END, ranker_cmd, ranker_env
@@ -33,10 +35,22 @@ def _job(*argv: str) -> TrainJob:
 
 
 def test_the_command_line_becomes_one_train_job(tmp_path: Path) -> None:
-    # the config's default recipe (F,J from the base) reaches the job
-    assert _job("--home", str(tmp_path), "--end", "2026-11-10") == TrainJob(
-        workspace=Workspace(tmp_path.resolve()), end=END, epochs=2, warm_start="base"
-    )
+    # the config's default recipe (F,J from the base) reaches the job: every [recipe] key, and the
+    # window's days (TrainJob has no defaults of its own for them)
+    defaults = PipelineConfig()
+    plain = _job("--home", str(tmp_path), "--end", "2026-11-10")
+    assert plain.days == defaults.window.days
+    for key in (
+        "schedule",
+        "epochs",
+        "pipeline",
+        "warm_start",
+        "warm_start_scope",
+        "seed",
+        "batch_size",
+        "remedy",
+    ):
+        assert getattr(plain, key) == getattr(defaults.recipe, key), key
     job = _job(
         *("--home", str(tmp_path), "--end", "2026-11-10", "--days", "5", "--schedule", "F,J"),
         *("--pipeline", "sync", "--warm-start", "none", "--warm-start-scope", "dense"),
@@ -44,9 +58,8 @@ def test_the_command_line_becomes_one_train_job(tmp_path: Path) -> None:
         *("--batch-size", "64", "--shuffle-buffer", "0", "--model-config", "cfg.json", "--threads", "3"),
         *("--no-eval-each-epoch", "--no-register", "--no-progress", "--epochs", "2"),
     )
-    assert job == TrainJob(
-        workspace=Workspace(tmp_path.resolve()),
-        end=END,
+    assert job == dataclasses.replace(
+        plain,
         days=5,
         schedule="F,J",
         epochs=2,
@@ -82,6 +95,16 @@ def test_a_worker_reads_back_the_job_it_was_launched_with(tmp_path: Path, argv: 
     job = _job("--home", str(tmp_path), "--end", "2026-11-10", "--nproc", "3", *argv)
     worker = worker_job(job, tmp_path / "runs" / "r", tmp_path / "champion" / "model.pt")
     assert job_from_dict(json.loads(json.dumps(job_to_dict(worker)))) == worker
+
+
+def test_a_job_file_missing_a_recipe_key_or_with_an_unknown_one_is_one_error(tmp_path: Path) -> None:
+    """TrainJob has no defaults for what the recipe decides: a job file without one is refused
+    (a RankerError: the worker's one line, exit 2), not a TypeError (a crash)."""
+    raw = job_to_dict(_job("--home", str(tmp_path), "--end", "2026-11-10"))
+    with pytest.raises(RankerError, match=r"not a train job: missing \['batch_size'\]"):
+        job_from_dict({k: v for k, v in raw.items() if k != "batch_size"})
+    with pytest.raises(RankerError, match=r"not a train job: unknown keys \['lr'\]"):
+        job_from_dict({**raw, "lr": 0.1})
 
 
 @pytest.mark.slow

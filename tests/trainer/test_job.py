@@ -10,13 +10,13 @@ import re
 from pathlib import Path
 
 import pytest
+from jobs import job_for
 
 from features.windowgen import write_window
 from ranking.core.errors import RankerError
 from ranking.core.workspace import Workspace
 from ranking.trainer.job import (
     LAUNCH_SUMMARY,
-    TrainJob,
     resolve_model_config,
     resolve_warm_start,
     run_folder,
@@ -37,7 +37,7 @@ def small_home(tmp_path: Path) -> Path:
 
 def test_run_folder_is_out_else_the_run_id_under_runs(tmp_path: Path) -> None:
     ws = Workspace(tmp_path)
-    job = TrainJob(workspace=ws, end=END, days=3)
+    job = job_for(ws, END, days=3)
     assert run_folder(dataclasses.replace(job, out=Path("rel/run"))) == (Path.cwd() / "rel" / "run")
     assert run_folder(dataclasses.replace(job, run_id="day-1")) == ws.runs / "day-1"
     default = run_folder(job)
@@ -66,7 +66,7 @@ def test_model_config_is_the_file_else_the_resumed_run_else_the_warm_start_else_
     run_dir = tmp_path / "run"
     run_dir.mkdir()
     (run_dir / "model_config.json").write_text(resumed.to_json())
-    job = TrainJob(workspace=Workspace(tmp_path), end=END, model_config=tmp_path / "cfg.json", resume=True)
+    job = job_for(Workspace(tmp_path), END, model_config=tmp_path / "cfg.json", resume=True)
     warm = trained / "model.pt"
     assert resolve_model_config(job, run_dir, warm) == in_file
     job = dataclasses.replace(job, model_config=None)
@@ -77,9 +77,9 @@ def test_model_config_is_the_file_else_the_resumed_run_else_the_warm_start_else_
 
 
 def test_a_worker_gets_everything_resolved_and_registers_nothing(tmp_path: Path) -> None:
-    job = TrainJob(
-        workspace=Workspace(tmp_path),
-        end=END,
+    job = job_for(
+        Workspace(tmp_path),
+        END,
         warm_start="champion",
         run_id="day-1",
         nproc=4,
@@ -111,9 +111,9 @@ def test_a_job_trains_registers_and_reports(
 ) -> None:
     monkeypatch.delenv("OMP_NUM_THREADS", raising=False)
     ws = Workspace(small_home)
-    job = TrainJob(
-        workspace=ws,
-        end=END,
+    job = job_for(
+        ws,
+        END,
         days=2,
         schedule="joint",
         epochs=1,
@@ -142,7 +142,7 @@ def test_a_job_trains_registers_and_reports(
 
 def test_bad_jobs_fail_before_training(small_home: Path, tmp_path: Path) -> None:
     ws = Workspace(small_home)
-    job = TrainJob(workspace=ws, end=END, days=2, warm_start="none", register=False, out=tmp_path / "r")
+    job = job_for(ws, END, days=2, warm_start="none", register=False, out=tmp_path / "r")
     with pytest.raises(RankerError, match="--summary-file must lie in the run folder"):
         run_train_job(dataclasses.replace(job, summary_file=tmp_path / "elsewhere.json"))
     with pytest.raises(RankerError, match="exceeds 64"):

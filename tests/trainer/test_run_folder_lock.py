@@ -8,6 +8,7 @@ import datetime as dt
 from pathlib import Path
 
 import pytest
+from jobs import job_for
 
 from ranking.core.errors import RankerError
 from ranking.core.workspace import Workspace
@@ -15,7 +16,7 @@ from ranking.trainer.job import TrainJob, run_folder, run_folder_lock, run_train
 
 
 def _job(tmp_path: Path) -> TrainJob:
-    return TrainJob(workspace=Workspace.resolve(tmp_path / "home"), end=dt.date(2026, 1, 6), run_id="R")
+    return job_for(Workspace.resolve(tmp_path / "home"), dt.date(2026, 1, 6), run_id="R")
 
 
 def test_a_second_job_into_a_held_run_folder_is_refused_in_one_line(tmp_path: Path) -> None:
