@@ -16,6 +16,7 @@ from typing import Any
 
 import pytest
 import yaml
+from summary_examples import example_summaries
 
 from features import feast_repo
 from features.feast_repo import OFFLINE_STORES, ONLINE_STORES, StoreSettings
@@ -23,7 +24,6 @@ from ranking.cli.main import build_parser, main
 from ranking.config import load
 from ranking.config.model import PipelineConfig
 from ranking.core.errors import RankerError
-from ranking.core.summaries import example_summaries
 from ranking.core.workspace import Workspace
 
 STORE_ENV = ("RANKER_OFFLINE_STORE", "RANKER_ONLINE_STORE", "RANKER_REDIS_URL")

@@ -13,10 +13,10 @@ import urllib.request
 from pathlib import Path
 from typing import Any
 
+from summary_examples import example_summaries
 from waiting import wait_until
 
 from ranking.core.atomic import atomic_write_json
-from ranking.core.summaries import example_summaries
 from ranking.core.workspace import Workspace
 from ranking.monitoring.publish import PublishResult
 from ranking.monitoring.publish import publish as publish_run

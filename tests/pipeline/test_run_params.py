@@ -26,7 +26,7 @@ def seen(monkeypatch: pytest.MonkeyPatch) -> dict[str, Any]:
         return CommandResult({"days": request.days, "window_id": "w"})
 
     def validate(request: Any) -> CommandResult:
-        from ranking.core.summaries import example_summaries
+        from summary_examples import example_summaries
 
         seen["validate"] = request.config
         return CommandResult(example_summaries()["validate"].body())
@@ -107,7 +107,7 @@ def test_a_first_base_keeps_its_own_recipe_under_the_runs_params(
     def gating(request: Any) -> CommandResult:
         raise RankerError("stopped by the test")
 
-    from ranking.core.summaries import example_summaries
+    from summary_examples import example_summaries
 
     monkeypatch.setattr(steps, "window", lambda r: CommandResult({"days": r.days, "window_id": "w"}))
     monkeypatch.setattr(steps, "validate", lambda r: CommandResult(example_summaries()["validate"].body()))

@@ -30,7 +30,7 @@ def requests_seen(monkeypatch: pytest.MonkeyPatch) -> dict[str, Any]:
         return CommandResult({"days": request.days, "window_id": "w"})
 
     def validate(request: Any) -> CommandResult:
-        from ranking.core.summaries import example_summaries
+        from summary_examples import example_summaries
 
         seen["validate"] = request
         return CommandResult(example_summaries()["validate"].body())

@@ -56,7 +56,7 @@ def fake_window(ws: Workspace, day: dt.date, days: int, checks: Any) -> Mapping[
 def _summary(step: str, **fields: Any) -> dict[str, Any]:
     """A complete recorded summary of ``step`` (what the real step writes: the backtest reads it
     through its model), with the fields this fake decides."""
-    from ranking.core.summaries import example_summaries
+    from summary_examples import example_summaries
 
     return example_summaries()[step].model_dump(mode="json") | fields
 

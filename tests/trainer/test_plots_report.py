@@ -7,9 +7,9 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from summary_examples import example_summaries
 
 from ranking.cli.main import main
-from ranking.core.summaries import example_summaries
 from ranking.trainer.reports.plots import AXIS_RANGES, CurveLabels, curve_figure
 from ranking.trainer.reports.run_report import curve_labels, render_report
 
