@@ -81,7 +81,8 @@ def train_job(
     shuffle_buffer: int | None = None,
 ) -> TrainJob:
     """The ``train`` step on the window ending ``end``: the ``[recipe]`` section, every key of it
-    (``tests/config/test_requests.py`` checks none is left out), and the window's length."""
+    (``tests/config/test_config_drift.py::test_every_recipe_key_is_a_train_flag_or_config_only``
+    checks none is left out), and the window's length."""
     from ranking.trainer.job import TrainJob
     from ranking.trainer.models.config import OptimizerConfig, TrainConfig
 
