@@ -25,8 +25,9 @@ from ranking.gate.checks import GateConfig, GateReport, PastComparison
 
 
 @dataclass(frozen=True)
-class Lineage:
-    """A model that became champion: its key and the eval day it was trained for."""
+class Crowned:
+    """A model that became champion: its key and the eval day it was trained for (not the
+    trainer's lineage, full or incremental: ``ranking.core.summaries.Lineage``)."""
 
     key: str
     trained_for: dt.date
@@ -36,7 +37,7 @@ class Lineage:
 class GateState:
     """What the gate sees on an eval day besides the candidate."""
 
-    champion: Lineage | None
+    champion: Crowned | None
     references: tuple[str, ...]  # former champions, newest first (the current one excluded)
     anchors: tuple[str, ...]  # the last N distinct champions, newest first (the current one included)
     trend: str | None  # the champion served trend_days before the eval day (None: the current one)
@@ -62,17 +63,17 @@ Judge = Callable[[dt.date, str, GateState], GateReport]
 
 
 def state_on(
-    day: dt.date, lineage: Sequence[Lineage], history: Sequence[PastComparison], config: GateConfig
+    day: dt.date, champions: Sequence[Crowned], history: Sequence[PastComparison], config: GateConfig
 ) -> GateState:
-    champion = lineage[-1] if lineage else None
+    champion = champions[-1] if champions else None
     distinct: list[str] = []
-    for entry in reversed(lineage):
+    for entry in reversed(champions):
         if entry.key not in distinct:
             distinct.append(entry.key)
     trend = None
     if config.trend_days > 0:
         cutoff = day - dt.timedelta(days=config.trend_days)
-        older = [e for e in lineage if e.trained_for < cutoff]
+        older = [e for e in champions if e.trained_for < cutoff]
         if older and champion is not None and older[-1].key != champion.key:
             trend = older[-1].key
     return GateState(
@@ -92,12 +93,12 @@ def replay(
 ) -> tuple[list[ReplayDay], list[GateState]]:
     """The gate ``config`` over ``days``: each day's candidate judged (``judge``) against the state
     the earlier decisions left; a pass promotes. Returns the days and the state each day saw."""
-    lineage: list[Lineage] = []
+    champions: list[Crowned] = []
     history: list[PastComparison] = []
     out: list[ReplayDay] = []
     states: list[GateState] = []
     for day in days:
-        state = state_on(day, lineage, history, config)
+        state = state_on(day, champions, history, config)
         states.append(state)
         champion = state.champion
         record = ReplayDay(
@@ -117,7 +118,7 @@ def replay(
             if report.relative_change is not None and report.ci:
                 history.append(PastComparison(day, report.relative_change, (report.ci[0], report.ci[1])))
             if report.passed:
-                lineage.append(Lineage(cand, day))
+                champions.append(Crowned(cand, day))
         out.append(record)
     return out, states
 

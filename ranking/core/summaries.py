@@ -281,7 +281,8 @@ class WarmStart(Summary):
 
 
 class Lineage(Summary):
-    """Full retrain or incremental continuation (``ranking.trainer.lineage.Lineage``)."""
+    """Full retrain or incremental continuation: planned by ``ranking.trainer.lineage.plan_training``,
+    recorded with the train summary and the registry version (``train.lineage``)."""
 
     kind: Literal["full", "incremental"]
     parent: str | None

@@ -179,7 +179,7 @@ def _train_in(job: TrainJob, run_dir: Path, schedule: Any, started: float) -> di
             atomic_write_json(job.summary_file, summary)
             return None
 
-    summary["lineage"] = plan.lineage.to_dict()
+    summary["lineage"] = plan.lineage.body()
     summary["data_validation"] = validation.model_dump(mode="json") if validation else None
     _record_lineage(
         run_dir, summary["lineage"], summary["data_validation"], review_source(job.effective_config)

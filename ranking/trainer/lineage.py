@@ -14,13 +14,14 @@ Pure: :func:`plan_training` takes what the registry says about the champion and 
 from __future__ import annotations
 
 import datetime as dt
-from dataclasses import asdict, dataclass
-from typing import Any
+from dataclasses import dataclass
+from typing import Any, Final
 
 from ranking.core.errors import RankerError
+from ranking.core.summaries import Lineage  # the one shape: planned here, recorded as the summary's
 
-FULL = "full"
-INCREMENTAL = "incremental"
+FULL: Final = "full"
+INCREMENTAL: Final = "incremental"
 
 
 @dataclass(frozen=True)
@@ -30,18 +31,6 @@ class ChampionInfo:
     version: str
     train_end: dt.date  # its window end: it trained on days before this one
     full_retrain_end: dt.date | None  # its lineage's last full retrain (None: it was one itself)
-
-
-@dataclass(frozen=True)
-class Lineage:
-    kind: str  # full | incremental
-    parent: str | None  # the champion an incremental run continues (None for a full retrain)
-    full_retrain_end: str  # window end of the last full retrain in this line of models
-    since: str | None  # incremental: the first day trained
-    reason: str
-
-    def to_dict(self) -> dict[str, Any]:
-        return asdict(self)
 
 
 @dataclass(frozen=True)
@@ -62,10 +51,10 @@ def plan_training(
 ) -> TrainingPlan:
     """The plan for the window ending ``end`` (exclusive: the eval day)."""
     if not incremental:
-        return TrainingPlan(warm_start, None, Lineage(FULL, None, end.isoformat(), None, "full retrain"))
+        return TrainingPlan(warm_start, None, _full(end, "full retrain"))
 
     def full(reason: str) -> TrainingPlan:
-        return TrainingPlan(full_retrain_warm_start, None, Lineage(FULL, None, end.isoformat(), None, reason))
+        return TrainingPlan(full_retrain_warm_start, None, _full(end, reason))
 
     if champion is None:
         return full("no champion yet")
@@ -85,13 +74,17 @@ def plan_training(
         "champion",
         since,
         Lineage(
-            INCREMENTAL,
-            champion.version,
-            last_full.isoformat(),
-            since.isoformat(),
-            f"continues {champion.version} on the days since {since}",
+            kind=INCREMENTAL,
+            parent=champion.version,
+            full_retrain_end=last_full,
+            since=since,
+            reason=f"continues {champion.version} on the days since {since}",
         ),
     )
+
+
+def _full(end: dt.date, reason: str) -> Lineage:
+    return Lineage(kind=FULL, parent=None, full_retrain_end=end, since=None, reason=reason)
 
 
 def champion_info(version: str, train: dict[str, Any]) -> ChampionInfo | None:

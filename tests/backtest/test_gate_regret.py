@@ -113,10 +113,10 @@ def test_replay_promotes_what_passes_and_shows_each_day_the_state_earlier_decisi
 
 
 def test_state_on_names_no_trend_when_the_old_champion_still_serves() -> None:
-    from ranking.backtest.gates import Lineage
+    from ranking.backtest.gates import Crowned
 
     config = GateConfig(trend_days=7, reference_champions=3)
-    state = state_on(day(20), [Lineage("c0", day(0))], [], config)
+    state = state_on(day(20), [Crowned("c0", day(0))], [], config)
     assert state.champion is not None and state.champion.key == "c0"
     assert state.trend is None and state.references == ()
 

@@ -26,7 +26,7 @@ def _plan(champion: ChampionInfo | None, every: int | None = 7, incremental: boo
 def test_not_incremental_is_a_full_retrain_from_the_recipes_warm_start() -> None:
     plan = _plan(ChampionInfo("v0003", D - dt.timedelta(days=1), None), incremental=False)
     assert (plan.warm_start, plan.since, plan.lineage.kind) == ("champion", None, "full")
-    assert plan.lineage.full_retrain_end == D.isoformat()
+    assert plan.lineage.full_retrain_end == D
 
 
 def test_without_a_champion_the_first_model_is_a_full_retrain_from_the_base() -> None:
@@ -40,7 +40,7 @@ def test_incremental_trains_only_the_days_after_the_champions_window() -> None:
     assert plan.warm_start == "champion" and plan.since == D - dt.timedelta(days=2)
     assert plan.lineage.kind == "incremental" and plan.lineage.parent == "v0003"
     # the champion was itself a full retrain: the line's last full retrain is its window end
-    assert plan.lineage.full_retrain_end == (D - dt.timedelta(days=2)).isoformat()
+    assert plan.lineage.full_retrain_end == D - dt.timedelta(days=2)
 
 
 def test_the_full_retrain_comes_back_every_k_days_counted_from_the_last_one() -> None:
@@ -49,7 +49,7 @@ def test_the_full_retrain_comes_back_every_k_days_counted_from_the_last_one() ->
     assert _plan(champion, every=7).lineage.kind == "full"
     assert _plan(champion, every=7).warm_start == "base"
     assert _plan(champion, every=8).lineage.kind == "incremental"
-    assert _plan(champion, every=8).lineage.full_retrain_end == last_full.isoformat()
+    assert _plan(champion, every=8).lineage.full_retrain_end == last_full
     assert _plan(champion, every=None).lineage.kind == "incremental"  # never
 
 
