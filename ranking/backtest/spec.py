@@ -169,9 +169,11 @@ def config_digest(effective: EffectiveConfig) -> str:
     # the Feast store is left out: it does not change a window (its content id, which the day's
     # fingerprint carries, is the same on every store), and days recorded before the section
     # existed keep their fingerprints
-    # the review section is left out too: it says how recipes are compared, not how one trains
+    # the review and backtest sections are left out too: they say how recipes are compared, not
+    # how one trains (and days recorded before [backtest] existed keep their fingerprints)
     dumped = effective.config.model_dump(mode="json")
     body = json.dumps(
-        {k: v for k, v in dumped.items() if k not in (*WORKSPACE_SECTIONS, "review")}, sort_keys=True
+        {k: v for k, v in dumped.items() if k not in (*WORKSPACE_SECTIONS, "review", "backtest")},
+        sort_keys=True,
     )
     return hashlib.sha256(body.encode()).hexdigest()

@@ -17,13 +17,11 @@ from ranking.cli.common import (
     Text,
     add_common,
     config_type,
-    float_in,
     int_in,
     parse_date,
     path_arg,
     progress_printer,
     run_id_arg,
-    seed_int,
     shown,
     text_arg,
     workers_int,
@@ -86,9 +84,17 @@ def register(sub: argparse._SubParsersAction) -> None:  # type: ignore[type-arg]
     p.add_argument(
         "--report-dir", type=path_arg, default=None, help="also copy the report here (e.g. docs/backtest)"
     )
-    p.add_argument("--bootstrap-samples", type=config_type("gate.bootstrap_samples"), default=1000)
-    p.add_argument("--ci-level", type=float_in(0.5, 1.0, high_inclusive=False), default=0.95)
-    p.add_argument("--seed", type=seed_int, default=0, help="bootstrap seed")
+    # bound to the config's [backtest] (ranking/cli/config.py): an unset flag takes its value
+    p.add_argument(
+        "--bootstrap-samples",
+        type=config_type("backtest.bootstrap_samples"),
+        default=None,
+        help="bootstrap resamples for the CIs",
+    )
+    p.add_argument(
+        "--ci-level", type=config_type("backtest.ci_level"), default=None, help="two-sided level of the CIs"
+    )
+    p.add_argument("--seed", type=config_type("backtest.seed"), default=None, help="bootstrap seed")
     p.add_argument(
         "--inject",
         type=text_arg,

@@ -97,7 +97,9 @@ def bindings() -> dict[str, tuple[Binding, ...]]:
         "pretrain": tuple(
             Binding(dest, f"pretrain.{dest}") for dest in ("days", "gap_days", "schedule", "epochs", "seed")
         ),
-        "backtest": (),
+        "backtest": tuple(
+            Binding(dest, f"backtest.{dest}") for dest in ("bootstrap_samples", "ci_level", "seed")
+        ),
         "config-show": (),
     }
 

@@ -99,7 +99,7 @@ def _review(args: argparse.Namespace) -> CommandResult:
             )
             raise RankerError(f"{flags}: {found} ([review] in the config, the flags over it)") from None
     end = args.end or _newest_source_day(ws)
-    plan = plan_review(settings, end)
+    plan = plan_review(settings, end, daily.config.backtest)
     base_file = find_config_file(ws.root, args.config)
     pushgateway = daily.config.metrics.pushgateway
     failure: ReviewFailed | None = None

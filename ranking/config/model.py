@@ -1,6 +1,6 @@
-"""The pipeline config: one typed model with ten sections (``features``, ``window``,
-``validation``, ``recipe``, ``pretrain``, ``gate``, ``heuristic``, ``slices``, ``metrics``, ``review``),
-validated by pydantic.
+"""The pipeline config: one typed model with twelve sections (``features``, ``window``,
+``validation``, ``recipe``, ``pretrain``, ``gate``, ``heuristic``, ``slices``, ``metrics``,
+``backtest``, ``review``, ``retention``), validated by pydantic.
 
 Defaults are not written twice: they are read from the dataclasses the steps already use
 (``features.feast_repo.StoreSettings``, ``features.build_checks.WindowChecks``,
@@ -408,6 +408,18 @@ class MetricsSection(_Section):
         return value
 
 
+class BacktestSection(_Section):
+    """The bootstrap of ``ranker backtest``'s comparisons (each recipe vs the baseline, its slices,
+    the heuristic) and of the weekly review's (``ranking.backtest.stats``; docs/backtest.md): its
+    ``--bootstrap-samples``, ``--ci-level`` and ``--seed`` default to these."""
+
+    # resamples of the paired two-stage (day, request) bootstrap
+    bootstrap_samples: int = Field(default=1000, ge=10, le=100_000)
+    # two-sided level of the CIs the reports show
+    ci_level: float = Field(default=0.95, gt=0.5, lt=1)
+    seed: int = Field(default=0, ge=0, le=MAX_SEED)
+
+
 # a recipe name reaches paths (recipes/<name>.toml, the review's folders): the run-id alphabet
 RECIPE_NAME = re.compile(r"\A[A-Za-z0-9][A-Za-z0-9_.+-]{0,63}\Z", re.ASCII)
 REVIEW_CHOICES = ("fixed", "auto")
@@ -440,7 +452,9 @@ class ReviewSection(_Section):
     candidate_only: bool = False
     # recipes replayed at a time (None: as many as the machine's cores, at most the recipes)
     parallel: int | None = Field(default=None, ge=1, le=MAX_THREADS)
-    bootstrap_samples: int = Field(default=1000, ge=10, le=100_000)
+    # the review's resamples (None: [backtest] bootstrap_samples); its CI level and seed are
+    # [backtest]'s
+    bootstrap_samples: int | None = Field(default=None, ge=10, le=100_000)
 
     @field_validator("parallel", mode="before")
     @classmethod
@@ -498,6 +512,7 @@ class PipelineConfig(_Section):
     heuristic: HeuristicSection = Field(default_factory=HeuristicSection)
     slices: SlicesSection = Field(default_factory=SlicesSection)
     metrics: MetricsSection = Field(default_factory=MetricsSection)
+    backtest: BacktestSection = Field(default_factory=BacktestSection)
     review: ReviewSection = Field(default_factory=ReviewSection)
     retention: RetentionSection = Field(default_factory=RetentionSection)
 
@@ -512,6 +527,7 @@ SECTIONS: dict[str, type[_Section]] = {
     "heuristic": HeuristicSection,
     "slices": SlicesSection,
     "metrics": MetricsSection,
+    "backtest": BacktestSection,
     "review": ReviewSection,
     "retention": RetentionSection,
 }

@@ -23,7 +23,7 @@ from ranking.backtest.engine import Backtest
 from ranking.backtest.replay import Replayer
 from ranking.backtest.spec import BacktestSpec, Recipe, read_recipe
 from ranking.config.loader import EffectiveConfig
-from ranking.config.model import ReviewSection
+from ranking.config.model import BacktestSection, ReviewSection
 from ranking.core import killpoints
 from ranking.core.atomic import atomic_write_json
 from ranking.core.errors import RankerError
@@ -66,6 +66,8 @@ class ReviewPlan:
     end: dt.date  # the last eval day
     settings: ReviewSection
     recipes: tuple[Recipe, ...]
+    # the config's [backtest]: the CIs' level and seed, and the resamples unless [review] sets them
+    bootstrap: BacktestSection
 
     @property
     def start(self) -> dt.date:
@@ -84,11 +86,19 @@ class ReviewPlan:
             # a candidate-only review replays its days as dry runs (nothing promoted, nothing
             # served): a replay of its own, never reused by a full review of the same days
             name=f"review-{self.review_id}" + ("-candidates" if self.settings.candidate_only else ""),
-            bootstrap_samples=self.settings.bootstrap_samples,
+            bootstrap_samples=(
+                self.bootstrap.bootstrap_samples
+                if self.settings.bootstrap_samples is None
+                else self.settings.bootstrap_samples
+            ),
+            ci_level=self.bootstrap.ci_level,
+            seed=self.bootstrap.seed,
         )
 
 
-def plan_review(settings: ReviewSection, end: dt.date) -> ReviewPlan:
+def plan_review(settings: ReviewSection, end: dt.date, bootstrap: BacktestSection) -> ReviewPlan:
+    """The review of the ``settings.days`` eval days up to ``end``; ``bootstrap``: the config's
+    ``[backtest]``."""
     folder = Path(settings.recipes_dir) if settings.recipes_dir else SHIPPED_RECIPES
     recipes = tuple(read_recipe(name, folder / f"{name}.toml") for name in settings.recipes)
     if settings.recipe == "auto":
@@ -101,7 +111,7 @@ def plan_review(settings: ReviewSection, end: dt.date) -> ReviewPlan:
                     f"recipe {recipe.name}: warm-starts from the champion, which a candidate-only review"
                     " never promotes: review it with candidate_only = false"
                 )
-    return ReviewPlan(end, settings, recipes)
+    return ReviewPlan(end, settings, recipes, bootstrap)
 
 
 # the effect each recipe's report says how many days it would take to detect
@@ -131,7 +141,7 @@ def weigh(report: Mapping[str, Any], baseline: str, candidate_only: bool) -> dic
     """Per recipe: served and candidate lift over the baseline (the baseline's: 0, [0, 0]) with
     its minimum detectable effect, training seconds per day, failed days and the gate's promotion
     rate, from a backtest report (pure)."""
-    level = float(report["spec"].get("ci_level", 0.95))
+    level = float(report["spec"]["ci_level"])
     out: dict[str, dict[str, Any]] = {}
     for name, summary in report["recipes"].items():
         days = summary["days"] or 1
@@ -167,7 +177,7 @@ def weigh(report: Mapping[str, Any], baseline: str, candidate_only: bool) -> dic
 def weigh_delayed_update(report: Mapping[str, Any]) -> list[dict[str, Any]]:
     """The delayed update's own share: each pair of recipes that differ only in a frozen first
     epoch (``ranking.backtest.compare.delayed_update_pairs``), served and candidate lifts (pure)."""
-    level = float(report["spec"].get("ci_level", 0.95))
+    level = float(report["spec"]["ci_level"])
     return [
         {
             "with": pair["with"],

@@ -159,7 +159,8 @@ def _review(
     )  # fmt: skip
     ws = Workspace.resolve(home)
     daily = load(home)
-    return run_review(ws, plan_review(settings, end), daily, {}, None, replayer, window_builder=fake_window)
+    plan = plan_review(settings, end, daily.config.backtest)
+    return run_review(ws, plan, daily, {}, None, replayer, window_builder=fake_window)
 
 
 def test_a_better_recipe_is_recommended_and_auto_switches_once(tmp_path: Path) -> None:
