@@ -20,6 +20,10 @@ def main(argv: list[str]) -> int:
     import pandas as pd
 
     from ranking.backtest.stats import compare, paired_day
+    from ranking.config.model import BacktestSection
+
+    # the shipped [backtest] bootstrap (backtests of several workspaces have no one config)
+    boot = BacktestSection()
 
     baseline, other, folders = argv[0], argv[1], [Path(p) for p in argv[2:]]
     for folder in folders:
@@ -45,7 +49,7 @@ def main(argv: list[str]) -> int:
                             pd.read_parquet(folder / other / o_rel),
                         )
                     )
-        found = compare(pairs, samples=1000, level=0.95, seed=0)
+        found = compare(pairs, samples=boot.bootstrap_samples, level=boot.ci_level, seed=boot.seed)
         out[who] = None if found is None else {k: v for k, v in found.to_dict().items() if k != "per_day"}
     print(json.dumps(out, indent=1))
     return 0

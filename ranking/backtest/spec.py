@@ -44,10 +44,11 @@ class BacktestSpec:
     days: int
     recipes: tuple[Recipe, ...]
     baseline: str
+    # the bootstrap's settings: the config's [backtest] (`ranker backtest`, ReviewPlan.spec)
+    bootstrap_samples: int
+    ci_level: float
+    seed: int
     name: str | None = None
-    bootstrap_samples: int = 1000
-    ci_level: float = 0.95
-    seed: int = 0
 
     def __post_init__(self) -> None:
         if self.days <= 0:

@@ -130,9 +130,7 @@ def _rel(a: float, b: float) -> float:
     return a / b - 1.0 if math.isfinite(a) and math.isfinite(b) and b != 0 else math.nan
 
 
-def compare(
-    days: list[PairedDay], *, samples: int = 1000, level: float = 0.95, seed: int = 0
-) -> Comparison | None:
+def compare(days: list[PairedDay], *, samples: int, level: float, seed: int) -> Comparison | None:
     """Mean served metrics of ``other`` vs ``baseline`` over ``days`` and the bootstrap CI of the
     relative change of each; None without a common day."""
     if not days:
@@ -228,9 +226,7 @@ class SliceDay:
         )
 
 
-def compare_slices(
-    days: list[SliceDay], *, samples: int = 1000, level: float = 0.95, seed: int = 0
-) -> list[dict[str, Any]]:
+def compare_slices(days: list[SliceDay], *, samples: int, level: float, seed: int) -> list[dict[str, Any]]:
     """Each slice's save HIT@3 of the recipe vs the baseline pooled over the days it was cut
     (its saved pins over all those days: a slice of a few requests a day is not a noisy mean of
     daily ratios), with the same two-stage (day, request) bootstrap as :func:`compare`."""

@@ -1,18 +1,24 @@
 """The bootstrap of `ranker backtest` and `ranker review` is the config's `[backtest]` section
-(issue 33): written once there; the flags bind to it and the review plan reads it."""
+(issue 33): written once there; the flags bind to it, the review plan reads it, and neither
+`BacktestSpec` nor the statistics keep a default of their own."""
 
 from __future__ import annotations
 
 import argparse
+import dataclasses
 import datetime as dt
+import inspect
 from pathlib import Path
 
 import pytest
 
-from ranking.backtest.spec import config_digest, read_recipe, recipe_config
+from ranking.backtest.spec import BacktestSpec, config_digest, read_recipe, recipe_config
+from ranking.backtest.stats import compare, compare_slices
 from ranking.cli.main import UsageError, build_parser
 from ranking.config.model import BacktestSection, PipelineConfig, ReviewSection
 from ranking.review.run import plan_review
+
+BOOTSTRAP = ("bootstrap_samples", "ci_level", "seed")
 
 
 def _parse(home: Path, *flags: str) -> argparse.Namespace:
@@ -76,3 +82,13 @@ def test_a_days_fingerprint_ignores_the_bootstrap(tmp_path: Path) -> None:
     other = recipe_config(recipe, {"backtest.ci_level": 0.8, "backtest.seed": 9}, "file:ws.toml")
     assert other.config.backtest.ci_level == 0.8
     assert config_digest(other) == config_digest(plain)
+
+
+def test_the_spec_and_the_statistics_have_no_defaults_of_their_own() -> None:
+    fields = {f.name: f for f in dataclasses.fields(BacktestSpec)}
+    for name in BOOTSTRAP:
+        assert fields[name].default is dataclasses.MISSING, name
+    for function in (compare, compare_slices):
+        params = inspect.signature(function).parameters
+        for name in ("samples", "level", "seed"):
+            assert params[name].default is inspect.Parameter.empty, (function.__name__, name)

@@ -26,6 +26,8 @@ from ranking.registry import Registry
 from ranking.registry.records import Verdict
 
 START = dt.date(2026, 3, 1)
+# the bootstrap's settings a spec is given (the config's [backtest] in `ranker backtest`)
+BOOTSTRAP = {"bootstrap_samples": 100, "ci_level": 0.95, "seed": 0}
 NOISE = {"naive": 1.5, "default": 0.3, "based": 0.3}  # the constructed quality of each recipe's models
 
 
@@ -143,7 +145,7 @@ def _backtest(
         days=days,
         recipes=tuple(read_recipe(n, p) for n, p in files.items()),
         baseline="naive",
-        bootstrap_samples=100,
+        **BOOTSTRAP,
     )
     ws = Workspace.resolve(tmp_path / "home")
     return Backtest(ws, spec, replayer, code_version=code, window_builder=fake_window)
@@ -269,9 +271,9 @@ def test_bad_specs_and_recipes_are_one_line_errors(tmp_path: Path) -> None:
     files = _recipe_files(tmp_path)
     recipes = tuple(read_recipe(n, p) for n, p in files.items())
     with pytest.raises(BacktestError, match="--baseline 'other' is not one of the recipes"):
-        BacktestSpec(start=START, days=2, recipes=recipes, baseline="other")
+        BacktestSpec(start=START, days=2, recipes=recipes, baseline="other", **BOOTSTRAP)
     with pytest.raises(BacktestError, match="unique"):
-        BacktestSpec(start=START, days=2, recipes=(recipes[0], recipes[0]), baseline="naive")
+        BacktestSpec(start=START, days=2, recipes=(recipes[0], recipes[0]), baseline="naive", **BOOTSTRAP)
     with pytest.raises(BacktestError, match="no file"):
         read_recipe("x", tmp_path / "missing.toml")
     files["naive"].write_text("[recipe]\nepochs = 0\n")

@@ -48,7 +48,7 @@ def test_request_weights_equal_duplicated_requests() -> None:
 
 def test_identical_models_change_by_exactly_zero() -> None:
     days = [paired_day(str(i), _day(i), _day(i)) for i in range(3)]
-    c = compare(days, samples=200)
+    c = compare(days, samples=200, level=0.95, seed=0)
     assert c is not None and c.days == 3
     for metric in ("save_hit_at_3", "auc", "ne"):
         assert c.relative_change[metric] == 0.0
@@ -68,7 +68,7 @@ def test_known_two_request_day() -> None:
     )
     base = frame.assign(score=[0.9, 0.1, 0.2, 0.3, 0.1, 0.9, 0.8, 0.7])
     other = frame.assign(score=[0.9, 0.1, 0.2, 0.3, 0.9, 0.1, 0.2, 0.3])
-    c = compare([paired_day("d", base, other)], samples=2000, seed=3)
+    c = compare([paired_day("d", base, other)], samples=2000, level=0.95, seed=3)
     assert c is not None
     assert c.baseline_mean["save_hit_at_3"] == 0.5 and c.mean["save_hit_at_3"] == 1.0
     assert c.relative_change["save_hit_at_3"] == pytest.approx(1.0)
@@ -96,8 +96,8 @@ def test_pairing_by_request_is_what_narrows_the_ci() -> None:
             perm[o.codes], o.labels, o.hits[inverse], o.saves[inverse], o.order, o.tie_group, o.row_log_loss
         )
         broken.append(PairedDay(str(i), b, shuffled))
-    paired = compare(days, samples=500, seed=1)
-    unpaired = compare(broken, samples=500, seed=1)
+    paired = compare(days, samples=500, level=0.95, seed=1)
+    unpaired = compare(broken, samples=500, level=0.95, seed=1)
     assert paired is not None and unpaired is not None
     assert paired.relative_change["save_hit_at_3"] > 0
     assert paired.relative_change["save_hit_at_3"] == pytest.approx(unpaired.relative_change["save_hit_at_3"])
@@ -108,7 +108,7 @@ def test_pairing_by_request_is_what_narrows_the_ci() -> None:
 
 
 def test_no_common_day_gives_no_comparison() -> None:
-    assert compare([]) is None
+    assert compare([], samples=1000, level=0.95, seed=0) is None
 
 
 def test_frames_of_different_impressions_are_refused() -> None:
