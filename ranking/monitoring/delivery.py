@@ -19,7 +19,7 @@ from tenacity import RetryCallState, Retrying, stop_after_attempt, wait_exponent
 from ranking.core.atomic import atomic_write_text
 from ranking.core.errors import RankerError
 from ranking.core.workspace import Workspace
-from ranking.monitoring.exposition import build_registry
+from ranking.monitoring.exposition import build_registry, render
 from ranking.monitoring.samples import Sample
 
 log = logging.getLogger(__name__)
@@ -134,3 +134,23 @@ def write_textfile(path: Path, exposition: str) -> None:
         atomic_write_text(path, exposition)
     except OSError as exc:
         raise RankerError(f"cannot write the metrics textfile {path}: {exc}") from None
+
+
+@dataclass(frozen=True)
+class Delivered:
+    """Where a command's samples went."""
+
+    delivery: str  # pushgateway | textfile
+    target: str
+    samples: int
+
+
+def deliver_samples(samples: list[Sample], pushgateway: str | None, textfile: Path, job: str) -> Delivered:
+    """Push ``samples`` under ``job`` when a Pushgateway is configured; the ``textfile`` when the
+    push fails or there is none (``ranker gc``'s and ``ranker review``'s series, each its own job)."""
+    if pushgateway:
+        config = PushConfig(url=pushgateway, job=job)
+        if push_with_retries(samples, config).ok:
+            return Delivered("pushgateway", f"{config.url} job={job}", len(samples))
+    write_textfile(textfile, render(samples))
+    return Delivered("textfile", str(textfile), len(samples))

@@ -19,8 +19,7 @@ from pathlib import Path
 from typing import Any
 
 from ranking.monitoring.catalogue import CATALOGUE, DISK_KINDS, PREFIX
-from ranking.monitoring.delivery import PushConfig, push_with_retries, write_textfile
-from ranking.monitoring.exposition import render
+from ranking.monitoring.delivery import Delivered, deliver_samples
 from ranking.monitoring.samples import Sample
 
 GC_JOB = "ranker_gc"
@@ -104,19 +103,6 @@ def gc_samples(usage: DiskUsage, report: Mapping[str, Any], now: float) -> list[
     return out
 
 
-@dataclass(frozen=True)
-class Delivered:
-    delivery: str  # pushgateway | textfile
-    target: str
-    samples: int
-
-
 def deliver(samples: list[Sample], pushgateway: str | None, metrics_dir: Path) -> Delivered:
     """Push when a Pushgateway is configured (the textfile when the push fails or there is none)."""
-    if pushgateway:
-        config = PushConfig(url=pushgateway, job=GC_JOB)
-        if push_with_retries(samples, config).ok:
-            return Delivered("pushgateway", f"{config.url} job={GC_JOB}", len(samples))
-    path = metrics_dir / TEXTFILE
-    write_textfile(path, render(samples))
-    return Delivered("textfile", str(path), len(samples))
+    return deliver_samples(samples, pushgateway, metrics_dir / TEXTFILE, GC_JOB)

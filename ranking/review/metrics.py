@@ -5,13 +5,11 @@ group), else to ``<home>/metrics/review.prom`` for the textfile collector."""
 from __future__ import annotations
 
 from collections.abc import Mapping
-from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 from ranking.monitoring.catalogue import CATALOGUE, PREFIX, REVIEW_MODELS, REVIEW_STATUSES
-from ranking.monitoring.delivery import PushConfig, push_with_retries, write_textfile
-from ranking.monitoring.exposition import render
+from ranking.monitoring.delivery import Delivered, deliver_samples
 from ranking.monitoring.samples import Sample
 
 REVIEW_JOB = "ranker_recipe_review"
@@ -63,19 +61,6 @@ def _part(found: Any) -> Mapping[str, Any]:
     return found if isinstance(found, dict) else {}
 
 
-@dataclass(frozen=True)
-class Delivered:
-    delivery: str  # pushgateway | textfile
-    target: str
-    samples: int
-
-
 def deliver(samples: list[Sample], pushgateway: str | None, metrics_dir: Path) -> Delivered:
     """Push when a Pushgateway is configured (falling back to the textfile when the push fails)."""
-    if pushgateway:
-        config = PushConfig(url=pushgateway, job=REVIEW_JOB)
-        if push_with_retries(samples, config).ok:
-            return Delivered("pushgateway", f"{config.url} job={REVIEW_JOB}", len(samples))
-    path = metrics_dir / TEXTFILE
-    write_textfile(path, render(samples))
-    return Delivered("textfile", str(path), len(samples))
+    return deliver_samples(samples, pushgateway, metrics_dir / TEXTFILE, REVIEW_JOB)
