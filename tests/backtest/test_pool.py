@@ -2,22 +2,17 @@
 
 from __future__ import annotations
 
-import importlib.util
 import json
 from pathlib import Path
 
 import numpy as np
 import pandas as pd
 import pytest
-
-ROOT = Path(__file__).resolve().parents[2]
+from repo_scripts import load_script
 
 
 def _pool():  # type: ignore[no-untyped-def]
-    spec = importlib.util.spec_from_file_location("backtest_pool", ROOT / "infra" / "backtest_pool.py")
-    module = importlib.util.module_from_spec(spec)  # type: ignore[arg-type]
-    spec.loader.exec_module(module)  # type: ignore[union-attr]
-    return module
+    return load_script("infra/backtest_pool.py")
 
 
 def _backtest(folder: Path, seed: int, days: int, better: float) -> None:

@@ -5,7 +5,6 @@ field fails where it makes the summary; the summaries of a real small pipeline r
 from __future__ import annotations
 
 import datetime as dt
-import importlib.util
 import json
 import subprocess
 import sys
@@ -15,6 +14,7 @@ from typing import Any
 
 import pytest
 from pydantic import ValidationError
+from repo_scripts import load_script
 
 from ranking.core import summaries as s
 
@@ -23,11 +23,7 @@ REPO = Path(__file__).resolve().parents[2]
 
 def _doc_tool() -> ModuleType:
     """infra/summaries_doc.py, the generator `make schema` runs (a script, imported by path)."""
-    spec = importlib.util.spec_from_file_location("summaries_doc", REPO / "infra" / "summaries_doc.py")
-    assert spec is not None and spec.loader is not None
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    return module
+    return load_script("infra/summaries_doc.py")
 
 
 def test_the_committed_schema_and_docs_equal_a_fresh_export() -> None:

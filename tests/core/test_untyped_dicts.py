@@ -3,19 +3,14 @@ names aliased to one; typed mappings are not counted."""
 
 from __future__ import annotations
 
-import importlib.util
 from pathlib import Path
 from types import ModuleType
 
-REPO = Path(__file__).resolve().parents[2]
+from repo_scripts import load_script
 
 
 def _tool() -> ModuleType:
-    spec = importlib.util.spec_from_file_location("untyped_dicts", REPO / "infra" / "untyped_dicts.py")
-    assert spec is not None and spec.loader is not None
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    return module
+    return load_script("infra/untyped_dicts.py")
 
 
 def test_it_counts_untyped_mappings_and_their_aliases_only(tmp_path: Path) -> None:

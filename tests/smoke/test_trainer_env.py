@@ -3,13 +3,13 @@ chosen together by the torch that runs them; an air-gapped install never reaches
 
 from __future__ import annotations
 
-import importlib.util
 import os
 import subprocess
 import sys
 from pathlib import Path
 
 import pytest
+from repo_scripts import load_script
 
 REPO = Path(__file__).resolve().parents[2]
 SCRIPT = REPO / "infra" / "trainer_env.py"
@@ -17,12 +17,7 @@ LOCK = REPO / "requirements" / "trainer.lock"
 
 
 def _module():  # type: ignore[no-untyped-def]
-    spec = importlib.util.spec_from_file_location("trainer_env", SCRIPT)
-    assert spec and spec.loader
-    mod = importlib.util.module_from_spec(spec)
-    sys.modules["trainer_env"] = mod
-    spec.loader.exec_module(mod)
-    return mod
+    return load_script("infra/trainer_env.py")
 
 
 def _dry_run(*args: str, host_torch: str | None = None) -> subprocess.CompletedProcess[str]:
