@@ -1,5 +1,5 @@
 """Count the untyped mappings in product code: every ``dict[str, Any]`` and ``Mapping[str, Any]``
-(``Dict``, ``MutableMapping`` too) written in ``ranking/``, ``features/`` and ``dags/``, and every use
+(``Dict``, ``MutableMapping`` too, and ``object`` for ``Any``: renaming the hole is not a type) written in ``ranking/``, ``features/`` and ``dags/``, and every use
 of a name aliased to one (``Plan = dict[str, Any]``), by the AST (issue 33: a step's summary, a
 verdict or a manifest passed as such a dict is a type built and thrown away).
 
@@ -20,6 +20,7 @@ from pathlib import Path
 REPO = Path(__file__).resolve().parents[1]
 PACKAGES = ("ranking", "features", "dags")
 MAPPINGS = {"dict", "Dict", "Mapping", "MutableMapping"}
+UNTYPED_VALUES = {"Any", "object"}
 
 
 def _name(node: ast.AST) -> str | None:
@@ -31,21 +32,25 @@ def _name(node: ast.AST) -> str | None:
 
 
 def is_untyped_mapping(node: ast.AST) -> bool:
-    """``dict[str, Any]`` and its kin (the key ``str``, the value ``Any``)."""
+    """``dict[str, Any]`` and its kin (the key ``str``, the value ``Any`` or ``object``)."""
     if not (isinstance(node, ast.Subscript) and _name(node.value) in MAPPINGS):
         return False
     args = node.slice
     if not (isinstance(args, ast.Tuple) and len(args.elts) == 2):
         return False
     key, value = args.elts
-    return _name(key) == "str" and _name(value) == "Any"
+    return _name(key) == "str" and _name(value) in UNTYPED_VALUES
 
 
 def _string_annotations(tree: ast.AST) -> list[ast.AST]:
     """Annotations written as strings ("dict[str, Any]"), parsed."""
     found = []
     for node in ast.walk(tree):
-        if isinstance(node, ast.Constant) and isinstance(node.value, str) and "Any" in node.value:
+        if (
+            isinstance(node, ast.Constant)
+            and isinstance(node.value, str)
+            and ("Any" in node.value or "object" in node.value)
+        ):
             try:
                 found.append(ast.parse(node.value, mode="eval"))
             except SyntaxError:
@@ -103,7 +108,9 @@ def main(argv: list[str] | None = None) -> int:
     if args.json:
         print(json.dumps({"total": total, "files": dict(found.most_common())}, indent=2))
     else:
-        print(f"{total} untyped mappings (dict/Mapping[str, Any] and their aliases) in {', '.join(PACKAGES)}")
+        print(
+            f"{total} untyped mappings (dict/Mapping[str, Any | object] and their aliases) in {', '.join(PACKAGES)}"
+        )
         for name, n in found.most_common(args.top):
             print(f"{n:5d}  {name}")
     if args.max is not None and total > args.max:
