@@ -35,7 +35,7 @@ from ranking.registry.records import Verdict, utc_now
 if TYPE_CHECKING:
     import pandas as pd
 
-    from ranking.registry.records import AliasEvent, VersionRecord
+    from ranking.registry.records import AliasEvent, TrainRecord, VersionRecord
 
 log = logging.getLogger(__name__)
 
@@ -62,7 +62,7 @@ class GateResult:
     passed: bool
 
 
-def _window(train: dict[str, Any]) -> TrainingWindow | None:
+def _window(train: TrainRecord) -> TrainingWindow | None:
     try:
         return TrainingWindow(
             dt.date.fromisoformat(train["train_start"]), dt.date.fromisoformat(train["train_end"])
@@ -285,7 +285,7 @@ class _Lineage:
     why: str | None = None
 
 
-def _parent(train: dict[str, Any]) -> str | _Lineage:
+def _parent(train: TrainRecord) -> str | _Lineage:
     """The registry version a model was warm-started from (or continues), or the lineage's end:
     trained from scratch (clean) or from a file that cannot be followed (unknown)."""
     source = str((train.get("warm_start") or {}).get("source") or "none")
@@ -300,7 +300,7 @@ def _parent(train: dict[str, Any]) -> str | _Lineage:
     return _Lineage(False, False, f"warm-started from {source!r}, not a registry version")
 
 
-def _lineage(reg: Registry, train: dict[str, Any], eval_day: dt.date) -> _Lineage:
+def _lineage(reg: Registry, train: TrainRecord, eval_day: dt.date) -> _Lineage:
     """Whether the models a candidate was warm-started from (and theirs, back to one trained from
     scratch) all trained on days before the eval day. A warm start from a file (not a registry
     version) cannot be followed: unknown."""

@@ -3,10 +3,10 @@ a version shows in listings. Pure functions of the stored verdict."""
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, cast
 
 if TYPE_CHECKING:
-    from ranking.registry.records import Verdict
+    from ranking.registry.records import Blessing, Verdict
 
 _DIGEST_KEYS = (
     "decision",
@@ -37,12 +37,12 @@ def blessing_problem(verdict: Verdict | None, current_champion: str | None) -> s
     return None
 
 
-def blessing_digest(verdict: Verdict | None, problem: str | None) -> dict[str, Any]:
+def blessing_digest(verdict: Verdict | None, problem: str | None) -> Blessing:
     """What an alias event records about the verdict it was promoted on."""
     if verdict is None:
         return {"decision": None, "problem": problem}
     recorded = verdict.to_dict()
-    out = {k: recorded.get(k) for k in _DIGEST_KEYS}
+    out = cast("Blessing", {k: recorded.get(k) for k in _DIGEST_KEYS})
     out["problem"] = problem
     return out
 

@@ -107,7 +107,7 @@ def _version_row(reg: Registry, version: str, champion: str | None) -> dict[str,
         row.update(
             created_at=rec.created_at,
             run_id=rec.run_id,
-            eval={k: rec.eval[k] for k in _LISTED_METRICS if k in rec.eval},
+            eval={k: v for k, v in rec.eval.items() if k in _LISTED_METRICS},
             train=rec.train,
         )
     return row

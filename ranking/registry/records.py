@@ -6,10 +6,10 @@ import datetime as dt
 import getpass
 import os
 import unicodedata
-from dataclasses import asdict, dataclass, field
-from typing import Any, Literal
+from dataclasses import dataclass, field
+from typing import Any, Literal, NotRequired, TypedDict, cast
 
-from pydantic import BaseModel, ConfigDict, Field, ValidationError
+from pydantic import BaseModel, ConfigDict, Field, JsonValue, ValidationError
 
 from ranking.core.errors import RegistryError
 
@@ -78,6 +78,40 @@ def utc_now() -> str:
     return dt.datetime.now(dt.UTC).isoformat(timespec="seconds")
 
 
+class Blessing(TypedDict, total=False):
+    """What an alias event records about the verdict it was promoted on
+    (:func:`ranking.registry.blessing.blessing_digest`): the verdict's fields, or only ``decision``
+    (None) when there was none, and why it did not bless the promotion (``problem``: forced)."""
+
+    decision: str | None
+    champion_version: str | None
+    eval_date: str | None
+    relative_change: float | None
+    ci: list[float] | None
+    failed_checks: list[str]
+    run_id: str | None
+    problem: str | None
+
+
+# an event file (``aliases/<alias>/<seq>.json``); "from" and "to" are Python keywords
+AliasEventJson = TypedDict(
+    "AliasEventJson",
+    {
+        "seq": int,
+        "alias": str,
+        "from": NotRequired[str | None],
+        "to": str,
+        "action": str,
+        "when": str,
+        "run_id": NotRequired[str | None],
+        "reason": NotRequired[str],
+        "who": NotRequired[str],
+        "forced": NotRequired[bool],
+        "blessing": NotRequired[Blessing | None],
+    },
+)
+
+
 @dataclass(frozen=True)
 class AliasEvent:
     """One move of an alias. ``from_version`` is None for the first promotion."""
@@ -92,16 +126,25 @@ class AliasEvent:
     reason: str
     who: str
     forced: bool = False
-    blessing: dict[str, Any] | None = None
+    blessing: Blessing | None = None
 
-    def to_dict(self) -> dict[str, Any]:
-        d = asdict(self)
-        d["from"] = d.pop("from_version")
-        d["to"] = d.pop("to_version")
-        return d
+    def to_dict(self) -> AliasEventJson:
+        return {
+            "seq": self.seq,
+            "alias": self.alias,
+            "from": self.from_version,
+            "to": self.to_version,
+            "action": self.action,
+            "when": self.when,
+            "run_id": self.run_id,
+            "reason": self.reason,
+            "who": self.who,
+            "forced": self.forced,
+            "blessing": self.blessing,
+        }
 
     @classmethod
-    def from_dict(cls, d: dict[str, Any]) -> AliasEvent:
+    def from_dict(cls, d: AliasEventJson) -> AliasEvent:
         return cls(
             seq=int(d["seq"]),
             alias=str(d["alias"]),
@@ -117,6 +160,93 @@ class AliasEvent:
         )
 
 
+class FileChecksum(TypedDict):
+    sha256: str
+    bytes: int
+
+
+class EvalRecord(TypedDict, total=False):
+    """The version's ``eval.json``: the trainer's offline metrics on its eval day
+    (``ranking.evaluation.metrics.OfflineMetrics``) and the day."""
+
+    save_hit_at_3: float
+    auc: float
+    ne: float
+    log_loss: float
+    calibration: float
+    base_rate: float
+    rows: int
+    requests_with_save: int
+    eval_date: str
+
+
+class TrainWindowJson(TypedDict, total=False):
+    end: str
+    days: int
+
+
+class WarmStartJson(TypedDict, total=False):
+    source: str | None  # none | champion vN | base vN | path
+    path: str | None
+    scope: str | None
+
+
+class LineageJson(TypedDict, total=False):
+    """``ranking.core.summaries.Lineage`` as JSON."""
+
+    kind: str
+    parent: str | None
+    full_retrain_end: str
+    since: str | None
+    reason: str
+
+
+class TrainRecord(TypedDict, total=False):
+    """What a version record says of its training (``train`` in ``version.json``): the training
+    manifest's fields of :data:`_TRAIN_SUMMARY_KEYS` and the window's days ``[train_start, train_end)``."""
+
+    schedule: str
+    epochs: int
+    seed: int
+    pipeline: str
+    window_id: str
+    feature_version: str
+    code_version: str
+    lineage: LineageJson
+    train_start: str
+    train_end: str
+    warm_start: WarmStartJson
+    # read by the gate (ranking.gate.run.leak_evidence), but train_summary does not copy them
+    data_validation: dict[str, JsonValue] | None
+    recipe_source: str | None
+
+
+class TrainManifestJson(TypedDict, total=False):
+    """The fields of a run's ``train_manifest.json`` (ranking/trainer/loop.py) the registry reads."""
+
+    schedule: str
+    epochs: int | list[JsonValue]  # per-epoch stats in older manifests
+    seed: int
+    pipeline: str
+    window_id: str
+    feature_version: str
+    code_version: str
+    lineage: LineageJson
+    window: TrainWindowJson
+    warm_start: WarmStartJson
+
+
+class VersionRecordJson(TypedDict):
+    version: str
+    created_at: str
+    run_id: str | None
+    source_run_dir: NotRequired[str]
+    files: dict[str, FileChecksum]
+    eval: NotRequired[EvalRecord]
+    train: NotRequired[TrainRecord]
+    who: NotRequired[str]
+
+
 @dataclass(frozen=True)
 class VersionRecord:
     """The content of ``version.json``: what was registered, with checksums."""
@@ -125,29 +255,38 @@ class VersionRecord:
     created_at: str
     run_id: str | None
     source_run_dir: str
-    files: dict[str, dict[str, Any]]  # name -> {"sha256", "bytes"}
-    eval: dict[str, Any] = field(default_factory=dict)
-    train: dict[str, Any] = field(default_factory=dict)
+    files: dict[str, FileChecksum]
+    eval: EvalRecord = field(default_factory=lambda: EvalRecord())
+    train: TrainRecord = field(default_factory=lambda: TrainRecord())
     who: str = "unknown"
 
-    def to_dict(self) -> dict[str, Any]:
-        return asdict(self)
+    def to_dict(self) -> VersionRecordJson:
+        return {
+            "version": self.version,
+            "created_at": self.created_at,
+            "run_id": self.run_id,
+            "source_run_dir": self.source_run_dir,
+            "files": self.files,
+            "eval": self.eval,
+            "train": self.train,
+            "who": self.who,
+        }
 
     @classmethod
-    def from_dict(cls, d: dict[str, Any]) -> VersionRecord:
+    def from_dict(cls, d: VersionRecordJson) -> VersionRecord:
         return cls(
             version=str(d["version"]),
             created_at=str(d["created_at"]),
             run_id=d.get("run_id"),
             source_run_dir=str(d.get("source_run_dir", "")),
             files=dict(d["files"]),
-            eval=dict(d.get("eval") or {}),
-            train=dict(d.get("train") or {}),
+            eval=EvalRecord(**(d.get("eval") or {})),
+            train=TrainRecord(**(d.get("train") or {})),
             who=str(d.get("who", "unknown")),
         )
 
 
-def training_window(train_manifest: dict[str, Any]) -> tuple[dt.date, dt.date] | None:
+def training_window(train_manifest: TrainManifestJson) -> tuple[dt.date, dt.date] | None:
     """The training days ``[start, end)`` of a training manifest (``window: {end, days}``, as the
     trainer writes it: ranking/trainer/loop.py); None when it does not say."""
     window = train_manifest.get("window")
@@ -160,11 +299,13 @@ def training_window(train_manifest: dict[str, Any]) -> tuple[dt.date, dt.date] |
         return None
 
 
-def train_summary(manifest: dict[str, Any]) -> dict[str, Any]:
+def train_summary(manifest: TrainManifestJson) -> TrainRecord:
     """The training summary a version record carries (``train`` in ``version.json``)."""
-    out: dict[str, Any] = {k: manifest[k] for k in _TRAIN_SUMMARY_KEYS if k in manifest}
-    if isinstance(out.get("epochs"), list):  # per-epoch stats: the count is what a listing needs
-        out["epochs"] = len(out["epochs"])
+    found = dict(manifest.items())
+    out = cast(TrainRecord, {k: found[k] for k in _TRAIN_SUMMARY_KEYS if k in found})
+    epochs = manifest.get("epochs")
+    if isinstance(epochs, list):  # per-epoch stats: the count is what a listing needs
+        out["epochs"] = len(epochs)
     window = training_window(manifest)
     if window is not None:
         out["train_start"], out["train_end"] = window[0].isoformat(), window[1].isoformat()
@@ -214,5 +355,5 @@ class Verdict(BaseModel):
             field_name = ".".join(str(p) for p in first["loc"]) or "(the file)"
             raise RegistryError(f"{where}: not a gate verdict ({field_name}: {first['msg']})") from None
 
-    def to_dict(self) -> dict[str, Any]:
+    def to_dict(self) -> dict[str, JsonValue]:  # what verdicts/<vNNNN>.json holds
         return self.model_dump(mode="json")

@@ -22,8 +22,9 @@ import logging
 import os
 import socket
 from collections.abc import Callable
+from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import cast
 
 from ranking.core.atomic import atomic_dir, read_json
 from ranking.core.errors import RegistryError
@@ -34,7 +35,12 @@ from ranking.registry.aliases import BASE, CHAMPION, MAX_CAS_RETRIES, Alias, rol
 from ranking.registry.blessing import blessing_digest, blessing_problem, version_status
 from ranking.registry.records import (
     AliasEvent,
+    Blessing,
+    EvalRecord,
+    FileChecksum,
     Rejection,
+    TrainManifestJson,
+    TrainRecord,
     Verdict,
     VersionRecord,
     check_text,
@@ -71,6 +77,15 @@ def validate_version_id(version: str) -> str:
 def registry_url(ws: Workspace, url: str | None = None) -> str:
     """``--registry URL``, else $RANKER_REGISTRY, else the workspace's registry folder."""
     return url or os.environ.get(REGISTRY_ENV) or str(ws.registry)
+
+
+@dataclass(frozen=True)
+class Approval:
+    """What a promotion's approval adds to its alias event: whether it went around the gate, and
+    the verdict it was promoted on."""
+
+    forced: bool
+    blessing: Blessing
 
 
 class _AlreadyChampion(Exception):
@@ -146,7 +161,8 @@ class Registry:
         except (OSError, json.JSONDecodeError) as exc:
             raise RegistryError(f"unreadable training run metadata in {run_dir}: {exc}") from None
         files = {
-            n: {"sha256": sha256_file(run_dir / n), "bytes": (run_dir / n).stat().st_size} for n in names
+            n: FileChecksum(sha256=sha256_file(run_dir / n), bytes=(run_dir / n).stat().st_size)
+            for n in names
         }
 
         who = current_actor()  # a bad $RANKER_ACTOR is refused before anything is written
@@ -159,8 +175,10 @@ class Registry:
             run_id=run_id,
             source_run_dir=str(run_dir.resolve()),
             files=files,
-            eval=eval_report if isinstance(eval_report, dict) else {},
-            train=train_summary(manifest) if isinstance(manifest, dict) else {},
+            eval=cast(EvalRecord, eval_report) if isinstance(eval_report, dict) else EvalRecord(),
+            train=train_summary(cast(TrainManifestJson, manifest))
+            if isinstance(manifest, dict)
+            else TrainRecord(),
             who=who,
         )
         self._commit_version(rec)
@@ -176,7 +194,8 @@ class Registry:
             if not self.is_complete(version):
                 continue
             rec = self.record(version)
-            if rec.run_id == run_id and (rec.files.get("model.pt") or {}).get("sha256") == model_sha256:
+            model = rec.files.get("model.pt")
+            if rec.run_id == run_id and model is not None and model.get("sha256") == model_sha256:
                 return version
         return None
 
@@ -257,7 +276,7 @@ class Registry:
         reason: str,
         run_id: str | None,
         who: str | None,
-        approve: Callable[[str | None], dict[str, Any]] | None = None,
+        approve: Callable[[str | None], Approval] | None = None,
     ) -> tuple[AliasEvent | None, str | None]:
         """Move ``alias`` to ``version`` by compare-and-swap. ``approve(current)`` runs on every
         try (the current version may have changed while we lost a race): it raises to refuse, or
@@ -268,7 +287,7 @@ class Registry:
         def make_event(seq: int, current: str | None) -> AliasEvent:
             if current == version:
                 raise _AlreadyChampion
-            extra = approve(current) if approve is not None else {}
+            approval = approve(current) if approve is not None else None
             return AliasEvent(
                 seq=seq,
                 alias=alias.name,
@@ -279,7 +298,8 @@ class Registry:
                 run_id=run_id,
                 reason=reason,
                 who=who,
-                **extra,
+                forced=approval.forced if approval else False,
+                blessing=approval.blessing if approval else None,
             )
 
         try:
@@ -303,7 +323,7 @@ class Registry:
         who = check_text("who", who) if who is not None else current_actor()  # before the verify
         self.verify(version)
 
-        def approve(current: str | None) -> dict[str, Any]:
+        def approve(current: str | None) -> Approval:
             # read on every try: a rejection or re-gate that landed while we lost a race counts
             verdict = self.verdict(version)
             problem = blessing_problem(verdict, current)
@@ -311,7 +331,7 @@ class Registry:
                 raise RegistryError(
                     f"refusing to promote {version}: {problem} (use --force with a reason to override)"
                 )
-            return {"forced": problem is not None, "blessing": blessing_digest(verdict, problem)}
+            return Approval(forced=problem is not None, blessing=blessing_digest(verdict, problem))
 
         return self._move(self.alias, version, reason=reason, run_id=run_id, who=who, approve=approve)
 

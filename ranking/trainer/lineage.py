@@ -15,10 +15,13 @@ from __future__ import annotations
 
 import datetime as dt
 from dataclasses import dataclass
-from typing import Any, Final
+from typing import TYPE_CHECKING, Final
 
 from ranking.core.errors import RankerError
 from ranking.core.summaries import Lineage  # the one shape: planned here, recorded as the summary's
+
+if TYPE_CHECKING:
+    from ranking.registry.records import TrainRecord
 
 FULL: Final = "full"
 INCREMENTAL: Final = "incremental"
@@ -87,7 +90,7 @@ def _full(end: dt.date, reason: str) -> Lineage:
     return Lineage(kind=FULL, parent=None, full_retrain_end=end, since=None, reason=reason)
 
 
-def champion_info(version: str, train: dict[str, Any]) -> ChampionInfo | None:
+def champion_info(version: str, train: TrainRecord) -> ChampionInfo | None:
     """From a version record's ``train`` summary; None when it does not say where its window ended."""
     end = train.get("train_end")
     if not end:
