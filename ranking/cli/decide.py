@@ -13,11 +13,13 @@ from ranking.cli.options import (
     registry_of,
     version_arg,
 )
-from ranking.pipeline.decide import DecideRequest, decide_candidate
+from ranking.core.summaries import DecideSummary
+from ranking.pipeline.decide import DecideRequest
+from ranking.pipeline.steps import decide
 
 
-def handle_decide(args: argparse.Namespace) -> CommandResult:
-    summary = decide_candidate(
+def handle_decide(args: argparse.Namespace) -> CommandResult[DecideSummary]:
+    return decide(
         DecideRequest(
             registry=registry_of(args),
             candidate=args.candidate,
@@ -28,8 +30,6 @@ def handle_decide(args: argparse.Namespace) -> CommandResult:
             run_id=args.run_id,
         )
     )
-    force = " --force" if summary["force"] else ""
-    return CommandResult(summary, text=f"{summary['branch']}{force}: {summary['reason']}")
 
 
 def register(sub: argparse._SubParsersAction) -> None:  # type: ignore[type-arg]

@@ -158,18 +158,18 @@ def main(argv: list[str] | None = None) -> int:
         error = as_user_error(exc)
         if error is None:
             raise
-        if result is not None and result.exit_code >= 2 and result.summary.get("error"):
+        if result is not None and result.failure:
             # the step failed first (a full disk during a checkpoint), then its summary could not
             # be written either: the line names the cause, not only the last write that failed
-            error = RankerError(f"{result.summary['error']} (and its summary could not be written: {error})")
+            error = RankerError(f"{result.failure} (and its summary could not be written: {error})")
         return _fail(name, error, bool(getattr(args, "json", False)))
     except KeyboardInterrupt:
         print(f"ranker {args.command}: interrupted", file=sys.stderr)
         return 130
-    if result.exit_code >= 2 and result.summary.get("error"):
+    if result.failure:
         # a step that failed with a summary of its own (the validation's anomalies, a run's steps)
         # still says why in one line on stderr, as every other failure does
-        print(f"ranker {name}: error: {result.summary['error']}", file=sys.stderr)
+        print(f"ranker {name}: error: {result.failure}", file=sys.stderr)
     return result.exit_code
 
 

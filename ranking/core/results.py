@@ -1,32 +1,68 @@
-"""What a step returns: its summary (written to ``<home>/pipeline/<run id>/<step>.json``), its
-exit code and the text a person reads. The CLI's handlers and the in-process steps of ``ranker
-run`` return the same type."""
+"""What a step returns: its summary model (written to ``<home>/pipeline/<run id>/<step>.json``),
+its exit code and the text a person reads. The CLI's handlers and the in-process steps of
+``ranker run`` return the same type; the summary is turned into JSON only at the edge
+(:meth:`CommandResult.body`: the ``--json`` line and the recorded step summary)."""
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any, Generic, TypeVar
+
+from pydantic import BaseModel
 
 from ranking.core import killpoints
 
 if TYPE_CHECKING:
     from ranking.core.workspace import Workspace
 
+# a command whose producer has no model yet hands over its JSON object (each such producer is
+# counted by infra/untyped_dicts.py); every pipeline step hands over its summary model
+Body = TypeVar("Body", bound="BaseModel | dict[str, Any]")
+
 
 @dataclass
-class CommandResult:
-    summary: dict[str, Any] = field(default_factory=dict)
+class CommandResult(Generic[Body]):
+    summary: Body | None = None  # None: nothing to say (a quiet result, or a failure's error only)
     exit_code: int = 0
     text: str | None = None  # human-readable output when --json is not given
     quiet: bool = False  # print and record nothing (e.g. non-zero ranks of a torchrun job)
+    error: str | None = None  # why the step failed (exit 2), when its summary does not say
+
+    def body(self) -> dict[str, Any]:  # the JSON edge: what is printed and recorded
+        """The summary as JSON-ready data: the fields the producer set (a model's unset defaults
+        are left out, as its schema documents), plus ``error`` when the result carries one."""
+        summary = self.summary
+        if summary is None:
+            out: dict[str, Any] = {}
+        elif isinstance(summary, BaseModel):
+            out = summary.model_dump(mode="json", exclude_unset=True)
+        else:
+            out = dict(summary)
+        if self.error is not None:
+            out.setdefault("error", self.error)
+        return out
+
+    @property
+    def failure(self) -> str | None:
+        """The one line a failed step (exit 2 or more) gives for why, if it gives one."""
+        if self.exit_code < 2:
+            return None
+        if self.error is not None:
+            return self.error
+        error = getattr(self.summary, "error", None) if isinstance(self.summary, BaseModel) else None
+        if error is None and isinstance(self.summary, dict):
+            error = self.summary.get("error")
+        return str(error) if error else None
 
 
-def record_summary(ws: Workspace, run_id: str | None, step: str, result: CommandResult) -> dict[str, Any]:
+def record_summary(
+    ws: Workspace, run_id: str | None, step: str, result: CommandResult[Any]
+) -> dict[str, Any]:
     """The step summary as it is recorded (``step``, ``exit_code`` and ``run_id`` filled in), written
     atomically to ``<home>/pipeline/<run id>/<step>.json`` when there is a run id."""
     from ranking.core.atomic import atomic_write_json
 
-    summary = dict(result.summary)
+    summary = result.body()
     summary.setdefault("step", step)
     summary.setdefault("exit_code", result.exit_code)
     killpoints.reached(f"{step}:returned")

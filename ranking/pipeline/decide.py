@@ -6,7 +6,6 @@ from __future__ import annotations
 
 import datetime as dt
 from dataclasses import dataclass
-from typing import Any
 
 from ranking.core.errors import RankerError, RegistryError
 from ranking.core.summaries import DecideSummary
@@ -30,7 +29,7 @@ class DecideRequest:
             raise RankerError(problem)
 
 
-def decide_candidate(req: DecideRequest) -> dict[str, Any]:
+def decide_candidate(req: DecideRequest) -> DecideSummary:
     """The `decide` step summary: ``branch`` (promote | record_rejection | keep_champion),
     ``reason``, ``force``, and what they were decided on."""
     reg = Registry(req.registry)
@@ -71,4 +70,4 @@ def decide_candidate(req: DecideRequest) -> dict[str, Any]:
             "dry_run": req.dry_run,
             "force_promote": req.force_promote,
         }
-    ).body()
+    )

@@ -505,7 +505,7 @@ def _decide(plan: RunPlan, home: str, run_id: str, version: str) -> dict[str, An
         reason=plan.reason,
         run_id=run_id,
     )
-    return decide_candidate(request)
+    return decide_candidate(request).body()
 
 
 def _champion(home: str, registry: str | None) -> str | None:

@@ -11,43 +11,99 @@ exporter and the DAG read the same files whoever ran the step.
 from __future__ import annotations
 
 import contextlib
+import datetime as dt
 import logging
 import time
 from collections.abc import Callable
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, TypeVar
+
+from pydantic import BaseModel
 
 from ranking.core import killpoints
 from ranking.core.errors import RankerError, as_user_error
 from ranking.core.results import CommandResult, record_summary
+from ranking.core.summaries import (
+    DecideSummary,
+    FreshnessSummary,
+    GateSummary,
+    MaterializeSummary,
+    MetricsSummary,
+    PromoteSummary,
+    RejectSummary,
+    StepError,
+    TrainSummary,
+    ValidationSummary,
+    WindowSummary,
+)
 from ranking.core.workspace import Workspace
 
 if TYPE_CHECKING:
+    from features.feast_repo import StoreSettings
     from features.validation.step import ValidationRequest
-    from features.window import WindowRequest
+    from features.window import FreshnessRequest, WindowRequest
     from ranking.gate.run import GateRequest
     from ranking.monitoring.publish import PublishRequest
+    from ranking.pipeline.decide import DecideRequest
     from ranking.registry.operations import PromoteRequest, RejectRequest
     from ranking.trainer.job import TrainJob
 
 log = logging.getLogger(__name__)
 
+M = TypeVar("M", bound=BaseModel)
 
-def window(request: WindowRequest) -> CommandResult:
+
+@dataclass(frozen=True)
+class MaterializeRequest:
+    """Serve the features as of the end of day ``end`` from the online store."""
+
+    workspace: Workspace
+    end: dt.date | None
+    settings: StoreSettings
+
+
+def as_model(model: type[M], summary: M | dict[str, Any]) -> M:
+    """The producer's summary as its model (a producer still handing over its dict is validated
+    here, once, so the step's result is typed from here on)."""
+    return summary if isinstance(summary, model) else model.model_validate(summary)
+
+
+def freshness(request: FreshnessRequest, end: dt.date) -> CommandResult[FreshnessSummary]:
+    """Has the eval day ``end`` landed in the source? Exit 0 when it has, 1 when not yet (the
+    scheduler waits and asks again); a source lagging past ``max_lag_hours`` is an error (exit 2)."""
+    from features.window import freshness as source_freshness
+
+    s = as_model(FreshnessSummary, source_freshness(request))
+    text = f"latest source day {s.latest_source_date}, lag {s.lag_seconds / 3600:.1f} h"
+    problem = not_landed(s, end)
+    if problem:
+        return CommandResult(s, exit_code=1, text=f"{text}: {problem}")
+    return CommandResult(s, text=text)
+
+
+def not_landed(summary: FreshnessSummary, end: dt.date) -> str | None:
+    """Why a window ending ``end`` cannot be built yet (None when its eval day is in the source)."""
+    latest = summary.latest_source_date
+    if latest is None:
+        return "the source has no data at all (latest_source_date is empty)"
+    if latest < end:
+        return f"source data ends at {latest}; the window's eval day {end} has not landed yet"
+    return None
+
+
+def window(request: WindowRequest) -> CommandResult[WindowSummary]:
     from features.window import window_step
 
-    s = window_step(request)
-    repaired = (
-        f" ({len(s['days_repaired'])} rebuilt: no longer matched their record)" if s["days_repaired"] else ""
-    )
+    s = as_model(WindowSummary, window_step(request))
+    repaired = f" ({len(s.days_repaired)} rebuilt: no longer matched their record)" if s.days_repaired else ""
     text = (
-        f"window {s['end']} ({s['days']}d): {s['rows_train']:,} train rows, {s['rows_eval']:,} eval rows,"
-        f" {s['days_built']} days built, {s['days_reused']} reused{repaired} -> {s['manifest']}"
+        f"window {s.end} ({s.days}d): {s.rows_train:,} train rows, {s.rows_eval:,} eval rows,"
+        f" {s.days_built} days built, {s.days_reused} reused{repaired} -> {s.manifest}"
     )
     return CommandResult(s, text=text)
 
 
-def validate(request: ValidationRequest) -> CommandResult:
+def validate(request: ValidationRequest) -> CommandResult[ValidationSummary]:
     """Exit 0 when no anomaly fails the window (warnings listed), 2 with one line naming the first
     that does (the summary, with every anomaly, is recorded all the same)."""
     from features.validation.step import failure_line, validate_window
@@ -66,74 +122,86 @@ def validate(request: ValidationRequest) -> CommandResult:
             for a in shown
         ),
     ]
-    body = s.body()
     if s.verdict == "fail":
-        body["error"] = failure_line(s)
-        return CommandResult(body, exit_code=2, text="\n".join(lines))
-    return CommandResult(body, text="\n".join(lines))
+        return CommandResult(s, exit_code=2, text="\n".join(lines), error=failure_line(s))
+    return CommandResult(s, text="\n".join(lines))
 
 
-def train(job: TrainJob) -> CommandResult:
+def train(job: TrainJob) -> CommandResult[TrainSummary]:
     from ranking.trainer.job import run_train_job
 
     summary = run_train_job(job)
     if summary is None:  # a non-zero rank, or a worker whose launcher reports
         return CommandResult(quiet=True)
-    return CommandResult(summary=summary, text=train_text(summary))
+    s = as_model(TrainSummary, summary)
+    return CommandResult(s, text=train_text(s))
 
 
-def train_text(s: dict[str, Any]) -> str:
-    lines = [f"run {s['run_dir']}  schedule {s['schedule']}  pipeline {s['pipeline']}  seed {s['seed']}"]
-    for e in s["epochs"]:
-        ev = e.get("eval") or {}
+def train_text(s: TrainSummary) -> str:
+    lines = [f"run {s.run_dir}  schedule {s.schedule}  pipeline {s.pipeline}  seed {s.seed}"]
+    for e in s.epochs:
+        ev = e.eval
         lines.append(
-            f"  epoch {e['epoch']} [{e['phase']:6}] loss {e['loss']:.4f}  {e['samples_per_second']:,.0f} samples/s"
-            f"  lookup {e['lookup_ratio']:.1%} (exposed {e['exposed_lookup_ratio']:.1%})"
-            + (f"  HIT@3 {ev['save_hit_at_3']:.4f} AUC {ev['auc']:.4f}" if ev else "")
+            f"  epoch {e.epoch} [{e.phase:6}] loss {e.loss:.4f}  {e.samples_per_second:,.0f} samples/s"
+            f"  lookup {e.lookup_ratio:.1%} (exposed {e.exposed_lookup_ratio:.1%})"
+            + (f"  HIT@3 {ev.save_hit_at_3:.4f} AUC {ev.auc:.4f}" if ev else "")
         )
-    ev = s["eval"]
-    lines.append(f"eval: save HIT@3 {ev['save_hit_at_3']:.4f}  AUC {ev['auc']:.4f}  NE {ev['ne']:.4f}")
-    if s.get("version"):
-        lines.append(f"registered as {s['version']}")
+    ev = s.eval
+    lines.append(f"eval: save HIT@3 {ev.save_hit_at_3:.4f}  AUC {ev.auc:.4f}  NE {ev.ne:.4f}")
+    if s.version:
+        lines.append(f"registered as {s.version}")
     return "\n".join(lines)
 
 
-def gate(request: GateRequest) -> CommandResult:
+def gate(request: GateRequest) -> CommandResult[GateSummary]:
     """Exit 0 when the candidate passes, 1 when the gate rejects it."""
     from ranking.gate.run import gate_candidate
 
     result = gate_candidate(request)
-    s = result.summary
-    champion = (s.get("champion") or {}).get("version")
+    s = as_model(GateSummary, result.summary)
+    champion = s.champion.version if s.champion else None
     lines = [
-        f"gate {s['decision']}: {s['candidate']['version']} vs "
-        f"{champion or 'no champion (first run)'} on {s['eval_date']}"
+        f"gate {s.decision}: {s.candidate.version} vs {champion or 'no champion (first run)'} on {s.eval_date}"
     ]
-    lines += [f"  [{'ok' if c['passed'] else 'FAIL'}] {c['name']}: {c['detail']}" for c in s["checks"]]
+    lines += [f"  [{'ok' if c.passed else 'FAIL'}] {c.name}: {c.detail}" for c in s.checks]
     return CommandResult(s, exit_code=0 if result.passed else 1, text="\n".join(lines))
 
 
-def promote(request: PromoteRequest) -> CommandResult:
+def decide(request: DecideRequest) -> CommandResult[DecideSummary]:
+    """The promotion policy's answer; exit 0 whatever the branch (acting on it is the next step's)."""
+    from ranking.pipeline.decide import decide_candidate
+
+    s = decide_candidate(request)
+    return CommandResult(s, text=f"{s.branch}{' --force' if s.force else ''}: {s.reason}")
+
+
+def promote(request: PromoteRequest) -> CommandResult[PromoteSummary]:
     from ranking.registry.operations import promote as promote_version
 
-    summary = promote_version(request)
-    if summary["noop"]:
-        text = f"{summary['version']} already is the champion; nothing changed"
+    s = as_model(PromoteSummary, promote_version(request))
+    if s.noop:
+        text = f"{s.version} already is the champion; nothing changed"
     else:
-        text = f"champion: {summary['previous'] or '(none)'} -> {summary['version']}" + (
-            " (forced)" if summary["forced"] else ""
-        )
-    return CommandResult(summary, text=text)
+        text = f"champion: {s.previous or '(none)'} -> {s.version}" + (" (forced)" if s.forced else "")
+    return CommandResult(s, text=text)
 
 
-def reject(request: RejectRequest) -> CommandResult:
+def reject(request: RejectRequest) -> CommandResult[RejectSummary]:
     from ranking.registry.operations import reject as reject_version
 
-    summary = reject_version(request)
-    return CommandResult(summary, text=f"recorded rejection of {summary['version']}: {summary['reason']}")
+    s = as_model(RejectSummary, reject_version(request))
+    return CommandResult(s, text=f"recorded rejection of {s.version}: {s.reason}")
 
 
-def publish(request: PublishRequest) -> CommandResult:
+def materialize(request: MaterializeRequest) -> CommandResult[MaterializeSummary]:
+    """Load the online store with the features as of the end of ``request.end``."""
+    from features.feast_repo import materialize as materialize_online
+
+    s = as_model(MaterializeSummary, materialize_online(request.workspace, request.end, request.settings))
+    return CommandResult(s, text=f"materialized ({s.mode}) up to {s.end}")
+
+
+def publish(request: PublishRequest) -> CommandResult[MetricsSummary]:
     """Publish a run's metrics; a failed push is reported, never raised (monitoring must not
     fail a retrain)."""
     from ranking.monitoring.publish import publish_request
@@ -144,16 +212,17 @@ def publish(request: PublishRequest) -> CommandResult:
     text = f"run {result.run_id} ({result.status}): {len(result.samples)} series -> {result.delivery} {result.target}"
     if result.push is not None and not result.push.ok:
         text += f" (push failed: {result.push.error})"
-    return CommandResult(summary=result.summary(), text=text)
+    return CommandResult(as_model(MetricsSummary, result.summary()), text=text)
 
 
 @dataclass
 class StepOutcome:
     step: str
     exit_code: int
-    summary: dict[str, Any]
+    summary: dict[str, Any]  # as recorded: the JSON edge (pipeline/<run id>/<step>.json)
     duration_seconds: float
     error: str | None = None
+    result: CommandResult[Any] | None = None  # what the step returned (None: it raised)
 
     def brief(self) -> dict[str, Any]:
         out: dict[str, Any] = {
@@ -176,7 +245,7 @@ class InProcessSteps:
         self.run_id = run_id
         self.outcomes: list[StepOutcome] = []
 
-    def run(self, step: str, call: Callable[[], CommandResult]) -> StepOutcome:
+    def run(self, step: str, call: Callable[[], CommandResult[Any]]) -> StepOutcome:
         log.info("ranker run %s: step %s", self.run_id, step)
         killpoints.reached(f"{step}:start")
         started = time.perf_counter()
@@ -187,15 +256,15 @@ class InProcessSteps:
             if user_error is None:
                 raise
             code, message = user_error.exit_code, str(user_error)
-            failure = CommandResult({"error": message}, exit_code=code)
+            failure = CommandResult(StepError(step=step, exit_code=code, error=message), exit_code=code)
             with contextlib.suppress(OSError):  # the disk that failed the step may refuse this too
                 record_summary(self.ws, self.run_id, step, failure)
             return self._done(StepOutcome(step, code, {}, time.perf_counter() - started, error=message))
         summary = record_summary(self.ws, self.run_id, step, result)
         if result.text:
             log.info("%s", result.text)
-        error = str(summary["error"]) if result.exit_code >= 2 and summary.get("error") else None
-        return self._done(StepOutcome(step, result.exit_code, summary, time.perf_counter() - started, error))
+        elapsed = time.perf_counter() - started
+        return self._done(StepOutcome(step, result.exit_code, summary, elapsed, result.failure, result))
 
     def _done(self, outcome: StepOutcome) -> StepOutcome:
         self.outcomes.append(outcome)

@@ -36,7 +36,7 @@ def test_each_branch_from_the_registry(registry_url: str, make_run: RunFactory) 
     reg.record_verdict(v2, verdict("reject", "auc_drop"))
 
     def ask(version: str, **kw: Any) -> dict[str, Any]:
-        return decide_candidate(DecideRequest(registry=registry_url, candidate=version, end=END, **kw))
+        return decide_candidate(DecideRequest(registry=registry_url, candidate=version, end=END, **kw)).body()
 
     first = ask(v1, run_id="r1")
     assert (first["branch"], first["force"], first["champion"], first["champion_trained_for"]) == (
@@ -72,7 +72,7 @@ def test_champion_trained_for_comes_from_its_version_record(tmp_path: Path, make
     reg.promote(champion, reason="bootstrap", force=True)
     candidate = reg.register(make_run(end=END))
     reg.record_verdict(candidate, verdict("pass"))
-    answer = decide_candidate(DecideRequest(registry=url, candidate=candidate, end=END))
+    answer = decide_candidate(DecideRequest(registry=url, candidate=candidate, end=END)).body()
     assert (answer["branch"], answer["champion_trained_for"]) == ("promote", "2026-01-20")
 
 
