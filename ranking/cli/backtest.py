@@ -136,7 +136,7 @@ def _gates(values: list[str] | None) -> dict[str, object]:
         values_ = file_values(path, parse_file(path))
         gate = {k.split(".", 1)[1]: v for k, v in values_.items() if k.startswith("gate.")}
         try:
-            out[name] = GateSection(**gate).gate_config()
+            out[name] = GateSection.model_validate(gate).gate_config()
         except ValueError as exc:
             raise RankerError(f"--gate {value!r}: {str(exc).splitlines()[0]}") from None
     return out

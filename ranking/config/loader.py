@@ -21,9 +21,9 @@ import tomllib
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import Any, TypeAlias
 
-from pydantic import ValidationError
+from pydantic import BaseModel, ConfigDict, JsonValue, ValidationError
 
 from ranking.config.model import PATH_KEYS, RECIPE_NAME, SECTIONS, PipelineConfig, leaf_keys
 from ranking.core.errors import RankerError
@@ -42,6 +42,20 @@ ENV_KEYS: dict[str, str] = {
 }
 # store names read from the environment are case-insensitive (as feast_repo.store_settings reads them)
 _LOWERCASE_ENV_KEYS = ("features.offline_store", "features.online_store")
+# A value as a person wrote it, before the config model validates it: what TOML (dates and times
+# included), YAML, a --params JSON object, an environment variable or a flag can hold.
+RawValue: TypeAlias = (
+    str
+    | int
+    | float
+    | bool
+    | dt.datetime
+    | dt.date
+    | dt.time
+    | list["RawValue"]
+    | dict[str, "RawValue"]
+    | None
+)
 DEFAULT = "default"
 FLAG = "flag"
 PARAM = "param"
@@ -59,7 +73,7 @@ class Layer:
     """Values of one origin, by dotted key (``{"recipe.epochs": 1}``)."""
 
     source: str  # default | env:VAR | file:PATH | flag | param
-    values: Mapping[str, Any] = field(default_factory=dict)
+    values: Mapping[str, RawValue] = field(default_factory=dict)
 
 
 @dataclass(frozen=True)
@@ -72,13 +86,24 @@ class EffectiveConfig:
         section, name = key.split(".")
         return getattr(getattr(self.config, section), name)
 
-    def to_dict(self) -> dict[str, Any]:
+    def record(self) -> EffectiveConfigRecord:
+        return EffectiveConfigRecord(
+            config=self.config, sources=dict(sorted(self.sources.items())), files=list(self.files)
+        )
+
+    def to_dict(self) -> dict[str, JsonValue]:
         """What is recorded beside a run (``effective_config.json``) and printed by ``config show``."""
-        return {
-            "config": self.config.model_dump(mode="json"),
-            "sources": dict(sorted(self.sources.items())),
-            "files": list(self.files),
-        }
+        return self.record().model_dump(mode="json")
+
+
+class EffectiveConfigRecord(BaseModel):
+    """``effective_config.json``: the validated config, each key's source layer and the files read."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    config: PipelineConfig
+    sources: dict[str, str]  # dotted key -> the layer its value came from, sorted by key
+    files: list[str]
 
 
 def find_config_file(
@@ -105,7 +130,7 @@ def _one_line(text: str) -> str:
     return " ".join(str(text).split())
 
 
-def parse_file(path: Path) -> dict[str, Any]:
+def parse_file(path: Path) -> dict[str, RawValue]:
     """The file's sections as a nested dict (no validation yet)."""
     try:
         text = path.read_text()
@@ -155,11 +180,11 @@ def _unique_keys_loader() -> Any:
     return UniqueKeys
 
 
-def file_values(path: Path, raw: Mapping[str, Any] | None = None) -> dict[str, Any]:
+def file_values(path: Path, raw: Mapping[str, RawValue] | None = None) -> dict[str, RawValue]:
     """Dotted values of a config file; relative paths are taken relative to the file's folder."""
     raw = parse_file(path) if raw is None else raw
     source = f"file:{path}"
-    values: dict[str, Any] = {}
+    values: dict[str, RawValue] = {}
     for section, body in raw.items():
         if section not in SECTIONS:
             raise ConfigFileError(f"{section}: unknown section (known: {', '.join(SECTIONS)}) [{source}]")
@@ -180,9 +205,9 @@ def _is_keyword(key: str, value: str) -> bool:
     return key in ("recipe.warm_start", "recipe.full_retrain_warm_start") and value in WARM_START_SOURCES
 
 
-def env_values(environ: Mapping[str, str] | None = None) -> dict[str, Any]:
+def env_values(environ: Mapping[str, str] | None = None) -> dict[str, RawValue]:
     environ = os.environ if environ is None else environ
-    values: dict[str, Any] = {}
+    values: dict[str, RawValue] = {}
     for key, var in ENV_KEYS.items():
         raw = environ.get(var, "").strip()
         if not raw:
@@ -201,7 +226,7 @@ def env_values(environ: Mapping[str, str] | None = None) -> dict[str, Any]:
 
 def resolve(layers: list[Layer], files: tuple[str, ...] = ()) -> EffectiveConfig:
     """Merge the layers (later wins), validate, and record each value's source."""
-    merged: dict[str, Any] = {}
+    merged: dict[str, RawValue] = {}
     sources = dict.fromkeys(leaf_keys(), DEFAULT)
     rank = dict.fromkeys(leaf_keys(), -1)
     for i, layer in enumerate(layers):
@@ -215,7 +240,7 @@ def resolve(layers: list[Layer], files: tuple[str, ...] = ()) -> EffectiveConfig
     if explicit_list and "recipe.epochs" in merged and rank["recipe.epochs"] < rank["recipe.schedule"]:
         del merged["recipe.epochs"]
         sources["recipe.epochs"] = DEFAULT
-    nested: dict[str, dict[str, Any]] = {}
+    nested: dict[str, dict[str, RawValue]] = {}
     for key, value in merged.items():
         section, _, name = key.partition(".")
         nested.setdefault(section, {})[name] = value
@@ -226,7 +251,7 @@ def resolve(layers: list[Layer], files: tuple[str, ...] = ()) -> EffectiveConfig
     return EffectiveConfig(config, {k: sources[k] for k in leaf_keys()}, files)
 
 
-def parse_params(text: str | None) -> dict[str, Any]:
+def parse_params(text: str | None) -> dict[str, RawValue]:
     """``--params '{"recipe.epochs": 2}'``: a JSON object of dotted config keys (null = not set)."""
     if not text:
         return {}
@@ -250,10 +275,10 @@ def parse_params(text: str | None) -> dict[str, Any]:
 def load(
     home: Path,
     explicit: str | os.PathLike[str] | None = None,
-    overrides: Mapping[str, Any] | None = None,
+    overrides: Mapping[str, RawValue] | None = None,
     override_source: str = FLAG,
     environ: Mapping[str, str] | None = None,
-    params: Mapping[str, Any] | None = None,
+    params: Mapping[str, RawValue] | None = None,
 ) -> EffectiveConfig:
     """The effective config of a command: defaults < env < file < ``overrides`` (flags) <
     ``params`` (a DAG run's Params: the operator's choice for this run)."""
