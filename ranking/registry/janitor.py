@@ -26,12 +26,12 @@ import re
 import shutil
 import socket
 import time
-from dataclasses import asdict, dataclass, field
+from dataclasses import dataclass, field
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, TypedDict, cast
 
 from ranking.core.errors import RegistryError
-from ranking.registry.leftovers import Leftover, lock_held, tree_stats
+from ranking.registry.leftovers import Leftover, LeftoverRow, leftover_row, lock_held, tree_stats
 
 if TYPE_CHECKING:
     from ranking.registry.registry import Registry
@@ -53,16 +53,21 @@ _EPOCH_FOLDER = re.compile(r"\Aepoch-\d+\Z", re.ASCII)
 
 @dataclass
 class GcReport:
-    removed: list[dict[str, Any]] = field(default_factory=list)
-    kept: list[dict[str, Any]] = field(default_factory=list)
-    failed: list[dict[str, Any]] = field(default_factory=list)  # could not be removed (and why)
+    removed: list[LeftoverRow] = field(default_factory=list)
+    kept: list[LeftoverRow] = field(default_factory=list)  # with why
+    failed: list[LeftoverRow] = field(default_factory=list)  # could not be removed (and why)
     dry_run: bool = False
     grace_seconds: float = DEFAULT_GRACE_SECONDS
 
     def to_dict(self) -> dict[str, Any]:
-        out = asdict(self)
-        out["bytes_freed"] = sum(int(r["bytes"]) for r in self.removed) if not self.dry_run else 0
-        return out
+        return {
+            "removed": list(self.removed),
+            "kept": list(self.kept),
+            "failed": list(self.failed),
+            "dry_run": self.dry_run,
+            "grace_seconds": self.grace_seconds,
+            "bytes_freed": sum(int(r["bytes"]) for r in self.removed) if not self.dry_run else 0,
+        }
 
 
 def keep_reason(leftover: Leftover, now: float, grace_seconds: float) -> str | None:
@@ -171,7 +176,16 @@ def _pid_alive(pid: int) -> bool:
     return True
 
 
-def _claim_time(claim: dict[str, Any]) -> float:
+class Claim(TypedDict, total=False):
+    """A version's ``claim.json`` (ranking.registry.registry.Registry._claim_version)."""
+
+    claimed_at: str
+    run_id: str | None
+    host: str
+    pid: int
+
+
+def _claim_time(claim: Claim) -> float:
     try:
         return dt.datetime.fromisoformat(str(claim.get("claimed_at"))).timestamp()
     except ValueError:
@@ -190,11 +204,10 @@ def registry_leftovers(reg: Registry) -> list[Leftover]:
         if all(name == CLAIM_FILE for name, _, _ in entries):
             continue  # already emptied: the claim alone keeps the id taken
         try:
-            claim = reg.store.read_json(f"{folder}/{CLAIM_FILE}")
+            recorded = reg.store.read_json(f"{folder}/{CLAIM_FILE}")
         except RegistryError:  # no claim (or an unreadable one): known by its files alone
-            claim = {}
-        if not isinstance(claim, dict):
-            claim = {}
+            recorded = None
+        claim = cast(Claim, recorded) if isinstance(recorded, dict) else Claim()
         pid = claim.get("pid")
         held = claim.get("host") == host and isinstance(pid, int) and pid > 0 and _pid_alive(pid)
         modified = max([_claim_time(claim), *(m for _, _, m in entries if m is not None)])
@@ -229,10 +242,9 @@ def collect_garbage(
     if reg is not None:
         candidates += [(leftover, True) for leftover in registry_leftovers(reg)]
     for leftover, in_registry in candidates:
-        row = asdict(leftover)
         reason = keep_reason(leftover, now, grace_seconds)
         if reason is not None:
-            report.kept.append({**row, "why": reason})
+            report.kept.append(leftover_row(leftover, reason))
             continue
         if not dry_run:
             try:
@@ -244,9 +256,9 @@ def collect_garbage(
                     _remove_local(leftover.where)
             except OSError as exc:
                 log.warning("gc: cannot remove %s: %s", leftover.where, exc)
-                report.failed.append({**row, "why": f"{type(exc).__name__}: {exc}"})
+                report.failed.append(leftover_row(leftover, f"{type(exc).__name__}: {exc}"))
                 continue
-        report.removed.append(row)
+        report.removed.append(leftover_row(leftover))
     if report.removed:
         log.info(
             "gc: %s %d leftover(s), %.1f MiB",

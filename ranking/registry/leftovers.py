@@ -5,8 +5,9 @@ left) and the retention (what is old enough to prune)."""
 from __future__ import annotations
 
 import os
-from dataclasses import dataclass
+from dataclasses import asdict, dataclass
 from pathlib import Path
+from typing import NotRequired, TypedDict, cast
 
 
 @dataclass(frozen=True)
@@ -16,6 +17,24 @@ class Leftover:
     modified: float  # the newest modification time of anything it holds (epoch seconds)
     bytes: int
     held: bool = False  # a live process holds it (its lock, or its claim's pid on this host)
+
+
+class LeftoverRow(TypedDict):
+    """A leftover as `ranker gc` reports it: its fields, and ``why`` it was kept or not removed."""
+
+    kind: str
+    where: str
+    modified: float
+    bytes: int
+    held: bool
+    why: NotRequired[str]
+
+
+def leftover_row(leftover: Leftover, why: str | None = None) -> LeftoverRow:
+    row = cast(LeftoverRow, asdict(leftover))
+    if why is not None:
+        row["why"] = why
+    return row
 
 
 def tree_stats(path: Path) -> tuple[float, int]:

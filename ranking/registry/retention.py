@@ -32,14 +32,15 @@ import datetime as dt
 import logging
 import re
 from collections.abc import Mapping
-from dataclasses import asdict, dataclass, field, replace
+from dataclasses import dataclass, field, replace
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
 from ranking.core.errors import RankerError, RegistryError
-from ranking.registry.leftovers import Leftover, lock_held, tree_stats
+from ranking.registry.leftovers import Leftover, LeftoverRow, leftover_row, lock_held, tree_stats
 
 if TYPE_CHECKING:
+    from ranking.registry.records import TrainRecord
     from ranking.registry.registry import Registry
 
 REGISTERED_FILE = "registered.json"  # in a run folder: the version the registry made of it
@@ -81,7 +82,7 @@ class RetentionPlan:
     """What the policy lets go, and the expired run folders their role keeps (rows with ``why``)."""
 
     leftovers: list[Leftover] = field(default_factory=list)
-    protected: list[dict[str, Any]] = field(default_factory=list)
+    protected: list[LeftoverRow] = field(default_factory=list)
 
 
 def _expired(modified: float, days: float | None, now: float) -> bool:
@@ -129,11 +130,14 @@ def _registered(run: Path, reg: Registry | None) -> bool:
 # ---------------------------------------------------------------- what a role keeps
 
 
-def _started_from(train: Mapping[str, Any]) -> tuple[str | None, str | None]:
+def _started_from(train: TrainRecord) -> tuple[str | None, str | None]:
     """(registry version, file path) a model was warm-started from or continues, as the gate's
     lineage check reads it (``lineage.parent``, else a ``champion vN`` / ``base vN`` source)."""
-    found = train.get("warm_start"), train.get("lineage")
-    warm, lineage = (part if isinstance(part, dict) else {} for part in found)
+    warm, lineage = train.get("warm_start") or {}, train.get("lineage") or {}
+    if not isinstance(warm, dict):
+        warm = {}
+    if not isinstance(lineage, dict):
+        lineage = {}
     if lineage.get("parent"):
         return str(lineage["parent"]), None
     words = str(warm.get("source") or "none").split()
@@ -273,7 +277,7 @@ def _leftover(kind: str, path: Path, held: bool = False) -> Leftover | None:
 
 def _expired_runs(
     runs: Path, reg: Registry | None, policy: RetentionPolicy, now: float, keep: Mapping[str, str] | None
-) -> tuple[list[Leftover], list[dict[str, Any]]]:
+) -> tuple[list[Leftover], list[LeftoverRow]]:
     """In the folder of run folders ``runs``: (what goes, expired folders kept by their role).
 
     A run folder the registry ``reg`` holds goes after ``run_days`` unless ``keep`` names it
@@ -282,7 +286,7 @@ def _expired_runs(
     registers these runs: a finished export is the end). A folder a training job holds (its lock)
     is held."""
     found: list[Leftover] = []
-    kept: list[dict[str, Any]] = []
+    kept: list[LeftoverRow] = []
     for run in (
         sorted(p for p in runs.iterdir() if p.is_dir() and not p.is_symlink()) if runs.is_dir() else []
     ):
@@ -294,7 +298,7 @@ def _expired_runs(
                 if run.name not in keep:
                     found.append(whole)
                     continue
-                kept.append({**asdict(whole), "why": f"kept by [retention]: {keep[run.name]}"})
+                kept.append(leftover_row(whole, f"kept by [retention]: {keep[run.name]}"))
         if not (run / "model.pt.sha256").is_file() or not (run / "checkpoints").is_dir():
             continue  # never exported: --resume continues from its checkpoints
         days = policy.checkpoint_days if registered or reg is None else policy.run_days
