@@ -23,7 +23,6 @@ import json
 import re
 import sys
 from collections import defaultdict
-from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
@@ -75,7 +74,9 @@ def judge_day(home: Path, scores: Path, day: dt.date) -> dict[str, dict[str, Any
     }.items():
         verdict: dict[str, Any] = {}
         for partial in (False, True):
-            gate = replace(config.gate.gate_config(), slice_guard_partial=partial, allow_unfair=True)
+            gate = config.gate.gate_config().model_copy(
+                update={"slice_guard_partial": partial, "allow_unfair": True}
+            )
             report = run_gate(cand, champ, gate, slices=slices)
             failed = report.failed_checks
             verdict["partial" if partial else "whole_slates"] = "slice_guard" in failed

@@ -6,6 +6,7 @@ import argparse
 from typing import Any
 
 from ranking.cli.common import Text, config_type, path_str, shown, workspace
+from ranking.config.model import GateSection
 from ranking.core.ids import is_version_id
 from ranking.core.limits import MAX_TEXT_LEN
 
@@ -52,56 +53,33 @@ def add_promotion_options(parser: argparse.ArgumentParser, dry_run_help: str) ->
     )
 
 
-# the gate's flags: (option, GateConfig field = gate.<key>, argparse type: the key's own bounds, help);
-# every GateConfig field is a flag here or in GATE_FLAGS, or config-only (tests/config/test_config_drift.py)
-def _gate(option: str, name: str, text: str) -> tuple[str, str, Any, str]:
-    return option, name, config_type(f"gate.{name}"), text
-
-
-GATE_OPTIONS: tuple[tuple[str, str, Any, str], ...] = (
-    _gate("--tolerance", "tolerance", "max relative save HIT@3 drop vs the champion"),
-    _gate("--min-hit", "min_save_hit_at_3", "absolute floor on save HIT@3"),
-    _gate("--min-lift-over-random", "min_lift_over_random", "HIT@3 must beat random ranking by this"),
-    _gate("--max-auc-drop", "max_auc_drop", "max AUC drop vs the champion (absolute)"),
-    _gate("--max-ne-rise", "max_ne_rise", "max normalized-entropy rise vs the champion"),
-    _gate("--calibration-low", "calibration_low", "lowest mean prediction / base rate"),
-    _gate("--calibration-high", "calibration_high", "highest mean prediction / base rate"),
-    _gate("--bootstrap-samples", "bootstrap_samples", "bootstrap resamples for the CIs"),
-    _gate(
-        "--gate-rule", "rule", "ci: non-inferiority on the paired bootstrap CIs | point: on point estimates"
-    ),
-    _gate("--ci-level", "ci_level", "two-sided level of the bootstrap CIs (0.9: one-sided 95%%)"),
-    _gate("--anchor-champions", "anchor_champions", "anchor: best of the last N champions (0: off)"),
-    _gate("--anchor-tolerance", "anchor_tolerance", "max relative save HIT@3 drop vs the anchor"),
-    _gate(
-        "--reference-champions",
-        "reference_champions",
-        "reference: mean of the champion and the N-1 before it (0: off)",
-    ),
-    _gate("--reference-tolerance", "reference_tolerance", "max relative save HIT@3 drop vs the reference"),
-    _gate("--trend-days", "trend_days", "trend: vs the champion served N days ago (0: off)"),
-    _gate("--trend-tolerance", "trend_tolerance", "max relative save HIT@3 drop vs it"),
-    _gate("--pool-days", "pool_days", "pool the change over N eval days when a CI is wide (1: never)"),
-    _gate("--pool-ci-width", "pool_ci_width", "a day's CI wider than this is pooled"),
-    _gate("--max-lift", "max_lift", "leakage: max lift over the best recent model (0: off)"),
-    _gate(
-        "--max-window-lag-days",
-        "max_window_lag_days",
-        "the candidate's window ends at most N days before the eval day (0: off)",
-    ),
-    _gate(
-        "--slice-min-requests",
-        "slice_min_requests",
-        "slice guard: judge slices with at least N requests with a save",
-    ),
-    _gate("--slice-tolerance", "slice_tolerance", "slice guard: max relative save HIT@3 loss of a slice"),
-)
-
-GATE_FLAGS: tuple[tuple[str, str, str], ...] = (
-    ("--allow-unfair", "allow_unfair", "compare even if a model was trained on the eval day (recorded)"),
-)
-# set in the config file or --params only: no operator tunes them per run
+# gate keys set in the config file or --params only: no operator tunes them per run
 GATE_CONFIG_ONLY = ("min_score_std", "seed", "slice_guard", "slice_guard_partial")
+# flags named otherwise than their key (older than the config file); every other is --<key>
+_GATE_FLAG_NAMES = {"min_save_hit_at_3": "--min-hit", "rule": "--gate-rule"}
+
+
+def _gate_flag(name: str) -> str:
+    return _GATE_FLAG_NAMES.get(name, "--" + name.replace("_", "-"))
+
+
+def _gate_help(name: str) -> str:
+    return (GateSection.model_fields[name].description or "").replace("%", "%%")  # argparse %-formats help
+
+
+_GATE_FLAGGED = [name for name in GateSection.model_fields if name not in GATE_CONFIG_ONLY]
+# the gate's flags, from the [gate] section's fields: (option, key gate.<name>, argparse type: the
+# key's own bounds, help: the field's description); a bool key is a store_true flag in GATE_FLAGS
+GATE_OPTIONS: tuple[tuple[str, str, Any, str], ...] = tuple(
+    (_gate_flag(name), name, config_type(f"gate.{name}"), _gate_help(name))
+    for name in _GATE_FLAGGED
+    if GateSection.model_fields[name].annotation is not bool
+)
+GATE_FLAGS: tuple[tuple[str, str, str], ...] = tuple(
+    (_gate_flag(name), name, _gate_help(name))
+    for name in _GATE_FLAGGED
+    if GateSection.model_fields[name].annotation is bool
+)
 
 
 def flag_dest(option: str) -> str:
@@ -109,7 +87,8 @@ def flag_dest(option: str) -> str:
 
 
 def add_gate_options(parser: argparse.ArgumentParser) -> None:
-    """Gate thresholds (defaults: ranking.gate.checks.GateConfig, rationale in docs/registry.md)."""
+    """Gate thresholds (defaults and limits: ranking.core.summaries.GateThresholds, rationale in
+    docs/registry.md)."""
     for option, _, kind, text in GATE_OPTIONS:
         parser.add_argument(option, type=kind, default=None, help=text)
     for option, _, text in GATE_FLAGS:

@@ -5,8 +5,9 @@
 Defaults are not written twice: they are read from the dataclasses the steps already use
 (``features.feast_repo.StoreSettings``, ``features.build_checks.WindowChecks``,
 ``features.validation.anomalies.ValidationConfig``,
-``ranking.gate.checks.GateConfig``, ``ranking.trainer.models.config.TrainConfig``), so the config can
-never disagree with a step run without one. Every model forbids unknown keys and non-finite
+``ranking.trainer.models.config.TrainConfig``), so the config can never disagree with a step run
+without one; the gate's keys are ``ranking.core.summaries.GateThresholds``, the one model the
+gate, its flags and its verdict's record read too. Every model forbids unknown keys and non-finite
 floats, and is strict about types (``epochs = "3"`` in a file is an error, not a silent
 conversion).
 """
@@ -23,9 +24,9 @@ from features.feast_repo import OFFLINE_STORES, ONLINE_STORES, StoreSettings, va
 from features.validation.anomalies import KINDS as ANOMALY_KINDS
 from features.validation.anomalies import WEEKLY_CHOICES, Policy, ValidationConfig
 from ranking.core.limits import MAX_PATH_LEN, MAX_SEED, MAX_THREADS, MAX_THREADS_WHY
+from ranking.core.summaries import GateThresholds
 from ranking.evaluation.heuristic import HEURISTIC_POLICIES, HEURISTICS, HeuristicConfig
 from ranking.evaluation.slices import SLICE_COLUMNS, SliceConfig
-from ranking.gate.checks import RULES as GATE_RULES
 from ranking.gate.checks import GateConfig
 from ranking.trainer.models.config import DENSE_OPTIMIZERS, PIPELINES, REMEDIES, TABLE_OPTIMIZERS, TrainConfig
 from ranking.trainer.schedule import DEFAULT_EPOCHS, NAMED_SCHEDULES
@@ -44,7 +45,6 @@ _SCHEDULE_LIST = re.compile(r"^[FJ](,[FJ])*$")
 _S = StoreSettings()
 _W = WindowChecks()
 _V = ValidationConfig()
-_G = GateConfig()
 _H = HeuristicConfig()
 _SL = SliceConfig()
 _T = TrainConfig(schedule=("joint",))
@@ -303,41 +303,9 @@ class PretrainSection(_Section):
         return len(self.schedule.split(","))
 
 
-class GateSection(_Section):
-    """Every threshold of the promotion gate (``ranking.gate.checks.GateConfig``)."""
-
-    min_save_hit_at_3: float = Field(default=_G.min_save_hit_at_3, ge=0, le=1)
-    min_lift_over_random: float = Field(default=_G.min_lift_over_random, ge=0)
-    tolerance: float = Field(default=_G.tolerance, ge=0, lt=1)
-    max_auc_drop: float = Field(default=_G.max_auc_drop, ge=0)
-    max_ne_rise: float = Field(default=_G.max_ne_rise, ge=0)
-    calibration_low: float = Field(default=_G.calibration_low, gt=0, le=1)
-    calibration_high: float = Field(default=_G.calibration_high, ge=1)
-    min_score_std: float = Field(default=_G.min_score_std, ge=0)
-    # ci: non-inferiority on the paired bootstrap CIs; point: on the point estimates
-    rule: Literal[GATE_RULES] = _G.rule  # type: ignore[valid-type]
-    bootstrap_samples: int = Field(default=_G.bootstrap_samples, ge=1, le=100_000)
-    ci_level: float = Field(default=_G.ci_level, gt=0, lt=1)
-    seed: int = Field(default=_G.seed, ge=0, le=MAX_SEED)
-    anchor_champions: int = Field(default=_G.anchor_champions, ge=0, le=100)
-    anchor_tolerance: float = Field(default=_G.anchor_tolerance, ge=0, lt=1)
-    reference_champions: int = Field(default=_G.reference_champions, ge=0, le=100)
-    reference_tolerance: float = Field(default=_G.reference_tolerance, ge=0, lt=1)
-    trend_days: int = Field(default=_G.trend_days, ge=0, le=365)
-    trend_tolerance: float = Field(default=_G.trend_tolerance, ge=0, lt=1)
-    pool_days: int = Field(default=_G.pool_days, ge=1, le=100)
-    pool_ci_width: float = Field(default=_G.pool_ci_width, ge=0)
-    max_lift: float = Field(default=_G.max_lift, ge=0)
-    max_window_lag_days: int = Field(default=_G.max_window_lag_days, ge=0, le=365)
-    allow_unfair: bool = _G.allow_unfair
-    # slice guard: a slice ([slices]) with at least slice_min_requests requests with a save may
-    # not lose more than slice_tolerance vs the champion (a one-sided test corrected for the
-    # number of slices judged)
-    slice_guard: bool = _G.slice_guard
-    slice_min_requests: int = Field(default=_G.slice_min_requests, ge=1, le=1_000_000)
-    slice_tolerance: float = Field(default=_G.slice_tolerance, ge=0, lt=1)
-    # judge slices that take part of a slate (pin tiers, a pin column) too (docs/registry.md)
-    slice_guard_partial: bool = _G.slice_guard_partial
+class GateSection(GateThresholds, _Section):
+    """Every threshold of the promotion gate: its keys, defaults and limits are
+    ``ranking.core.summaries.GateThresholds``'s, written once there."""
 
     def gate_config(self) -> GateConfig:
         return GateConfig(**self.model_dump())

@@ -34,10 +34,13 @@ from pydantic import (
     ValidationError,
 )
 
+from ranking.core.limits import MAX_SEED
+
 Phase = Literal["frozen", "joint"]
 Decision = Literal["pass", "reject"]
 Branch = Literal["promote", "record_rejection", "keep_champion"]
 Interval = tuple[float, float]  # a [lower, upper] confidence interval
+GateRule = Literal["ci", "point"]  # non-inferiority on the paired bootstrap CIs | on the point estimates
 Seconds = NonNegativeFloat
 
 
@@ -422,36 +425,123 @@ class HeuristicSummary(EvalSummary):
 
 
 class GateThresholds(Summary):
-    """The gate's configuration (``ranking.gate.checks.GateConfig``)."""
+    """Every threshold of the promotion gate, each default and limit written once: the config's
+    ``[gate]`` section (``ranking.config.model.GateSection``), the gate's own
+    ``ranking.gate.checks.GateConfig``, ``ranker gate``'s flags (``ranking.cli.options``, each
+    field's description its help) and the verdict's record are this model. Relative values are
+    fractions (0.01 = 1%); the rationale is in docs/registry.md. A verdict recorded before the slice
+    guard lacks its four fields (read as their defaults here, never written back:
+    :meth:`Summary.body` writes the fields a record set)."""
 
-    min_save_hit_at_3: float
-    min_lift_over_random: float
-    tolerance: float
-    max_auc_drop: float
-    max_ne_rise: float
-    calibration_low: float
-    calibration_high: float
-    min_score_std: float
-    rule: Literal["ci", "point"]
-    bootstrap_samples: int
-    ci_level: float
-    seed: int
-    anchor_champions: int
-    anchor_tolerance: float
-    reference_champions: int
-    reference_tolerance: float
-    trend_days: int
-    trend_tolerance: float
-    pool_days: int
-    pool_ci_width: float
-    max_lift: float
-    max_window_lag_days: int
-    allow_unfair: bool
-    slice_guard: bool | None = None
-    """null in the fields below: a verdict recorded before the slice guard"""
-    slice_min_requests: int | None = None
-    slice_tolerance: float | None = None
-    slice_guard_partial: bool | None = None
+    # here, in the lowest layer, because the summary, the gate and the config all read it
+    model_config = ConfigDict(frozen=True, allow_inf_nan=False)
+
+    # value floor: HIT@3 must be at least max(min_save_hit_at_3, random-ranking HIT@3 × (1 + lift))
+    min_save_hit_at_3: float = Field(default=0.0, ge=0, le=1, description="absolute floor on save HIT@3")
+    min_lift_over_random: float = Field(
+        default=0.05, ge=0, description="HIT@3 must beat random ranking by this"
+    )
+    # candidate vs champion: relative change of save HIT@3 must be >= -tolerance (under rule "ci":
+    # the paired bootstrap CI's lower bound must; under "point": the point estimate). 0.10, not
+    # 0.05: a day's 90% CI half-width is ~6% at 25,000 impressions, so at 5% an equally good
+    # candidate failed about half the days (gate suite: staleness median 2 d, 13/28 promoted;
+    # at 10%: 1 d, 27/28, every broken candidate still stopped; docs/registry.md)
+    tolerance: float = Field(
+        default=0.10, ge=0, lt=1, description="max relative save HIT@3 drop vs the champion"
+    )
+    # guardrails (absolute; under rule "ci": the CI's upper bound of the drop / rise)
+    max_auc_drop: float = Field(default=0.02, ge=0, description="max AUC drop vs the champion (absolute)")
+    max_ne_rise: float = Field(default=0.03, ge=0, description="max normalized-entropy rise vs the champion")
+    # sanity: calibration = mean prediction / base rate within [low, high]; scores must vary
+    calibration_low: float = Field(default=0.5, gt=0, le=1, description="lowest mean prediction / base rate")
+    calibration_high: float = Field(default=2.0, ge=1, description="highest mean prediction / base rate")
+    min_score_std: float = Field(
+        default=1e-6, ge=0, description="the candidate's scores must vary more than this (standard deviation)"
+    )
+    rule: GateRule = Field(
+        default="ci",
+        description="ci: non-inferiority on the paired bootstrap CIs | point: on point estimates",
+    )
+    # paired bootstrap over requests (HIT@3 change, AUC drop, NE rise; the same resamples for all)
+    bootstrap_samples: int = Field(
+        default=1000, ge=1, le=100_000, description="bootstrap resamples for the CIs"
+    )
+    ci_level: float = Field(
+        default=0.90, gt=0, lt=1, description="two-sided level of the bootstrap CIs (0.9: one-sided 95%)"
+    )
+    seed: int = Field(default=0, ge=0, le=MAX_SEED, description="the bootstrap's seed")
+    # anchor (the first gate's): the best of the last N champions on the eval day. The maximum of
+    # N noisy estimates is biased upwards (winner's curse): an equal candidate fails it often, so
+    # the default gate uses the reference below instead (docs/registry.md "Old gate and new")
+    anchor_champions: int = Field(
+        default=0, ge=0, le=100, description="anchor: best of the last N champions (0: off)"
+    )
+    anchor_tolerance: float = Field(
+        default=0.05, ge=0, lt=1, description="max relative save HIT@3 drop vs the anchor"
+    )
+    # reference: the MEAN save HIT@3 of the champion and the N-1 champions before it, on the eval
+    # day; the candidate may not be worse than it by more than reference_tolerance
+    reference_champions: int = Field(
+        default=3, ge=0, le=100, description="reference: mean of the champion and the N-1 before it (0: off)"
+    )
+    reference_tolerance: float = Field(
+        default=0.10, ge=0, lt=1, description="max relative save HIT@3 drop vs the reference"
+    )
+    # trend guard: vs the champion served trend_days before the eval day (the newest former champion
+    # trained for a day at least that old), scored today: losses that each pass a moving reference
+    # cannot add up past trend_tolerance
+    trend_days: int = Field(
+        default=7, ge=0, le=365, description="trend: vs the champion served N days ago (0: off)"
+    )
+    trend_tolerance: float = Field(default=0.10, ge=0, lt=1, description="max relative save HIT@3 drop vs it")
+    # pooled: when the day's HIT@3-change CI is wider than pool_ci_width, the change vs the champion
+    # is judged on the inverse-variance mean of this day's and the last pool_days - 1 recorded days'
+    pool_days: int = Field(
+        default=5, ge=1, le=100, description="pool the change over N eval days when a CI is wide (1: never)"
+    )
+    pool_ci_width: float = Field(default=0.15, ge=0, description="a day's CI wider than this is pooled")
+    # leakage: a candidate above its champion on the same day by more than max_lift (point
+    # estimate) is too good to be true (trained on the eval day)
+    max_lift: float = Field(
+        default=0.10, ge=0, description="leakage: max lift over the best recent model (0: off)"
+    )
+    max_window_lag_days: int = Field(
+        default=3,
+        ge=0,
+        le=365,
+        description="the candidate's window ends at most N days before the eval day (0: off)",
+    )
+    # a champion trained on the eval day would be judged on its training data: fail closed
+    allow_unfair: bool = Field(
+        default=False, description="compare even if a model was trained on the eval day (recorded)"
+    )
+    # slice guard: no slice of the eval day (first-seen users, a country, tail pins, ...; the
+    # [slices] section) with at least slice_min_requests requests with a save may lose more than
+    # slice_tolerance of its save HIT@3 vs the champion. Judged on each slice's paired bootstrap
+    # interval at a level corrected for the number of slices judged (Bonferroni): rejected only
+    # when the whole interval lies below -slice_tolerance, whatever the rule (a point estimate on
+    # a few dozen requests would reject clean candidates by chance)
+    slice_guard: bool = Field(
+        default=True,
+        description="no slice with enough requests with a save may lose more than slice_tolerance",
+    )
+    slice_min_requests: int = Field(
+        default=30,
+        ge=1,
+        le=1_000_000,
+        description="slice guard: judge slices with at least N requests with a save",
+    )
+    slice_tolerance: float = Field(
+        default=0.10, ge=0, lt=1, description="slice guard: max relative save HIT@3 loss of a slice"
+    )
+    # judge slices that take only part of a slate (pin tiers, a pin column) too. Off: within a
+    # slate the top 3 places are shared, so a candidate that ranks head pins higher moves tail
+    # pins down; that trade-off moved by -30 to -45 % for the tail on 2 of 28 clean days of the
+    # gate suite (seed 0) while head pins gained as much. Whole slates (users, a user column)
+    # have no such trade-off: a loss there is a loss for those users.
+    slice_guard_partial: bool = Field(
+        default=False, description="slice guard: judge slices of part of a slate (pin tiers) too"
+    )
 
 
 class SliceSummary(Summary):

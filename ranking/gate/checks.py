@@ -15,11 +15,13 @@ import math
 from collections.abc import Mapping, Sequence
 from dataclasses import asdict, dataclass, field
 from statistics import NormalDist
-from typing import TYPE_CHECKING, Any, NamedTuple
+from typing import TYPE_CHECKING, Any, NamedTuple, get_args
 
 import numpy as np
+from pydantic import ValidationError
 
 from ranking.core.errors import RankerError
+from ranking.core.summaries import GateRule, GateThresholds
 from ranking.evaluation.metrics import OfflineMetrics, compute_metrics, hits_per_request
 from ranking.evaluation.scores import SCORE_COLUMNS
 from ranking.gate.bootstrap import PairedIntervals, hit_change_vs_mean, paired_bootstrap, slice_changes
@@ -32,158 +34,25 @@ class GateInputError(RankerError):
     """The score frames cannot be compared (missing columns, different rows or labels)."""
 
 
-RULES = ("ci", "point")
+RULES: tuple[str, ...] = get_args(GateRule)
 
 
-@dataclass(frozen=True)
-class GateConfig:
-    """Thresholds of the gate. Relative values are fractions (0.01 = 1%)."""
+class GateConfig(GateThresholds):
+    """The thresholds the checks read: :class:`~ranking.core.summaries.GateThresholds`, where each
+    default and limit is written; a value out of its limits is a :class:`RankerError` (exit 2)."""
 
-    # value floor: HIT@3 must be at least max(min_save_hit_at_3, random-ranking HIT@3 × (1 + lift))
-    min_save_hit_at_3: float = 0.0
-    min_lift_over_random: float = 0.05
-    # candidate vs champion: relative change of save HIT@3 must be >= -tolerance (under rule "ci":
-    # the paired bootstrap CI's lower bound must; under "point": the point estimate). 0.10, not
-    # 0.05: a day's 90% CI half-width is ~6% at 25,000 impressions, so at 5% an equally good
-    # candidate failed about half the days (gate suite: staleness median 2 d, 13/28 promoted;
-    # at 10%: 1 d, 27/28, every broken candidate still stopped; docs/registry.md)
-    tolerance: float = 0.10
-    # guardrails (absolute): AUC may drop at most this much, NE may rise at most this much (under
-    # rule "ci": the CI's upper bound of the drop / rise)
-    max_auc_drop: float = 0.02
-    max_ne_rise: float = 0.03
-    # sanity: calibration = mean prediction / base rate within [low, high]; scores must vary
-    calibration_low: float = 0.5
-    calibration_high: float = 2.0
-    min_score_std: float = 1e-6
-    # "ci": non-inferiority on the paired bootstrap CIs; "point": on the point estimates (CIs reported)
-    rule: str = "ci"
-    # paired bootstrap over requests (HIT@3 change, AUC drop, NE rise; the same resamples for all)
-    bootstrap_samples: int = 1000
-    ci_level: float = 0.90  # two-sided 90% = a one-sided 95% non-inferiority test
-    seed: int = 0
-    # anchor (the first gate's): the best of the last N champions on the eval day. The maximum of
-    # N noisy estimates is biased upwards (winner's curse): an equal candidate fails it often, so
-    # the default gate uses the reference below instead (docs/registry.md "Old gate and new")
-    anchor_champions: int = 0  # 0: no anchor check
-    anchor_tolerance: float = 0.05
-    # reference: the MEAN save HIT@3 of the champion and the N-1 champions before it, on the eval
-    # day; the candidate may not be worse than it by more than reference_tolerance
-    reference_champions: int = 3  # 0: no reference check
-    reference_tolerance: float = 0.10
-    # trend guard: vs the champion served trend_days before the eval day (the newest former champion
-    # trained for a day at least that old), scored today: losses that each pass a moving reference
-    # cannot add up past trend_tolerance
-    trend_days: int = 7  # 0: no trend check
-    trend_tolerance: float = 0.10
-    # pooled: when the day's HIT@3-change CI is wider than pool_ci_width, the change vs the champion
-    # is judged on the inverse-variance mean of this day's and the last pool_days - 1 recorded days'
-    pool_days: int = 5  # 1: never pooled
-    pool_ci_width: float = 0.15
-    # leakage: a candidate above its champion on the same day by more than max_lift (point
-    # estimate) is too good to be true (trained on the eval day)
-    max_lift: float = 0.10  # 0: no leakage check
-    # window age: the candidate's window must end at most this many days before the eval day
-    max_window_lag_days: int = 3  # 0: no window-age check
-    # a champion trained on the eval day would be judged on its training data: fail closed
-    allow_unfair: bool = False
-    # slice guard: no slice of the eval day (first-seen users, a country, tail pins, ...; the
-    # [slices] section) with at least slice_min_requests requests with a save may lose more than
-    # slice_tolerance of its save HIT@3 vs the champion. Judged on each slice's paired bootstrap
-    # interval at a level corrected for the number of slices judged (Bonferroni): rejected only
-    # when the whole interval lies below -slice_tolerance, whatever the rule (a point estimate on
-    # a few dozen requests would reject clean candidates by chance)
-    slice_guard: bool = True
-    slice_min_requests: int = 30
-    slice_tolerance: float = 0.10
-    # judge slices that take only part of a slate (pin tiers, a pin column) too. Off: within a
-    # slate the top 3 places are shared, so a candidate that ranks head pins higher moves tail
-    # pins down; that trade-off moved by -30 to -45 % for the tail on 2 of 28 clean days of the
-    # gate suite (seed 0) while head pins gained as much. Whole slates (users, a user column)
-    # have no such trade-off: a loss there is a loss for those users.
-    slice_guard_partial: bool = False
-
-    def __post_init__(self) -> None:
-        problems = [
-            *_fraction_problems(self, ("tolerance", "anchor_tolerance")),
-            *_count_problems(self),
-            *_fraction_problems(self, ("reference_tolerance", "trend_tolerance", "slice_tolerance")),
-            *_bootstrap_problems(self),
-            *_calibration_problems(self),
-            *_nonnegative_problems(self),
-        ]
-        if problems:
-            raise RankerError("invalid gate configuration: " + "; ".join(problems))
+    def __init__(self, **values: Any) -> None:
+        try:
+            super().__init__(**values)
+        except ValidationError as exc:
+            problems = [
+                f"{'.'.join(str(p) for p in e['loc'])}: {e['msg']} (got {e['input']!r})"
+                for e in exc.errors(include_url=False)
+            ]
+            raise RankerError("invalid gate configuration: " + "; ".join(problems)) from None
 
     def to_dict(self) -> dict[str, Any]:
-        return asdict(self)
-
-
-# the configuration's problems, each function a group of fields (in the order they are reported)
-
-
-def _fraction_problems(config: GateConfig, names: Sequence[str]) -> list[str]:
-    """Relative tolerances: in [0, 1)."""
-    return [
-        f"{name} must be in [0, 1): {getattr(config, name)}"
-        for name in names
-        if not 0 <= getattr(config, name) < 1
-    ]
-
-
-def _count_problems(config: GateConfig) -> list[str]:
-    """Numbers of champions and days: >= 0 (0 turns the check off); pool_days >= 1."""
-    problems = [
-        f"{name} must be >= 0: {getattr(config, name)}"
-        for name in ("anchor_champions", "reference_champions", "trend_days", "max_window_lag_days")
-        if getattr(config, name) < 0
-    ]
-    if config.pool_days < 1:
-        problems.append(f"pool_days must be >= 1: {config.pool_days}")
-    if config.slice_min_requests < 1:
-        problems.append(f"slice_min_requests must be >= 1: {config.slice_min_requests}")
-    return problems
-
-
-def _bootstrap_problems(config: GateConfig) -> list[str]:
-    """The decision rule and the bootstrap's level and size."""
-    problems = []
-    if config.rule not in RULES:
-        problems.append(f"rule must be one of {', '.join(RULES)}: {config.rule!r}")
-    if not 0 < config.ci_level < 1:
-        problems.append(f"ci_level must be in (0, 1): {config.ci_level}")
-    if config.bootstrap_samples < 1:
-        problems.append(f"bootstrap_samples must be >= 1: {config.bootstrap_samples}")
-    return problems
-
-
-def _calibration_problems(config: GateConfig) -> list[str]:
-    if 0 < config.calibration_low <= 1 <= config.calibration_high:
-        return []
-    return [
-        "calibration bounds must satisfy 0 < low <= 1 <= high: "
-        f"{config.calibration_low}, {config.calibration_high}"
-    ]
-
-
-_NONNEGATIVE = (
-    "min_save_hit_at_3",
-    "min_lift_over_random",
-    "max_auc_drop",
-    "max_ne_rise",
-    "min_score_std",
-    "pool_ci_width",
-    "max_lift",
-)
-
-
-def _nonnegative_problems(config: GateConfig) -> list[str]:
-    """Floors, guardrails and widths: finite and >= 0."""
-    return [
-        f"{name} must be a finite number >= 0: {getattr(config, name)}"
-        for name in _NONNEGATIVE
-        if not (math.isfinite(getattr(config, name)) and getattr(config, name) >= 0)
-    ]
+        return self.model_dump()
 
 
 # the first gate (before issue 23): the best of the last 5 champions as the anchor, none of the

@@ -1,17 +1,17 @@
 """The config model, the steps' own settings and the flags cannot drift apart (issue 22): every
-`GateConfig` field is a `GateSection` key with the same default and a `ranker gate` flag (or is
-named config-only), and every recipe key is a `ranker train` flag (or is named config-only)."""
+gate key is one model's (`GateThresholds`: the section, `GateConfig` and the verdict's record) and a
+`ranker gate` flag (or is named config-only), and every recipe key is a `ranker train` flag (or is named config-only)."""
 
 from __future__ import annotations
 
 import argparse
-import dataclasses
 from collections.abc import Iterable
 
 from ranking.cli.config import RECIPE_CONFIG_ONLY, bindings
 from ranking.cli.main import build_parser
 from ranking.cli.options import GATE_CONFIG_ONLY, GATE_FLAGS, GATE_OPTIONS
 from ranking.config.model import GateSection, RecipeSection
+from ranking.core.summaries import GateSummary, GateThresholds
 from ranking.gate.checks import GateConfig
 
 
@@ -54,15 +54,20 @@ def _gate_flagged() -> list[str]:
 
 
 def test_gate_section_gate_config_and_gate_flags_hold_the_same_fields() -> None:
-    fields = [f.name for f in dataclasses.fields(GateConfig)]
-    assert mirror_problems(fields, GateSection.model_fields, _gate_flagged(), GATE_CONFIG_ONLY) == []
-    section = GateSection()
-    for f in dataclasses.fields(GateConfig):
-        assert getattr(section, f.name) == f.default, f.name
+    assert (
+        mirror_problems(GateConfig.model_fields, GateSection.model_fields, _gate_flagged(), GATE_CONFIG_ONLY)
+        == []
+    )
+    # one model holds the gate's defaults and limits: the section, the gate's config and the verdict's record
+    assert issubclass(GateSection, GateThresholds) and issubclass(GateConfig, GateThresholds)
+    assert GateSummary.model_fields["config"].annotation is GateThresholds
+    assert GateSection().model_dump() == GateConfig().model_dump() == GateThresholds().model_dump()
+    for option, name, _, text in GATE_OPTIONS:
+        assert text == (GateThresholds.model_fields[name].description or "").replace("%", "%%"), option
 
 
 def test_the_drift_check_finds_a_field_without_a_key_or_a_flag() -> None:
-    fields = [*(f.name for f in dataclasses.fields(GateConfig)), "min_new_check"]
+    fields = [*GateConfig.model_fields, "min_new_check"]
     assert mirror_problems(fields, GateSection.model_fields, _gate_flagged(), GATE_CONFIG_ONLY) == [
         "min_new_check: no config key"
     ]

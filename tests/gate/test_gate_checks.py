@@ -213,16 +213,20 @@ def test_frames_from_different_days_cannot_be_compared(day) -> None:  # type: ig
 
 
 def test_gate_config_is_validated() -> None:
-    with pytest.raises(RankerError, match="tolerance must be in"):
+    with pytest.raises(
+        RankerError, match="invalid gate configuration: tolerance: Input should be less than 1"
+    ):
         GateConfig(tolerance=1.5)
-    with pytest.raises(RankerError, match="calibration bounds"):
+    with pytest.raises(RankerError, match="calibration_low: Input should be less than or equal to 1"):
         GateConfig(calibration_low=1.2)
-    with pytest.raises(RankerError, match="max_auc_drop must be a finite number"):
+    with pytest.raises(RankerError, match="max_auc_drop: Input should be a finite number"):
         GateConfig(max_auc_drop=float("nan"))
-    with pytest.raises(RankerError, match="rule must be one of ci, point"):
+    with pytest.raises(RankerError, match="rule: Input should be 'ci' or 'point'"):
         GateConfig(rule="median")
-    with pytest.raises(RankerError, match="anchor_champions must be >= 0"):
+    with pytest.raises(RankerError, match="anchor_champions: Input should be greater than or equal to 0"):
         GateConfig(anchor_champions=-1)
+    with pytest.raises(RankerError, match="max_lift: Input should be a finite number"):
+        GateConfig(max_lift=float("inf"))
 
 
 def test_random_ranking_baseline_matches_a_constant_model() -> None:

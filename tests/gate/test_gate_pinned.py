@@ -50,17 +50,28 @@ def test_every_configuration_problem_is_named_in_order() -> None:
             pool_ci_width=-1.0,
             max_lift=float("-inf"),
         )
+    # every problem named, in the fields' order (GateThresholds: the limits written once)
     assert str(err.value) == (
-        "invalid gate configuration: tolerance must be in [0, 1): 1.0; anchor_tolerance must be in [0, 1): -0.1; "
-        "anchor_champions must be >= 0: -1; reference_champions must be >= 0: -2; trend_days must be >= 0: -3; "
-        "max_window_lag_days must be >= 0: -4; pool_days must be >= 1: 0; "
-        "reference_tolerance must be in [0, 1): 1.5; trend_tolerance must be in [0, 1): -0.5; "
-        "rule must be one of ci, point: 'best'; ci_level must be in (0, 1): 1.0; "
-        "bootstrap_samples must be >= 1: 0; calibration bounds must satisfy 0 < low <= 1 <= high: 1.5, 2.0; "
-        "min_save_hit_at_3 must be a finite number >= 0: -1.0; min_lift_over_random must be a finite number >= 0: nan; "
-        "max_auc_drop must be a finite number >= 0: inf; max_ne_rise must be a finite number >= 0: -0.1; "
-        "min_score_std must be a finite number >= 0: -1.0; pool_ci_width must be a finite number >= 0: -1.0; "
-        "max_lift must be a finite number >= 0: -inf"
+        "invalid gate configuration: min_save_hit_at_3: Input should be greater than or equal to 0 (got -1.0); "
+        "min_lift_over_random: Input should be a finite number (got nan); "
+        "tolerance: Input should be less than 1 (got 1.0); "
+        "max_auc_drop: Input should be a finite number (got inf); "
+        "max_ne_rise: Input should be greater than or equal to 0 (got -0.1); "
+        "calibration_low: Input should be less than or equal to 1 (got 1.5); "
+        "min_score_std: Input should be greater than or equal to 0 (got -1.0); "
+        "rule: Input should be 'ci' or 'point' (got 'best'); "
+        "bootstrap_samples: Input should be greater than or equal to 1 (got 0); "
+        "ci_level: Input should be less than 1 (got 1.0); "
+        "anchor_champions: Input should be greater than or equal to 0 (got -1); "
+        "anchor_tolerance: Input should be greater than or equal to 0 (got -0.1); "
+        "reference_champions: Input should be greater than or equal to 0 (got -2); "
+        "reference_tolerance: Input should be less than 1 (got 1.5); "
+        "trend_days: Input should be greater than or equal to 0 (got -3); "
+        "trend_tolerance: Input should be greater than or equal to 0 (got -0.5); "
+        "pool_days: Input should be greater than or equal to 1 (got 0); "
+        "pool_ci_width: Input should be greater than or equal to 0 (got -1.0); "
+        "max_lift: Input should be a finite number (got -inf); "
+        "max_window_lag_days: Input should be greater than or equal to 0 (got -4)"
     )
 
 
