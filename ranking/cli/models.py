@@ -3,50 +3,57 @@
 from __future__ import annotations
 
 import argparse
-from typing import Any
 
 from ranking.cli.common import CommandResult, add_common
 from ranking.cli.options import add_registry_option, registry_of, version_arg
-from ranking.registry.operations import ListRequest, ShowRequest, list_models, show_model
+from ranking.registry.operations import (
+    ListRequest,
+    ModelShown,
+    ModelsListing,
+    ShowRequest,
+    list_models,
+    show_model,
+)
 from ranking.registry.records import escape_text
 
 
-def _list_text(summary: dict[str, Any]) -> str:
+def _list_text(summary: ModelsListing) -> str:
     lines = [
-        f"registry {summary['registry']}  champion: {summary['champion'] or '(none)'}"
-        f"  base: {summary.get('base') or '(none)'}",
+        f"registry {summary.registry}  champion: {summary.champion or '(none)'}"
+        f"  base: {summary.base or '(none)'}",
         "versions:",
     ]
-    for r in summary["versions"]:
-        hit = r.get("eval", {}).get("save_hit_at_3")
-        window = r.get("train", {})
+    for r in summary.versions:
+        hit = r.eval.get("save_hit_at_3")
+        window = r.train
+        created = r.created_at if "created_at" in r.model_fields_set else "-"
         lines.append(
-            f"  {r['version']}{'*' if r.get('base') else ' '} {r['status']:<13} HIT@3={hit if hit is None else f'{hit:.4f}'}  "
+            f"  {r.version}{'*' if r.base else ' '} {r.status:<13} HIT@3={hit if hit is None else f'{hit:.4f}'}  "
             f"train=[{window.get('train_start', '?')}, {window.get('train_end', '?')})  "
-            f"created={r.get('created_at', '-')}  run={r.get('run_id') or '-'}"
+            f"created={created}  run={r.run_id or '-'}"
         )
-    for alias, key in (("champion", "history"), ("base", "base_history")):
-        if not summary.get(key) and alias == "base":
+    for alias, events in (("champion", summary.history), ("base", summary.base_history)):
+        if not events and alias == "base":
             continue
         lines.append(f"history ({alias}):")
-        for e in summary[key]:
-            forced = " FORCED" if e["forced"] else ""
+        for e in events:
+            forced = " FORCED" if e.get("forced") else ""
             lines.append(
-                f"  #{e['seq']} {e['when']} {e['action']}{forced}: {e['from'] or '(none)'} -> {e['to']}"
-                f"  by {e['who']}  run={e['run_id'] or '-'}  reason: {e['reason']}"
+                f"  #{e['seq']} {e['when']} {e['action']}{forced}: {e.get('from') or '(none)'} -> {e['to']}"
+                f"  by {e.get('who')}  run={e.get('run_id') or '-'}  reason: {e.get('reason')}"
             )
-    if summary.get("base"):
+    if summary.base:
         lines.append("(* = the base model)")
     # every line escaped: stored text (a reason, who) cannot print as extra, forged lines
     return "\n".join(escape_text(line) for line in lines)
 
 
-def handle_models_list(args: argparse.Namespace) -> CommandResult:
+def handle_models_list(args: argparse.Namespace) -> CommandResult[ModelsListing]:
     summary = list_models(ListRequest(registry=registry_of(args)))
     return CommandResult(summary, text=_list_text(summary))
 
 
-def handle_models_show(args: argparse.Namespace) -> CommandResult:
+def handle_models_show(args: argparse.Namespace) -> CommandResult[ModelShown]:
     return CommandResult(
         show_model(ShowRequest(registry=registry_of(args), version=args.version, verify=args.verify))
     )

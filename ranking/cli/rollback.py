@@ -7,10 +7,10 @@ import argparse
 from ranking.cli.common import CommandResult, add_common, text_arg
 from ranking.cli.options import add_registry_option, reason_arg, registry_of, version_arg
 from ranking.registry.aliases import BASE, CHAMPION
-from ranking.registry.operations import RollbackRequest, rollback
+from ranking.registry.operations import RollbackRequest, RollbackSummary, rollback
 
 
-def handle_rollback(args: argparse.Namespace) -> CommandResult:
+def handle_rollback(args: argparse.Namespace) -> CommandResult[RollbackSummary]:
     summary = rollback(
         RollbackRequest(
             registry=registry_of(args),
@@ -21,9 +21,7 @@ def handle_rollback(args: argparse.Namespace) -> CommandResult:
             alias=args.alias,
         )
     )
-    return CommandResult(
-        summary, text=f"rolled back {args.alias}: {summary['previous']} -> {summary['version']}"
-    )
+    return CommandResult(summary, text=f"rolled back {args.alias}: {summary.previous} -> {summary.version}")
 
 
 def register(sub: argparse._SubParsersAction) -> None:  # type: ignore[type-arg]

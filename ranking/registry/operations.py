@@ -1,14 +1,23 @@
 """The registry commands (`ranker promote|reject|rollback|models list|show`): one typed request each,
-one function each, returning the command's JSON summary."""
+one function each, returning the command's summary model."""
 
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Any
+from typing import cast
 
-from ranking.core.summaries import PromoteSummary, RejectSummary
+from pydantic import Field, JsonValue
+
+from ranking.core.summaries import PromoteSummary, RejectSummary, Summary
 from ranking.registry.aliases import BASE, CHAMPION
-from ranking.registry.records import Verdict
+from ranking.registry.records import (
+    AliasEventJson,
+    AsRecorded,
+    EvalRecord,
+    FileChecksum,
+    TrainRecord,
+    Verdict,
+)
 from ranking.registry.registry import Registry
 
 _LISTED_METRICS = ("save_hit_at_3", "auc", "ne", "calibration")
@@ -55,7 +64,61 @@ class ShowRequest:
     verify: bool = False
 
 
-def promote(req: PromoteRequest) -> dict[str, Any]:
+class RollbackSummary(Summary):
+    """``ranker rollback``: the alias moved back."""
+
+    alias: str
+    version: str
+    """the version the alias points to now"""
+    previous: str | None
+    reason: str
+    seq: int
+    """the alias event's sequence number"""
+    who: str
+
+
+class VersionRow(Summary):
+    """A version as `models list` shows it (an incomplete one: its id and status only)."""
+
+    version: str
+    status: str
+    created_at: str | None = None
+    run_id: str | None = None
+    eval: AsRecorded[EvalRecord] = Field(default_factory=lambda: EvalRecord())
+    """the listed metrics of its eval.json"""
+    train: AsRecorded[TrainRecord] = Field(default_factory=lambda: TrainRecord())
+    base: bool
+
+
+class ModelsListing(Summary):
+    """``ranker models list``: every version, the champion, the base and the aliases' histories."""
+
+    registry: str
+    champion: str | None
+    base: str | None
+    versions: list[VersionRow]
+    history: list[AsRecorded[AliasEventJson]]
+    base_history: list[AsRecorded[AliasEventJson]]
+
+
+class ModelShown(Summary):
+    """``ranker models show``: a version's record, its status and its gate verdict."""
+
+    version: str
+    created_at: str
+    run_id: str | None
+    source_run_dir: str
+    files: AsRecorded[dict[str, FileChecksum]]
+    eval: AsRecorded[EvalRecord]
+    train: AsRecorded[TrainRecord]
+    who: str
+    status: str
+    verdict: AsRecorded[dict[str, JsonValue]] | None  # the verdict file's JSON, every field
+    checksums_verified: bool
+    was_champion: bool
+
+
+def promote(req: PromoteRequest) -> PromoteSummary:
     event, previous = Registry(req.registry).promote(
         req.version, reason=req.reason, force=req.force, run_id=req.run_id, who=req.who
     )
@@ -66,7 +129,7 @@ def promote(req: PromoteRequest) -> dict[str, Any]:
         forced=bool(event and event.forced),
         noop=event is None,
         seq=event.seq if event else None,
-    ).body()
+    )
 
 
 def rejection_reason(verdict: Verdict | None) -> str:
@@ -75,72 +138,78 @@ def rejection_reason(verdict: Verdict | None) -> str:
     return "gate rejected: " + ", ".join(failed) if failed else "rejected"
 
 
-def reject(req: RejectRequest) -> dict[str, Any]:
+def reject(req: RejectRequest) -> RejectSummary:
     reg = Registry(req.registry)
     verdict = reg.verdict(req.version)
     reason = req.reason or rejection_reason(verdict)
     reg.record_rejection(req.version, reason, req.run_id, req.who)
     return RejectSummary(
         version=req.version, failed_checks=verdict.failed_checks if verdict else [], reason=reason
-    ).body()
+    )
 
 
-def rollback(req: RollbackRequest) -> dict[str, Any]:
+def rollback(req: RollbackRequest) -> RollbackSummary:
     event = Registry(req.registry).rollback(
         to=req.to, reason=req.reason, run_id=req.run_id, who=req.who, alias=req.alias
     )
-    return {
-        "alias": req.alias,
-        "version": event.to_version,
-        "previous": event.from_version,
-        "reason": event.reason,
-        "seq": event.seq,
-        "who": event.who,
-    }
+    return RollbackSummary(
+        alias=req.alias,
+        version=event.to_version,
+        previous=event.from_version,
+        reason=event.reason,
+        seq=event.seq,
+        who=event.who,
+    )
 
 
-def _version_row(reg: Registry, version: str, champion: str | None) -> dict[str, Any]:
+def _version_row(reg: Registry, version: str, champion: str | None, base: str | None) -> VersionRow:
     status = reg.status(version, champion)
-    row: dict[str, Any] = {"version": version, "status": status}
-    if status != "incomplete":
-        rec = reg.record(version)
-        row.update(
-            created_at=rec.created_at,
-            run_id=rec.run_id,
-            eval={k: v for k, v in rec.eval.items() if k in _LISTED_METRICS},
-            train=rec.train,
-        )
-    return row
+    if status == "incomplete":
+        return VersionRow(version=version, status=status, base=version == base)
+    rec = reg.record(version)
+    return VersionRow(
+        version=version,
+        status=status,
+        created_at=rec.created_at,
+        run_id=rec.run_id,
+        eval=cast(EvalRecord, {k: v for k, v in rec.eval.items() if k in _LISTED_METRICS}),
+        train=rec.train,
+        base=version == base,
+    )
 
 
-def list_models(req: ListRequest) -> dict[str, Any]:
+def list_models(req: ListRequest) -> ModelsListing:
     """Every version with its status, the champion, the base and the aliases' histories."""
     reg = Registry(req.registry)
     reg.store.require_location()
     champion = reg.champion()
     base = reg.base()
-    versions = [_version_row(reg, v, champion) for v in reg.version_ids()]
-    for row in versions:
-        row["base"] = row["version"] == base
-    return {
-        "registry": reg.url,
-        "champion": champion,
-        "base": base,
-        "versions": versions,
-        "history": [e.to_dict() for e in reg.history()],
-        "base_history": [e.to_dict() for e in reg.history(BASE)],
-    }
+    return ModelsListing(
+        registry=reg.url,
+        champion=champion,
+        base=base,
+        versions=[_version_row(reg, v, champion, base) for v in reg.version_ids()],
+        history=[e.to_dict() for e in reg.history()],
+        base_history=[e.to_dict() for e in reg.history(BASE)],
+    )
 
 
-def show_model(req: ShowRequest) -> dict[str, Any]:
+def show_model(req: ShowRequest) -> ModelShown:
     reg = Registry(req.registry)
     champion = reg.champion()
     rec = reg.verify(req.version) if req.verify else reg.record(req.version)
     verdict = reg.verdict(req.version)
-    return {
-        **rec.to_dict(),
-        "status": reg.status(req.version, champion),
-        "verdict": verdict.to_dict() if verdict else None,
-        "checksums_verified": req.verify,
-        "was_champion": any(e.to_version == req.version for e in reg.history()),
-    }
+    return ModelShown(
+        version=rec.version,
+        created_at=rec.created_at,
+        run_id=rec.run_id,
+        source_run_dir=rec.source_run_dir,
+        files=rec.files,
+        eval=rec.eval,
+        train=rec.train,
+        who=rec.who,
+        status=reg.status(req.version, champion),
+        verdict=verdict.to_dict() if verdict else None,
+        checksums_verified=req.verify,
+        was_champion=any(e.to_version == req.version for e in reg.history()),
+    )

@@ -7,9 +7,10 @@ import getpass
 import os
 import unicodedata
 from dataclasses import dataclass, field
-from typing import Any, Literal, NotRequired, TypedDict, cast
+from typing import Annotated, Any, Literal, NotRequired, TypeVar, cast
 
-from pydantic import BaseModel, ConfigDict, Field, JsonValue, ValidationError
+from pydantic import BaseModel, ConfigDict, Field, JsonValue, PlainSerializer, SkipValidation, ValidationError
+from typing_extensions import TypedDict  # what pydantic reads on Python 3.11 (typing's from 3.12)
 
 from ranking.core.errors import RegistryError
 
@@ -76,6 +77,16 @@ def current_actor() -> str:
 
 def utc_now() -> str:
     return dt.datetime.now(dt.UTC).isoformat(timespec="seconds")
+
+
+def _as_read(value: Any) -> Any:
+    return value
+
+
+_Record = TypeVar("_Record")
+# a registry record's JSON carried in a command's summary model: neither validated again nor
+# re-serialised by its type (which would drop a key an older writer recorded), shown as read
+AsRecorded = Annotated[_Record, SkipValidation, PlainSerializer(_as_read)]
 
 
 class Blessing(TypedDict, total=False):

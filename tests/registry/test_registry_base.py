@@ -40,7 +40,7 @@ def test_the_base_rolls_back_like_the_champion(registry_url: str, make_run: RunF
     reg.set_base(v2, reason="b")
     reg.promote(v2, reason="ship", force=True)
     out = rollback(RollbackRequest(registry=registry_url, reason="bad base", alias=BASE))
-    assert (out["previous"], out["version"], out["alias"]) == (v2, v1, BASE)
+    assert (out.previous, out.version, out.alias) == (v2, v1, BASE)
     assert reg.base() == v1 and reg.champion() == v2
     assert reg.history(BASE)[-1].action == "rollback"
 
@@ -50,8 +50,8 @@ def test_models_list_shows_the_base_and_its_history(registry_url: str, make_run:
     v1 = reg.register(make_run())
     reg.set_base(v1, reason="pretrained")
     listing = list_models(ListRequest(registry=registry_url))
-    assert listing["base"] == v1 and [r["base"] for r in listing["versions"]] == [True]
-    assert [e["to"] for e in listing["base_history"]] == [v1] and listing["history"] == []
+    assert listing.base == v1 and [r.base for r in listing.versions] == [True]
+    assert [e["to"] for e in listing.base_history] == [v1] and listing.history == []
 
 
 def test_an_unknown_alias_is_refused(registry_url: str) -> None:
