@@ -31,9 +31,12 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any, TypedDict, cast
 
 from ranking.core.errors import RegistryError
+from ranking.core.summaries import Summary
 from ranking.registry.leftovers import Leftover, LeftoverRow, leftover_row, lock_held, tree_stats
 
 if TYPE_CHECKING:
+    from ranking.monitoring.delivery import Delivered
+    from ranking.monitoring.disk import DiskUsage
     from ranking.registry.registry import Registry
     from ranking.registry.retention import RetentionPolicy
 
@@ -51,6 +54,36 @@ INCOMPLETE_CHECKPOINT = "incomplete-checkpoint"
 _EPOCH_FOLDER = re.compile(r"\Aepoch-\d+\Z", re.ASCII)
 
 
+class GcDisk(Summary):
+    """The disk after the collection (``ranking.monitoring.disk.DiskUsage``)."""
+
+    bytes: dict[str, int]
+    """bytes by kind of what the workspace holds"""
+    free_bytes: int
+    size_bytes: int
+
+
+class GcDelivery(Summary):
+    delivery: str
+    """pushgateway | textfile"""
+    target: str
+
+
+class GcSummary(Summary):
+    """``ranker gc``: what was removed, kept (and why) and could not be removed, and the disk."""
+
+    removed: list[LeftoverRow]
+    kept: list[LeftoverRow]
+    failed: list[LeftoverRow]
+    dry_run: bool
+    grace_seconds: float
+    bytes_freed: int
+    """0 in a dry run"""
+    disk: GcDisk
+    metrics: GcDelivery | None = None
+    """where the disk's series went (absent in a dry run: nothing is pushed)"""
+
+
 @dataclass
 class GcReport:
     removed: list[LeftoverRow] = field(default_factory=list)
@@ -59,6 +92,10 @@ class GcReport:
     dry_run: bool = False
     grace_seconds: float = DEFAULT_GRACE_SECONDS
 
+    @property
+    def bytes_freed(self) -> int:
+        return sum(int(r["bytes"]) for r in self.removed) if not self.dry_run else 0
+
     def to_dict(self) -> dict[str, Any]:
         return {
             "removed": list(self.removed),
@@ -66,8 +103,25 @@ class GcReport:
             "failed": list(self.failed),
             "dry_run": self.dry_run,
             "grace_seconds": self.grace_seconds,
-            "bytes_freed": sum(int(r["bytes"]) for r in self.removed) if not self.dry_run else 0,
+            "bytes_freed": self.bytes_freed,
         }
+
+    def summary(self, usage: DiskUsage, delivered: Delivered | None = None) -> GcSummary:
+        """The command's summary: this report, the disk after it and where its series went."""
+        return GcSummary(
+            removed=self.removed,
+            kept=self.kept,
+            failed=self.failed,
+            dry_run=self.dry_run,
+            grace_seconds=self.grace_seconds,
+            bytes_freed=self.bytes_freed,
+            disk=GcDisk(bytes=dict(usage.kinds), free_bytes=usage.free_bytes, size_bytes=usage.size_bytes),
+            **(
+                {"metrics": GcDelivery(delivery=delivered.delivery, target=delivered.target)}
+                if delivered
+                else {}
+            ),
+        )
 
 
 def keep_reason(leftover: Leftover, now: float, grace_seconds: float) -> str | None:
