@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import datetime as dt
 import re
-from collections.abc import Mapping
 from typing import Any
 
 from ranking.core.errors import RankerError
@@ -17,9 +16,9 @@ class MetricsInputError(RankerError):
     """A step summary or failure record cannot be turned into metrics (malformed field)."""
 
 
-def as_float(obj: Mapping[str, Any], key: str, where: str) -> float | None:
-    """A numeric field, or None when absent/null. Booleans count as 0/1."""
-    value = obj.get(key)
+def as_float(value: object, key: str, where: str) -> float | None:
+    """Field ``key``'s ``value`` as a number (a field no model declares), or None when absent/null.
+    Booleans count as 0/1."""
     if value is None:
         return None
     if isinstance(value, bool):
@@ -27,24 +26,6 @@ def as_float(obj: Mapping[str, Any], key: str, where: str) -> float | None:
     if isinstance(value, int | float):
         return float(value)
     raise MetricsInputError(f"{where}: field {key!r} must be a number, got {value!r}")
-
-
-def as_dict(obj: Mapping[str, Any], key: str, where: str) -> Mapping[str, Any] | None:
-    value = obj.get(key)
-    if value is None:
-        return None
-    if not isinstance(value, Mapping):
-        raise MetricsInputError(f"{where}: field {key!r} must be an object, got {value!r}")
-    return value
-
-
-def as_list(obj: Mapping[str, Any], key: str, where: str) -> list[Any]:
-    value = obj.get(key)
-    if value is None:
-        return []
-    if not isinstance(value, list):
-        raise MetricsInputError(f"{where}: field {key!r} must be a list, got {value!r}")
-    return value
 
 
 def label(value: Any, what: str) -> str:

@@ -13,7 +13,8 @@ import time
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+
+from pydantic import BaseModel, ConfigDict
 
 from ranking.core.errors import RankerError
 from ranking.core.summaries import MetricsSummary
@@ -31,7 +32,14 @@ from ranking.monitoring.delivery import (
 from ranking.monitoring.exposition import parse_exposition, render
 from ranking.monitoring.runs import load_run
 from ranking.monitoring.samples import Sample, build_samples
-from ranking.monitoring.state import advance_state, load_state, save_state, state_lock, state_path
+from ranking.monitoring.state import (
+    PublishRecord,
+    advance_state,
+    load_state,
+    save_state,
+    state_lock,
+    state_path,
+)
 
 log = logging.getLogger(__name__)
 
@@ -61,7 +69,8 @@ class PublishResult:
     samples: list[Sample]
     steps: list[str]
 
-    def summary(self) -> dict[str, Any]:
+    def summary(self) -> MetricsSummary:
+        # status and delivery are checked against the summary's literals here, where it is made
         return MetricsSummary.model_validate(
             {
                 "run_id": self.run_id,
@@ -75,7 +84,7 @@ class PublishResult:
                 "steps": self.steps,
                 "series": len(self.samples),
             }
-        ).body()
+        )
 
 
 def publish_request(request: PublishRequest) -> PublishResult:
@@ -132,13 +141,9 @@ def publish(
         exposition = render(samples)
         if delivery == "textfile":
             write_textfile(target_file, exposition)
-        state.last_publish = {
-            "run_id": run.run_id,
-            "timestamp": now,
-            "delivery": delivery,
-            "target": target,
-            "exposition": exposition,
-        }
+        state.last_publish = PublishRecord(
+            run_id=run.run_id, timestamp=now, delivery=delivery, target=target, exposition=exposition
+        )
         save_state(ws, state)
     return PublishResult(
         run_id=run.run_id,
@@ -161,9 +166,22 @@ class ShowRequest:
     origin: str = "--home"
 
 
+class ShownPublish(BaseModel):
+    """``ranker metrics show``'s summary: what the last publish recorded, with its series parsed
+    back (fields are set as the state holds them)."""
+
+    model_config = ConfigDict(extra="forbid", ser_json_inf_nan="constants")
+
+    run_id: str | None = None
+    timestamp: float | None = None
+    delivery: str | None = None
+    target: str | None = None
+    series: dict[str, float]  # the exposition's samples, by name{labels}
+
+
 @dataclass(frozen=True)
 class LastPublish:
-    summary: dict[str, Any]  # what the last publish recorded, with its series parsed back
+    summary: ShownPublish
     exposition: str  # the text it delivered
 
 
@@ -179,6 +197,7 @@ def show(request: ShowRequest) -> LastPublish:
             "`ranker metrics publish --run-id R`"
         )
     exposition = str(last.get("exposition", ""))
-    summary = {k: v for k, v in last.items() if k != "exposition"}
-    summary["series"] = parse_exposition(exposition)
-    return LastPublish(summary=summary, exposition=exposition)
+    recorded = {k: v for k, v in last.items() if k != "exposition"}
+    return LastPublish(
+        ShownPublish.model_validate({**recorded, "series": parse_exposition(exposition)}), exposition
+    )

@@ -6,12 +6,12 @@ from __future__ import annotations
 
 import json
 import time
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import TypeVar
 
-from pydantic import ValidationError
+from pydantic import BaseModel, ConfigDict, JsonValue, StrictFloat, ValidationError
 
 from ranking.core.atomic import atomic_write_json
 from ranking.core.errors import RankerError
@@ -25,11 +25,22 @@ OWN_STEPS = frozenset({"metrics", "metrics-show"})
 NOT_A_STAGE = OWN_STEPS | {"run"}
 
 
+class FailureRecord(BaseModel):
+    """``failures/<step>.json``: a step that failed (:func:`record_failure`, e.g. from a DAG's
+    failure callback). Only the timestamp is read: the earliest failure is the run's cause."""
+
+    model_config = ConfigDict(extra="allow")
+
+    step: str | None = None
+    error: str | None = None
+    timestamp: StrictFloat | None = None
+
+
 @dataclass(frozen=True)
 class RunRecord:
     run_id: str
     summaries: Mapping[str, StepSummary]  # step -> its summary, typed (ranking.core.summaries)
-    failures: Mapping[str, Mapping[str, Any]]  # step -> failure record
+    failures: Mapping[str, FailureRecord]  # step -> its failure record
     status: str  # success | failed
     failed_step: str | None  # a KNOWN_STEPS value when status is failed
 
@@ -42,15 +53,14 @@ def failures_dir(ws: Workspace, run_id: str) -> Path:
 def record_failure(ws: Workspace, run_id: str, step: str, error: str, now: float | None = None) -> Path:
     """Write a failure record (what a DAG failure callback or a wrapper calls when a step fails)."""
     path = failures_dir(ws, run_id) / f"{validate_run_id(step)}.json"
-    atomic_write_json(
-        path,
-        {"step": step, "error": error, "timestamp": time.time() if now is None else now},
-    )
+    record = FailureRecord(step=step, error=error, timestamp=time.time() if now is None else now)
+    atomic_write_json(path, record.model_dump(mode="json"))
     return path
 
 
-def read_json_object(path: Path) -> dict[str, Any]:
-    """A JSON object from ``path``; anything else is a :class:`MetricsInputError` naming the file."""
+def read_json_object(path: Path) -> dict[str, JsonValue]:
+    """A JSON object from ``path``, for a model to validate (the JSON edge); anything else is a
+    :class:`MetricsInputError` naming the file."""
     try:
         obj = json.loads(path.read_text())
     except (OSError, ValueError) as exc:
@@ -60,29 +70,45 @@ def read_json_object(path: Path) -> dict[str, Any]:
     return obj
 
 
-def _read_folder(folder: Path) -> dict[str, dict[str, Any]]:
+Parsed = TypeVar("Parsed")
+
+
+def _read_folder(
+    folder: Path, parse: Callable[[str, dict[str, JsonValue], Path], Parsed]
+) -> dict[str, Parsed]:
+    """Each ``<step>.json`` of ``folder`` as ``parse`` makes it, by step."""
     if not folder.is_dir():
         return {}
     # dot-files are temp files of an atomic write in progress
     return {
-        p.stem: read_json_object(p)
+        p.stem: parse(p.stem, read_json_object(p), p)
         for p in sorted(folder.glob("*.json"))
         if not p.name.startswith(".") and p.is_file()
     }
 
 
-def parse_step_summary(step: str, data: dict[str, Any], path: Path) -> StepSummary:
+def _problems(exc: ValidationError) -> str:
+    return "; ".join(
+        f"{'.'.join(str(p) for p in e['loc']) or '(summary)'}: {e['msg']}"
+        + ("" if e["type"] == "missing" else f" (got {e['input']!r:.80})")
+        for e in exc.errors()
+    )
+
+
+def parse_failure_record(step: str, data: dict[str, JsonValue], path: Path) -> FailureRecord:
+    try:
+        return FailureRecord.model_validate(data)
+    except ValidationError as exc:
+        raise MetricsInputError(f"failure record {step} {path}: {_problems(exc)}") from None
+
+
+def parse_step_summary(step: str, data: dict[str, JsonValue], path: Path) -> StepSummary:
     """``data`` (read from ``path``) as ``step``'s summary model; a field that does not fit is a
     :class:`MetricsInputError` naming the file, the field and the value."""
     try:
         return parse_summary(data, step)
     except ValidationError as exc:
-        problems = "; ".join(
-            f"{'.'.join(str(p) for p in e['loc']) or '(summary)'}: {e['msg']}"
-            + ("" if e["type"] == "missing" else f" (got {e['input']!r:.80})")
-            for e in exc.errors()
-        )
-        raise MetricsInputError(f"{step} summary {path}: {problems}") from None
+        raise MetricsInputError(f"{step} summary {path}: {_problems(exc)}") from None
 
 
 def step_failed(summary: StepSummary) -> bool:
@@ -117,17 +143,19 @@ def stage_durations(run: RunRecord) -> dict[str, float]:
             continue
         seconds = getattr(summary, "duration_seconds", None)
         if seconds is None and summary.model_extra:  # a step without a model of its own
-            seconds = as_float(summary.model_extra, "duration_seconds", f"{step} summary")
+            seconds = as_float(
+                summary.model_extra.get("duration_seconds"), "duration_seconds", f"{step} summary"
+            )
         if seconds is not None:
             out[label(step, "stage")] = float(seconds)
     return out
 
 
-def _first_failure(failures: Mapping[str, Mapping[str, Any]], errored: list[str]) -> str | None:
+def _first_failure(failures: Mapping[str, FailureRecord], errored: list[str]) -> str | None:
     """The step that caused the failure: the earliest failure record, else the errored step
     earliest in the pipeline (a `run` summary's error only repeats its step's)."""
     if failures:
-        return min(failures, key=lambda s: as_float(failures[s], "timestamp", f"failure record {s}") or 0.0)
+        return min(failures, key=lambda s: failures[s].timestamp or 0.0)
     order = {step: i for i, step in enumerate(KNOWN_STEPS)}
     return min(errored, key=lambda s: order.get(s, len(order)), default=None)
 
@@ -151,11 +179,8 @@ def load_run(
     if failed_step is not None:
         validate_run_id(failed_step)
     folder = ws.pipeline / run_id
-    summaries = {
-        step: parse_step_summary(step, data, folder / f"{step}.json")
-        for step, data in _read_folder(folder).items()
-    }
-    failures = _read_folder(folder / "failures")
+    summaries = _read_folder(folder, parse_step_summary)
+    failures = _read_folder(folder / "failures", parse_failure_record)
     # a step that ended in an error still records a summary with its exit code (`ranker run`);
     # a failed publish of this command's own is not a failure of the retrain
     errored = [s for s, summ in summaries.items() if s not in OWN_STEPS and step_failed(summ)]

@@ -30,7 +30,7 @@ from ranking.monitoring.catalogue import (
     STATUSES,
     VALIDATION_POLICIES,
 )
-from ranking.monitoring.fields import MetricsInputError, as_dict, day_timestamp, free_label, label
+from ranking.monitoring.fields import MetricsInputError, day_timestamp, free_label, label
 from ranking.monitoring.runs import RunRecord, gate_decision, promoted, stage_durations, step_failed
 from ranking.monitoring.state import MetricsState, duration_baselines
 
@@ -120,9 +120,11 @@ def _evaluated(evaluate: StepSummary | None) -> EvalSummary | None:
     ``metrics`` object, typed here)."""
     if evaluate is None or step_failed(evaluate) or not evaluate.model_extra:
         return None
-    metrics = as_dict(evaluate.model_extra, "metrics", "evaluate summary")
+    metrics = evaluate.model_extra.get("metrics")
     if metrics is None:
         return None
+    if not isinstance(metrics, dict):
+        raise MetricsInputError(f"evaluate summary: field 'metrics' must be an object, got {metrics!r}")
     try:
         return EvalSummary.model_validate(metrics, extra="ignore")
     except ValidationError as exc:

@@ -8,31 +8,42 @@ read-modify-write under a file lock (``.state.lock``). :func:`advance_state` is 
 from __future__ import annotations
 
 import contextlib
-import dataclasses
-import json
 import statistics
-from collections.abc import Iterator, Mapping
-from dataclasses import dataclass, field
+from collections.abc import Iterator
 from pathlib import Path
-from typing import Any
 
 from filelock import FileLock
+from pydantic import BaseModel, ConfigDict, Field, JsonValue, ValidationError
+from typing_extensions import TypedDict  # pydantic validates typing's TypedDict from Python 3.12 only
 
 from ranking.core.atomic import atomic_write_json
 from ranking.core.summaries import FreshnessSummary, MaterializeSummary
 from ranking.core.workspace import Workspace
 from ranking.monitoring.catalogue import DURATION_HISTORY, KNOWN_STEPS, STATUSES
-from ranking.monitoring.fields import day_timestamp
+from ranking.monitoring.fields import MetricsInputError, day_timestamp
 from ranking.monitoring.runs import RunRecord, gate_decision, promoted, read_json_object, stage_durations
 
 COUNTED_RUNS_KEPT = 500  # run ids remembered so that re-publishing a run never double-counts
 
 
-@dataclass
-class MetricsState:
-    runs_total: dict[str, float] = field(default_factory=lambda: dict.fromkeys(STATUSES, 0.0))
-    run_failures_total: dict[str, float] = field(default_factory=lambda: dict.fromkeys(KNOWN_STEPS, 0.0))
-    promotions_total: dict[str, float] = field(default_factory=lambda: {"false": 0.0, "true": 0.0})
+class PublishRecord(TypedDict, total=False):
+    """What the last publish delivered (``ranker metrics show`` serves it); empty before the first."""
+
+    run_id: str
+    timestamp: float
+    delivery: str  # pushgateway | textfile
+    target: str
+    exposition: str  # the text delivered
+
+
+class MetricsState(BaseModel):
+    """``state.json``; fields a later version dropped are ignored, ones it added start at their default."""
+
+    model_config = ConfigDict(extra="ignore", ser_json_inf_nan="constants")
+
+    runs_total: dict[str, float] = Field(default_factory=lambda: dict.fromkeys(STATUSES, 0.0))
+    run_failures_total: dict[str, float] = Field(default_factory=lambda: dict.fromkeys(KNOWN_STEPS, 0.0))
+    promotions_total: dict[str, float] = Field(default_factory=lambda: {"false": 0.0, "true": 0.0})
     rejections_total: float = 0.0
     push_failures_total: float = 0.0
     consecutive_rejections: float = 0.0
@@ -44,24 +55,20 @@ class MetricsState:
     feature_source_end_timestamp: float | None = None
     materialize_end_timestamp: float | None = None
     # stage -> [[run id, seconds], ...] of the latest runs, oldest first
-    duration_history: dict[str, list[list[Any]]] = field(default_factory=dict)
+    duration_history: dict[str, list[tuple[str, float]]] = Field(default_factory=dict)
     # run id -> outcomes already counted for it (so a re-publish never counts them twice)
-    counted: dict[str, list[str]] = field(default_factory=dict)
-    last_publish: dict[str, Any] = field(default_factory=dict)
+    counted: dict[str, list[str]] = Field(default_factory=dict)
+    last_publish: PublishRecord = Field(default_factory=lambda: PublishRecord())
 
-    @classmethod
-    def from_json(cls, obj: Mapping[str, Any]) -> MetricsState:
-        known = {f.name for f in dataclasses.fields(cls)}
-        state = cls(**{k: v for k, v in obj.items() if k in known})
+    def model_post_init(self, context: object, /) -> None:
         # new label values added in later versions start at 0
         for status in STATUSES:
-            state.runs_total.setdefault(status, 0.0)
+            self.runs_total.setdefault(status, 0.0)
         for step in KNOWN_STEPS:
-            state.run_failures_total.setdefault(step, 0.0)
-        return state
+            self.run_failures_total.setdefault(step, 0.0)
 
-    def to_json(self) -> dict[str, Any]:
-        return dataclasses.asdict(self)
+    def to_json(self) -> dict[str, JsonValue]:  # the JSON edge: what state.json holds
+        return self.model_dump(mode="json")
 
 
 def state_path(ws: Workspace) -> Path:
@@ -72,7 +79,12 @@ def load_state(ws: Workspace) -> MetricsState:
     path = state_path(ws)
     if not path.exists():
         return MetricsState()
-    return MetricsState.from_json(read_json_object(path))
+    try:
+        return MetricsState.model_validate(read_json_object(path))
+    except ValidationError as exc:
+        error = exc.errors()[0]
+        where = ".".join(str(p) for p in error["loc"])
+        raise MetricsInputError(f"{path}: {where}: {error['msg']}") from None
 
 
 def save_state(ws: Workspace, state: MetricsState) -> None:
@@ -94,7 +106,7 @@ def advance_state(state: MetricsState, run: RunRecord, now: float) -> MetricsSta
     Counters grow once per (run id, outcome): publishing the same run again (an Airflow retry)
     updates gauges but adds only outcomes not counted before.
     """
-    new = MetricsState.from_json(json.loads(json.dumps(state.to_json())))
+    new = state.model_copy(deep=True)
     done = set(new.counted.get(run.run_id, []))
     for outcome in run_outcomes(run):
         if outcome not in done:
@@ -162,7 +174,7 @@ def _record_durations(state: MetricsState, run: RunRecord) -> None:
     """The run's stage durations, replacing its own earlier ones, keeping the latest runs only."""
     for stage, seconds in stage_durations(run).items():
         history = [h for h in state.duration_history.get(stage, []) if h[0] != run.run_id]
-        history.append([run.run_id, seconds])
+        history.append((run.run_id, seconds))
         state.duration_history[stage] = history[-(DURATION_HISTORY + 1) :]
 
 

@@ -72,5 +72,5 @@ def test_show_serves_the_last_publish_as_delivered(ws: Workspace, monkeypatch: p
     result = publish_request(PublishRequest(workspace=ws, run_id="d1"))
     last = show(ShowRequest(workspace=ws))
     assert last.exposition == textfile_path(ws).read_text()
-    assert last.summary["run_id"] == "d1" and last.summary["delivery"] == "textfile"
-    assert last.summary["series"] == pytest.approx(values(result))
+    assert last.summary.run_id == "d1" and last.summary.delivery == "textfile"
+    assert last.summary.series == pytest.approx(values(result))
