@@ -8,6 +8,7 @@ import argparse
 import datetime as dt
 import os
 import time
+from typing import TYPE_CHECKING
 
 from ranking.cli.common import (
     CommandResult,
@@ -21,6 +22,9 @@ from ranking.cli.common import (
 from ranking.core import killpoints
 from ranking.core.errors import RankerError
 from ranking.core.workspace import Workspace
+
+if TYPE_CHECKING:
+    from ranking.review.run import Review
 
 
 def register(sub: argparse._SubParsersAction) -> None:  # type: ignore[type-arg]
@@ -63,7 +67,7 @@ def _newest_source_day(ws: Workspace) -> dt.date:
     return max(days)
 
 
-def _review(args: argparse.Namespace) -> CommandResult:
+def _review(args: argparse.Namespace) -> CommandResult[Review]:
     os.environ.setdefault("OMP_NUM_THREADS", "1")  # served models are scored in this process
     from pydantic import ValidationError
 
@@ -74,7 +78,7 @@ def _review(args: argparse.Namespace) -> CommandResult:
     from ranking.core.code_version import code_version
     from ranking.monitoring.delivery import resolve_pushgateway
     from ranking.review.metrics import deliver, review_samples
-    from ranking.review.run import ReviewFailed, plan_review, run_review
+    from ranking.review.run import ReviewDelivery, ReviewFailed, plan_review, run_review
     from ranking.review.switch import FAILED
 
     ws = workspace(args)
@@ -124,24 +128,22 @@ def _review(args: argparse.Namespace) -> CommandResult:
         ws.metrics,
     )
     killpoints.reached("review:exported")
-    review["metrics"] = {
-        "delivery": delivered.delivery,
-        "target": delivered.target,
-        "samples": delivered.samples,
-    }
+    review.metrics = ReviewDelivery(
+        delivery=delivered.delivery, target=delivered.target, samples=delivered.samples
+    )
     if failure is not None:
         raise failure
-    if review["status"] == FAILED:
+    if review.status == FAILED:
         # a review that could not weigh its recipes is a failed task (the weekly DAG's run goes red)
         raise RankerError(
-            f"review {review['review_id']} failed (the daily recipe stays): {review.get('error')};"
-            f" report: {review['report']['markdown']}"
+            f"review {review.review_id} failed (the daily recipe stays): {review.error};"
+            f" report: {review.report['markdown']}"
         )
     lines = [
-        f"review {review['review_id']} ({review['start']}..{review['end']}): {review['status']};"
-        f" recommended {review['recommended'] or '—'}",
-        f"  {review['reason'] or review.get('error') or ''}",
-        f"  daily recipe: {review['switch']['reason']}",
-        f"  report: {review['report']['markdown']}",
+        f"review {review.review_id} ({review.start}..{review.end}): {review.status};"
+        f" recommended {review.recommended or '—'}",
+        f"  {review.reason or review.error or ''}",
+        f"  daily recipe: {review.switch.reason if review.switch else ''}",
+        f"  report: {review.report['markdown']}",
     ]
     return CommandResult(summary=review, text="\n".join(lines))

@@ -17,12 +17,15 @@ import time
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import Any, NotRequired, cast
+
+from pydantic import BaseModel, ConfigDict, Field, JsonValue
+from typing_extensions import TypedDict  # what pydantic reads on Python 3.11 (typing's from 3.12)
 
 from ranking.backtest.engine import Backtest
 from ranking.backtest.replay import Replayer
 from ranking.backtest.spec import BacktestSpec, Recipe, read_recipe
-from ranking.config.loader import EffectiveConfig
+from ranking.config.loader import EffectiveConfig, RawValue
 from ranking.config.model import BacktestSection, ReviewSection
 from ranking.core import killpoints
 from ranking.core.atomic import atomic_write_json
@@ -53,10 +56,153 @@ SHIPPED_RECIPES = Path(__file__).resolve().parents[2] / "recipes"
 RECIPE_IDENTITY = ("recipe", "pretrain")
 
 
+# ---------------------------------------------------------------- what the review reads of the
+# backtest report (ranking.backtest.report.build_report, made finite: null where not finite)
+
+
+class ComparisonJson(TypedDict):
+    """A comparison as the report holds it (``ranking.backtest.stats.Comparison.to_dict``)."""
+
+    days: int
+    relative_change: dict[str, float | None]
+    ci: dict[str, list[float | None] | None]
+
+
+class RecipeResultJson(TypedDict):
+    """A recipe's line of the report (``ranking.backtest.report.recipe_summary``)."""
+
+    days: int
+    total_train_seconds: float
+    failed_days: list[str]
+    promotion_rate: NotRequired[float | None]
+
+
+# two recipes that differ only in a frozen first epoch, compared ("with" is a Python keyword)
+DelayedPairJson = TypedDict(
+    "DelayedPairJson",
+    {
+        "with": str,
+        "without": str,
+        "served": NotRequired[ComparisonJson | None],
+        "candidate": NotRequired[ComparisonJson | None],
+    },
+)
+
+
+class BacktestSpecJson(TypedDict):
+    ci_level: float
+
+
+# each slice's comparison, as the backtest writes it and its slice_table reads it
+SliceRows = list[dict[str, JsonValue]]
+
+
+class BacktestReportJson(TypedDict):
+    spec: BacktestSpecJson
+    recipes: dict[str, RecipeResultJson]
+    vs_baseline: dict[str, ComparisonJson | None]
+    candidates_vs_baseline: dict[str, ComparisonJson | None]
+    vs_heuristic: NotRequired[dict[str, dict[str, ComparisonJson | None]]]
+    slices_vs_baseline: NotRequired[dict[str, dict[str, SliceRows]]]
+    delayed_update: NotRequired[list[DelayedPairJson]]
+
+
+# ---------------------------------------------------------------- the review's summary
+
+
+class _Part(BaseModel):
+    model_config = ConfigDict(extra="forbid", serialize_by_alias=True, validate_by_name=True)
+
+
+class Lift(_Part):
+    """Save HIT@3 lift over a reference, its CI and paired days, the minimum detectable effect at
+    that many days and the days a 1% lift would take (the baseline's own: 0, [0, 0], its days)."""
+
+    lift: float
+    ci: list[float]
+    days: int
+    mde: float | None = None
+    days_for_1pct: int | None = None
+
+
+class RecipeWeight(_Part):
+    """A recipe weighed: its lifts over the baseline and the heuristic, its cost, failed days and
+    the gate's promotion rate."""
+
+    seconds_per_day: float
+    failed_days: list[str]
+    promotion_rate: float | None
+    served: Lift | None = None
+    candidate: Lift | None = None
+    vs_heuristic: dict[str, Lift | None] = Field(default_factory=dict)
+    slices: dict[str, SliceRows] = Field(default_factory=dict)
+
+
+class DelayedUpdateLift(_Part):
+    """The delayed update's own share: recipe ``with`` (a frozen first epoch) over ``without``."""
+
+    with_frozen: str = Field(alias="with")
+    without: str
+    served: Lift | None
+    candidate: Lift | None
+
+
+class SwitchOutcome(_Part):
+    switched: bool
+    recipe: str | None
+    reason: str
+
+
+class ReviewDelivery(_Part):
+    """Where ``ranker review`` sent the review's series."""
+
+    delivery: str
+    target: str
+    samples: int
+
+
+class Review(_Part):
+    """A review's summary: ``reviews/<end>/review.json``, ``reviews/latest.json`` (with ``report``)
+    and ``ranker review``'s summary (with ``metrics``). A field is written once it is set: a failed
+    review has no ``days_compared`` or ``best``."""
+
+    review_id: str
+    start: str
+    end: str
+    days: int
+    min_days: int
+    baseline: str
+    candidate_only: bool
+    cost_weight: float
+    min_promotion_rate: float
+    mode: str
+    rule: str
+    backtest_dir: str
+    running: str | None
+    recipes: dict[str, RecipeWeight] = Field(default_factory=dict)
+    delayed_update: list[DelayedUpdateLift] = Field(default_factory=list)
+    recommended: str | None = None
+    basis: str | None = None  # the lifts the recommendation was decided on: served | candidate
+    reason: str | None = None
+    error: str | None = None
+    days_compared: int | None = None
+    status: str = ""
+    best: str | None = None
+    switch: SwitchOutcome | None = None
+    wall_seconds: float = 0.0
+    base_pretrains: int = 0
+    report: dict[str, str] = Field(default_factory=dict)
+    """json | markdown | png: the dated report's files (latest.json and the command's summary)"""
+    metrics: ReviewDelivery | None = None
+
+    def body(self) -> dict[str, JsonValue]:  # the JSON edge: what is written and printed
+        return self.model_dump(mode="json", exclude_unset=True)
+
+
 class ReviewFailed(RankerError):
     """The replay failed; ``review`` is the failed review's summary (recorded and exported)."""
 
-    def __init__(self, message: str, review: dict[str, Any]) -> None:
+    def __init__(self, message: str, review: Review) -> None:
         super().__init__(message)
         self.review = review
 
@@ -118,86 +264,93 @@ def plan_review(settings: ReviewSection, end: dt.date, bootstrap: BacktestSectio
 DETECT_EFFECT = 0.01
 
 
-def _lift(comparison: Mapping[str, Any] | None, level: float) -> dict[str, Any] | None:
+def _lift(comparison: ComparisonJson | None, level: float) -> Lift | None:
     """Save HIT@3 lift, its CI, its days and the minimum detectable effect at that many days."""
     if not comparison:
         return None
     lift = (comparison.get("relative_change") or {}).get("save_hit_at_3")
     ci = (comparison.get("ci") or {}).get("save_hit_at_3")
-    if lift is None or not ci or None in ci:
+    if lift is None or not ci or ci[0] is None or ci[1] is None:
         return None
     days = int(comparison["days"])
-    mde = minimum_detectable_effect(ci, level)
-    return {
-        "lift": float(lift),
-        "ci": [float(ci[0]), float(ci[1])],
-        "days": days,
-        "mde": mde,
-        "days_for_1pct": days_to_detect(mde, days, DETECT_EFFECT),
-    }
+    low, high = float(ci[0]), float(ci[1])
+    mde = minimum_detectable_effect((low, high), level)
+    return Lift(
+        lift=float(lift),
+        ci=[low, high],
+        days=days,
+        mde=mde,
+        days_for_1pct=days_to_detect(mde, days, DETECT_EFFECT),
+    )
 
 
-def weigh(report: Mapping[str, Any], baseline: str, candidate_only: bool) -> dict[str, dict[str, Any]]:
+def weigh(report: BacktestReportJson, baseline: str, candidate_only: bool) -> dict[str, RecipeWeight]:
     """Per recipe: served and candidate lift over the baseline (the baseline's: 0, [0, 0]) with
     its minimum detectable effect, training seconds per day, failed days and the gate's promotion
     rate, from a backtest report (pure)."""
     level = float(report["spec"]["ci_level"])
-    out: dict[str, dict[str, Any]] = {}
+    out: dict[str, RecipeWeight] = {}
     for name, summary in report["recipes"].items():
         days = summary["days"] or 1
-        entry: dict[str, Any] = {
-            "seconds_per_day": summary["total_train_seconds"] / days,
-            "failed_days": summary["failed_days"],
-            "promotion_rate": summary.get("promotion_rate"),
-        }
-        for model, key in (("served", "vs_baseline"), ("candidate", "candidates_vs_baseline")):
+        lifts: dict[str, Lift | None] = {}
+        for model, compared in (
+            ("served", report["vs_baseline"]),
+            ("candidate", report["candidates_vs_baseline"]),
+        ):
             if model == "served" and candidate_only:
-                entry[model] = None
+                lifts[model] = None
             elif name == baseline:
-                other = [_lift(c, level) for c in report[key].values()]
-                days_seen = max((x["days"] for x in other if x), default=0)
-                entry[model] = {"lift": 0.0, "ci": [0.0, 0.0], "days": days_seen}
+                other = [_lift(c, level) for c in compared.values()]
+                days_seen = max((x.days for x in other if x), default=0)
+                lifts[model] = Lift(lift=0.0, ci=[0.0, 0.0], days=days_seen)
             else:
-                entry[model] = _lift(report[key].get(name), level)
-        # the recipe's models against the non-learned heuristic (issue 31)
-        entry["vs_heuristic"] = {
-            model: _lift((report.get("vs_heuristic") or {}).get(model, {}).get(name), level)
-            for model in ("served", "candidate")
-        }
-        # and against the baseline's, slice by slice (issue 31)
-        entry["slices"] = {
-            model: found[name]
-            for model, found in (report.get("slices_vs_baseline") or {}).items()
-            if name != baseline and name in found
-        }
-        out[name] = entry
+                lifts[model] = _lift(compared.get(name), level)
+        out[name] = RecipeWeight(
+            seconds_per_day=summary["total_train_seconds"] / days,
+            failed_days=summary["failed_days"],
+            promotion_rate=summary.get("promotion_rate"),
+            served=lifts["served"],
+            candidate=lifts["candidate"],
+            # the recipe's models against the non-learned heuristic (issue 31)
+            vs_heuristic={
+                model: _lift((report.get("vs_heuristic") or {}).get(model, {}).get(name), level)
+                for model in ("served", "candidate")
+            },
+            # and against the baseline's, slice by slice (issue 31)
+            slices={
+                model: found[name]
+                for model, found in (report.get("slices_vs_baseline") or {}).items()
+                if name != baseline and name in found
+            },
+        )
     return out
 
 
-def weigh_delayed_update(report: Mapping[str, Any]) -> list[dict[str, Any]]:
+def weigh_delayed_update(report: BacktestReportJson) -> list[DelayedUpdateLift]:
     """The delayed update's own share: each pair of recipes that differ only in a frozen first
     epoch (``ranking.backtest.compare.delayed_update_pairs``), served and candidate lifts (pure)."""
     level = float(report["spec"]["ci_level"])
     return [
-        {
-            "with": pair["with"],
-            "without": pair["without"],
-            **{model: _lift(pair.get(model), level) for model in ("served", "candidate")},
-        }
+        DelayedUpdateLift.model_validate(
+            {
+                "with": pair["with"],
+                "without": pair["without"],
+                "served": _lift(pair.get("served"), level),
+                "candidate": _lift(pair.get("candidate"), level),
+            }
+        )
         for pair in report.get("delayed_update") or []
     ]
 
 
-def evidence_of(weighed: Mapping[str, Mapping[str, Any]], model: str) -> list[Evidence]:
+def evidence_of(weighed: Mapping[str, RecipeWeight], model: str) -> list[Evidence]:
     """Recipes with a measured lift and no failed day (a recipe that failed a day is not one to run)."""
     out = []
     for name, w in weighed.items():
-        part = w.get(model)
-        if part is None or w["failed_days"]:
+        part = w.served if model == "served" else w.candidate
+        if part is None or w.failed_days:
             continue
-        out.append(
-            Evidence(name, part["lift"], (part["ci"][0], part["ci"][1]), w["seconds_per_day"], part["days"])
-        )
+        out.append(Evidence(name, part.lift, (part.ci[0], part.ci[1]), w.seconds_per_day, part.days))
     return out
 
 
@@ -215,7 +368,7 @@ def run_review(
     ws: Workspace,
     plan: ReviewPlan,
     daily: EffectiveConfig,
-    base_config: Mapping[str, Any],
+    base_config: Mapping[str, RawValue],
     base_source: str | None,
     replayer: Replayer,
     *,
@@ -224,7 +377,7 @@ def run_review(
     window_builder: Callable[..., Any] | None = None,
     on_progress: Callable[[str, int, int, float], None] | None = None,
     now: Callable[[], dt.datetime] = lambda: dt.datetime.now(dt.UTC),
-) -> dict[str, Any]:
+) -> Review:
     """Replay, weigh, decide; write the dated report and ``latest.json``; the review summary.
     A replay that raises is recorded as a failed review (the daily recipe stays) and re-raised."""
     from ranking.backtest.report import finite_json
@@ -249,12 +402,12 @@ def run_review(
     error = _replay(bt, plan, started, review)
     killpoints.reached("review:replayed")
     _switch(ws, plan, current, review, now)
-    review["wall_seconds"] = round(time.perf_counter() - started, 1)
-    review["base_pretrains"] = shared.pretrained
-    review = finite_json(review)
-    review["report"] = write_report(review, ws.root / "reviews" / plan.review_id)
+    review.wall_seconds = round(time.perf_counter() - started, 1)
+    review.base_pretrains = shared.pretrained
+    review = Review.model_validate(finite_json(review.body()))
+    review.report = write_report(review, ws.root / "reviews" / plan.review_id)
     killpoints.reached("review:report-written")
-    atomic_write_json(ws.root / "reviews" / "latest.json", review)
+    atomic_write_json(ws.root / "reviews" / "latest.json", review.body())
     killpoints.reached("review:latest-written")
     if error is not None:
         raise ReviewFailed(
@@ -267,7 +420,7 @@ def _backtest(
     ws: Workspace,
     plan: ReviewPlan,
     shared: SharedBases,
-    base_config: Mapping[str, Any],
+    base_config: Mapping[str, RawValue],
     base_source: str | None,
     *,
     parallel: int | None,
@@ -291,33 +444,33 @@ def _backtest(
     )
 
 
-def _new_review(plan: ReviewPlan, backtest_dir: str, running: str | None) -> dict[str, Any]:
+def _new_review(plan: ReviewPlan, backtest_dir: str, running: str | None) -> Review:
     """The review's summary before the replay: what is reviewed, how, and nothing decided yet."""
     settings = plan.settings
-    return {
-        "review_id": plan.review_id,
-        "start": plan.start.isoformat(),
-        "end": plan.end.isoformat(),
-        "days": settings.days,
-        "min_days": settings.min_days,
-        "baseline": settings.baseline,
-        "candidate_only": settings.candidate_only,
-        "cost_weight": settings.cost_weight,
-        "min_promotion_rate": settings.min_promotion_rate,
-        "mode": settings.recipe,
-        "rule": RULE,
-        "backtest_dir": backtest_dir,
-        "running": running,
-        "recipes": {},
-        "delayed_update": [],
-        "recommended": None,
-        "basis": None,  # the lifts the recommendation was decided on: served | candidate
-        "reason": None,
-        "error": None,
-    }
+    return Review(
+        review_id=plan.review_id,
+        start=plan.start.isoformat(),
+        end=plan.end.isoformat(),
+        days=settings.days,
+        min_days=settings.min_days,
+        baseline=settings.baseline,
+        candidate_only=settings.candidate_only,
+        cost_weight=settings.cost_weight,
+        min_promotion_rate=settings.min_promotion_rate,
+        mode=settings.recipe,
+        rule=RULE,
+        backtest_dir=backtest_dir,
+        running=running,
+        recipes={},
+        delayed_update=[],
+        recommended=None,
+        basis=None,
+        reason=None,
+        error=None,
+    )
 
 
-def _replay(bt: Backtest, plan: ReviewPlan, started: float, review: dict[str, Any]) -> RankerError | None:
+def _replay(bt: Backtest, plan: ReviewPlan, started: float, review: Review) -> RankerError | None:
     """Replay and weigh the recipes into ``review`` (its recipes, paired days and verdict); a
     replay or weighing that raises makes it a failed review and is returned."""
     settings = plan.settings
@@ -326,69 +479,71 @@ def _replay(bt: Backtest, plan: ReviewPlan, started: float, review: dict[str, An
         weighed = weigh(report, settings.baseline, settings.candidate_only)
         evidence = evidence_of(weighed, "candidate" if settings.candidate_only else "served")
         compared = min((e.days for e in evidence if e.recipe != settings.baseline), default=0)
-        review["recipes"] = weighed
-        review["delayed_update"] = weigh_delayed_update(report)
-        review["days_compared"] = compared
-        review.update(_verdict(settings, weighed, evidence, compared))
+        review.recipes = weighed
+        review.delayed_update = weigh_delayed_update(report)
+        review.days_compared = compared
+        _verdict(review, settings, weighed, evidence, compared)
     except RankerError as exc:
-        review.update(status=FAILED, error=str(exc))
+        review.status, review.error = FAILED, str(exc)
         return exc
     return None
 
 
-def _replay_report(bt: Backtest, plan: ReviewPlan, started: float) -> dict[str, Any]:
+def _replay_report(bt: Backtest, plan: ReviewPlan, started: float) -> BacktestReportJson:
     """Run the replay; its backtest report (every recipe against the baseline)."""
     from ranking.backtest.compare import backtest_report
 
     records = bt.run()
-    return backtest_report(
+    report = backtest_report(
         bt, records, time.perf_counter() - started, candidate_only=plan.settings.candidate_only
     )
+    return cast(BacktestReportJson, report)
 
 
 def _verdict(
+    review: Review,
     settings: ReviewSection,
-    weighed: Mapping[str, Mapping[str, Any]],
+    weighed: Mapping[str, RecipeWeight],
     evidence: list[Evidence],
     compared: int,
-) -> dict[str, Any]:
-    """The review's status and, when it is OK, the recommended recipe (pure)."""
+) -> None:
+    """The review's status and, when it is OK, the recommended recipe, set on ``review`` (pure
+    but for it)."""
     if settings.baseline not in {e.recipe for e in evidence}:
-        return {
-            "status": FAILED,
-            "error": f"the baseline {settings.baseline} has no evidence (failed days: {weighed[settings.baseline]['failed_days']})",
-        }
+        review.status = FAILED
+        review.error = f"the baseline {settings.baseline} has no evidence (failed days: {weighed[settings.baseline].failed_days})"
+        return
     if compared < settings.min_days:
-        return {"status": TOO_FEW_DAYS, "error": f"{compared} paired days < min_days {settings.min_days}"}
+        review.status = TOO_FEW_DAYS
+        review.error = f"{compared} paired days < min_days {settings.min_days}"
+        return
     chosen = decide(
         None if settings.candidate_only else evidence,
         evidence_of(weighed, "candidate"),
-        {name: w.get("promotion_rate") for name, w in weighed.items()},
+        {name: w.promotion_rate for name, w in weighed.items()},
         baseline=settings.baseline,
         cost_weight=settings.cost_weight,
         min_promotion_rate=settings.min_promotion_rate,
     )
-    return {
-        "status": OK,
-        "recommended": chosen.recipe,
-        "best": chosen.best,
-        "basis": chosen.basis,
-        "reason": chosen.reason,
-    }
+    review.status = OK
+    review.recommended = chosen.recipe
+    review.best = chosen.best
+    review.basis = chosen.basis
+    review.reason = chosen.reason
 
 
 def _switch(
     ws: Workspace,
     plan: ReviewPlan,
     current: AutoState | None,
-    review: dict[str, Any],
+    review: Review,
     now: Callable[[], dt.datetime],
 ) -> None:
     """Decide whether the daily recipe switches (``auto`` mode), apply it, and record it in ``review``."""
     auto = plan.settings.recipe == "auto"
-    decision = decide_switch(current, plan.review_id, review["status"], review["recommended"], auto)
+    decision = decide_switch(current, plan.review_id, review.status, review.recommended, auto)
     values = next((dict(r.values) for r in plan.recipes if r.name == decision.recipe), {})
     switched = apply_switch(ws.root, decision, plan.review_id, values, now()) if decision.switch else None
     if switched:
-        review["running"] = decision.recipe
-    review["switch"] = {"switched": bool(switched), "recipe": decision.recipe, "reason": decision.reason}
+        review.running = decision.recipe
+    review.switch = SwitchOutcome(switched=bool(switched), recipe=decision.recipe, reason=decision.reason)

@@ -30,7 +30,8 @@ from test_monitoring_integration import (
 )
 
 from ranking.review.metrics import REVIEW_JOB, deliver, review_samples
-from ranking.review.rule import minimum_detectable_effect
+from ranking.review.rule import RULE, minimum_detectable_effect
+from ranking.review.run import Review
 
 pytestmark = [pytest.mark.integration, pytest.mark.slow]
 
@@ -44,8 +45,33 @@ def _lift(lift: float, low: float, high: float) -> dict[str, Any]:
     return {"lift": lift, "ci": [low, high], "days": 13, "mde": minimum_detectable_effect([low, high], 0.95)}
 
 
-def review_summary(running: str, default_served: tuple[float, float, float]) -> dict[str, Any]:
+def review_summary(running: str, default_served: tuple[float, float, float]) -> Review:
     """A 14-day review of naive (the baseline), default and base-j, in ``review.json``'s shape."""
+    return Review.model_validate(
+        {
+            **_REVIEWED,
+            **_review_fields(running, default_served),
+        }
+    )
+
+
+# what the review was asked (the series do not read it)
+_REVIEWED = {
+    "start": "2026-11-10",
+    "end": "2026-11-23",
+    "days": 14,
+    "min_days": 7,
+    "baseline": "naive",
+    "candidate_only": False,
+    "cost_weight": 0.0,
+    "min_promotion_rate": 0.5,
+    "mode": "auto",
+    "rule": RULE,
+    "backtest_dir": "backtests/review-2026-11-23",
+}
+
+
+def _review_fields(running: str, default_served: tuple[float, float, float]) -> dict[str, Any]:
     return {
         "review_id": "2026-11-23",
         "status": "ok",
@@ -72,6 +98,7 @@ def review_summary(running: str, default_served: tuple[float, float, float]) -> 
                 },
                 "seconds_per_day": 43.0,
                 "failed_days": [],
+                "promotion_rate": None,
             },
             "default": {
                 "served": _lift(*default_served),
@@ -82,6 +109,7 @@ def review_summary(running: str, default_served: tuple[float, float, float]) -> 
                 },
                 "seconds_per_day": 96.5,
                 "failed_days": [],
+                "promotion_rate": None,
             },
             "base-j": {
                 "served": _lift(-0.0014, -0.0117, 0.0087),
@@ -92,12 +120,13 @@ def review_summary(running: str, default_served: tuple[float, float, float]) -> 
                 },
                 "seconds_per_day": 91.3,
                 "failed_days": [],
+                "promotion_rate": None,
             },
         },
     }
 
 
-def push_review(where: Servers, review: dict[str, Any], tmp: Path) -> Published:
+def push_review(where: Servers, review: Review, tmp: Path) -> Published:
     samples = review_samples(review, time.time())
     delivered = deliver(samples, where.pushgateway, tmp / "metrics")
     assert delivered.delivery == "pushgateway", delivered

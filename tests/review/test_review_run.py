@@ -24,7 +24,7 @@ from ranking.monitoring.exposition import parse_exposition
 from ranking.registry import Registry
 from ranking.registry.records import Verdict
 from ranking.review.rule import minimum_detectable_effect
-from ranking.review.run import ReviewFailed, plan_review, run_review
+from ranking.review.run import Review, ReviewFailed, plan_review, run_review
 
 END = dt.date(2026, 3, 8)
 RECIPES = {
@@ -160,7 +160,8 @@ def _review(
     ws = Workspace.resolve(home)
     daily = load(home)
     plan = plan_review(settings, end, daily.config.backtest)
-    return run_review(ws, plan, daily, {}, None, replayer, window_builder=fake_window)
+    # the summary as the review writes it (review.json, latest.json) and the command prints it
+    return run_review(ws, plan, daily, {}, None, replayer, window_builder=fake_window).body()
 
 
 def test_a_better_recipe_is_recommended_and_auto_switches_once(tmp_path: Path) -> None:
@@ -342,7 +343,7 @@ def test_a_replay_that_raises_is_a_recorded_failed_review_and_keeps_the_recipe(t
             Replayer({"naive": 1.5, "default": 0.2}, SECONDS, raise_on="default"),
             end=END + dt.timedelta(days=7),
         )
-    assert failed.value.review["status"] == "failed"
+    assert failed.value.review.status == "failed"
     latest = json.loads((home / "reviews" / "latest.json").read_text())
     assert latest["status"] == "failed" and not latest["switch"]["switched"]
     assert json.loads((home / "reviews" / "recipe.json").read_text())["recipe"] == "naive"
@@ -352,7 +353,9 @@ def test_the_review_metrics_hold_the_reviews_figures(tmp_path: Path) -> None:
     from ranking.review.metrics import deliver, review_samples
 
     review = _review(tmp_path / "home", Replayer({"naive": 1.5, "default": 0.2}, SECONDS), mode="fixed")
-    delivered = deliver(review_samples(review, now=1_800_000_000.0), None, tmp_path / "metrics")
+    delivered = deliver(
+        review_samples(Review.model_validate(review), now=1_800_000_000.0), None, tmp_path / "metrics"
+    )
     series = parse_exposition(Path(delivered.target).read_text())
     served = review["recipes"]["default"]["served"]
     assert series['ranker_review_relative_change{model="served",recipe="default"}'] == pytest.approx(

@@ -269,7 +269,7 @@ def _reviews(home: Path) -> list[dict[str, Any]]:
             end=END + dt.timedelta(days=21),
         )
     except ReviewFailed as exc:
-        out.append(exc.review)
+        out.append(exc.review.body())
     out.append(
         _review(home, Replayer({"naive": 0.8, "default": 0.8}, SECONDS), end=END + dt.timedelta(days=28))
     )
