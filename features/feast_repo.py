@@ -27,12 +27,13 @@ import string
 import sys
 import time
 from collections.abc import Iterator
-from dataclasses import asdict, dataclass
+from dataclasses import dataclass
 from functools import cache
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Literal
 
 import yaml
+from pydantic import BaseModel, ConfigDict
 
 from features import sources
 from features.derive import day_start
@@ -43,7 +44,7 @@ from ranking.core.summaries import MaterializeSummary
 from ranking.core.workspace import Workspace
 
 if TYPE_CHECKING:
-    from feast import FeatureStore
+    from feast import FeatureStore, FeatureView
     from feast.repo_contents import RepoContents
 
 log = logging.getLogger(__name__)
@@ -271,16 +272,44 @@ def service_views(service: str = FEATURE_SERVICE, ws: Workspace | None = None) -
     given (no Feast import; the caller checks the feature version), else from the definitions."""
     if ws is not None:
         record = _applied(ws)
-        if record is None or "views" not in record:
+        if record is None or record.views is None:
             raise RankerError(
                 f"the Feast repository is not applied in {ws.feast}: run `ranker features apply`"
             )
-        views = [ViewDef(**v) for v in record["views"]]
-        return _pick(views, record["services"], service)
+        return _pick(record.views, record.services or {}, service)
     return _pick(*_definitions(), service)
 
 
-def apply(ws: Workspace, settings: StoreSettings | None = None) -> dict[str, Any]:
+class AppliedRecord(BaseModel):
+    """``<home>/feast/applied.json``: what the last ``ranker features apply`` registered (the window
+    reads the views from it without importing Feast). Older applies recorded less (None)."""
+
+    model_config = ConfigDict(extra="ignore")
+
+    feature_version: str
+    offline_store: str | None = None
+    online_store: str | None = None
+    views: list[ViewDef] | None = None
+    services: dict[str, list[str]] | None = None  # feature service -> its views
+
+
+class ApplySummary(BaseModel):
+    """``ranker features apply``'s summary: the store rendered and what Feast registered."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    project: str
+    feature_store_yaml: str
+    offline_store: str
+    online_store: str
+    entities: list[str]
+    feature_views: list[str]
+    feature_services: list[str]
+    feature_version: str
+    duration_seconds: float
+
+
+def apply(ws: Workspace, settings: StoreSettings | None = None) -> ApplySummary:
     """``ranker features apply``: render the store config, then Feast's total apply of the repo."""
     from feast import FeatureStore, Project
     from feast.repo_operations import apply_total_with_repo_instance
@@ -305,41 +334,38 @@ def apply(ws: Workspace, settings: StoreSettings | None = None) -> dict[str, Any
         )
     views, services = describe_views(contents), describe_services(contents)
     version = feature_version()
-    atomic_write_json(
-        ws.feast / "applied.json",
-        {
-            "feature_version": version,
-            "offline_store": settings.offline_store,
-            "online_store": settings.online_store,
-            "views": [asdict(v) for v in views],
-            "services": services,
-        },
+    applied = AppliedRecord(
+        feature_version=version,
+        offline_store=settings.offline_store,
+        online_store=settings.online_store,
+        views=views,
+        services=services,
     )
-    return {
-        "project": store.project,
-        "feature_store_yaml": str(path),
-        "offline_store": settings.offline_store,
-        "online_store": settings.online_store,
-        "entities": sorted(e.name for e in contents.entities if e.name != "__dummy"),
-        "feature_views": [v.name for v in views],
-        "feature_services": sorted(services),
-        "feature_version": version,
-        "duration_seconds": round(time.perf_counter() - started, 3),
-    }
+    atomic_write_json(ws.feast / "applied.json", applied.model_dump(mode="json"))
+    return ApplySummary(
+        project=store.project,
+        feature_store_yaml=str(path),
+        offline_store=settings.offline_store,
+        online_store=settings.online_store,
+        entities=sorted(e.name for e in contents.entities if e.name != "__dummy"),
+        feature_views=[v.name for v in views],
+        feature_services=sorted(services),
+        feature_version=version,
+        duration_seconds=round(time.perf_counter() - started, 3),
+    )
 
 
-def _applied(ws: Workspace) -> dict[str, Any] | None:
+def _applied(ws: Workspace) -> AppliedRecord | None:
     path = ws.feast / "applied.json"
     if not path.is_file():
         return None
-    record: dict[str, Any] = read_json(path)
-    return record
+    return AppliedRecord.model_validate(read_json(path))
 
 
 def applied_version(ws: Workspace) -> str | None:
     """The feature version of the last successful `ranker features apply` (None: never applied)."""
     record = _applied(ws)
-    return str(record["feature_version"]) if record else None
+    return record.feature_version if record else None
 
 
 def open_store(ws: Workspace, settings: StoreSettings | None = None) -> FeatureStore:
@@ -363,9 +389,9 @@ def open_store(ws: Workspace, settings: StoreSettings | None = None) -> FeatureS
     return FeatureStore(repo_path=str(ws.feast))
 
 
-def _registered_views(ws: Workspace, store: FeatureStore) -> dict[str, Any]:
-    record = _applied(ws) or {}
-    names = {v["name"] for v in record.get("views", [])}
+def _registered_views(ws: Workspace, store: FeatureStore) -> dict[str, FeatureView]:
+    record = _applied(ws)
+    names = {v.name for v in (record.views if record and record.views else [])}
     views = {fv.name: fv for fv in store.list_feature_views() if fv.name in names}
     missing = names - set(views)
     if missing or not names:
@@ -377,7 +403,7 @@ def _registered_views(ws: Workspace, store: FeatureStore) -> dict[str, Any]:
 
 def materialize(
     ws: Workspace, end: dt.date | None = None, settings: StoreSettings | None = None
-) -> dict[str, Any]:
+) -> MaterializeSummary:
     """Load the online store with the features as of the end of day ``end`` (default: the last
     snapshot). The first run materialises the whole range (a first `materialize-incremental` on
     historical data would load nothing and still record the interval); later runs go on
@@ -414,4 +440,4 @@ def materialize(
         feature_views=sorted(views),
         online_store=store.config.online_store.type,
         duration_seconds=round(time.perf_counter() - started, 3),
-    ).body()
+    )

@@ -50,14 +50,13 @@ def _apply(args: argparse.Namespace) -> CommandResult:
     from features.feast_repo import apply
 
     summary = apply(workspace(args), store_settings(args))
-    return CommandResult(summary, text=f"applied Feast repo (feature version {summary['feature_version']})")
+    return CommandResult(summary, text=f"applied Feast repo (feature version {summary.feature_version})")
 
 
 def _materialize(args: argparse.Namespace) -> CommandResult:
-    from features.feast_repo import materialize
+    from ranking.pipeline.steps import MaterializeRequest, materialize
 
-    summary = materialize(workspace(args), args.end, store_settings(args))
-    return CommandResult(summary, text=f"materialized ({summary['mode']}) up to {summary['end']}")
+    return materialize(MaterializeRequest(workspace(args), args.end, store_settings(args)))
 
 
 def _window(args: argparse.Namespace) -> CommandResult:

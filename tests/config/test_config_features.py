@@ -24,6 +24,7 @@ from ranking.cli.main import build_parser, main
 from ranking.config import load
 from ranking.config.model import PipelineConfig
 from ranking.core.errors import RankerError
+from ranking.core.summaries import StepSummary
 from ranking.core.workspace import Workspace
 
 STORE_ENV = ("RANKER_OFFLINE_STORE", "RANKER_ONLINE_STORE", "RANKER_REDIS_URL")
@@ -169,15 +170,21 @@ def test_apply_renders_the_configured_offline_store(
     same for every store, and tests/features/test_features_store_config.py runs it)."""
     got: list[StoreSettings | None] = []
 
-    def fake_apply(ws: Workspace, settings: StoreSettings | None = None) -> dict[str, Any]:
+    def fake_apply(ws: Workspace, settings: StoreSettings | None = None) -> feast_repo.ApplySummary:
         got.append(settings)
         path = feast_repo.write_store_config(ws, settings)  # what apply renders first
         assert settings is not None
-        return {
-            "feature_version": "x",
-            "feature_store_yaml": str(path),
-            "offline_store": settings.offline_store,
-        }
+        return feast_repo.ApplySummary(
+            project="ranker",
+            feature_store_yaml=str(path),
+            offline_store=settings.offline_store,
+            online_store=settings.online_store,
+            entities=[],
+            feature_views=[],
+            feature_services=[],
+            feature_version="x",
+            duration_seconds=0.0,
+        )
 
     monkeypatch.setattr(feast_repo, "apply", fake_apply)
     home = _home(tmp_path, SPARK)
@@ -209,9 +216,9 @@ def test_materialize_and_window_open_the_configured_store(
 
     got: dict[str, Any] = {}
 
-    def fake_materialize(ws: Workspace, end: dt.date | None = None, settings: Any = None) -> dict[str, Any]:
+    def fake_materialize(ws: Workspace, end: dt.date | None = None, settings: Any = None) -> StepSummary:
         got["materialize"] = settings
-        return {"mode": "full", "end": "2026-01-09"}
+        return example_summaries()["materialize"]
 
     def fake_build_window(
         ws: Workspace, end: dt.date, days: int = 20, checks: Any = None, settings: Any = None

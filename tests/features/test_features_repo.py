@@ -113,7 +113,7 @@ def test_edited_definitions_need_apply_and_rebuild_every_partition(
     monkeypatch.setattr(feast_repo, "REPO", repo)
     with pytest.raises(RankerError, match="changed since the last apply"):
         build_window(ws, END, WINDOW_DAYS)
-    assert feast_repo.apply(ws)["feature_version"] == feast_repo.feature_version(repo)
+    assert feast_repo.apply(ws).feature_version == feast_repo.feature_version(repo)
     after = build_window(ws, END, WINDOW_DAYS)
     assert (after["days_built"], after["days_reused"]) == (WINDOW_DAYS + 1, 0)
     assert after["feature_version"] != before["feature_version"]
