@@ -11,7 +11,7 @@ from __future__ import annotations
 import json
 import math
 from pathlib import Path
-from typing import Any
+from typing import NotRequired, TypedDict, cast
 
 import pyarrow as pa
 import pyarrow.parquet as pq
@@ -19,9 +19,34 @@ import pyarrow.parquet as pq
 from ranking.core.hashing import sha256_file
 
 RECORD = "partition.json"
+_ABSENT = object()  # a field the record does not hold (null is a value, and not a valid one)
 
 
-def read_record(path: Path) -> tuple[dict[str, Any] | None, str | None]:
+class RecordedFile(TypedDict):
+    """What a partition's ``examples.parquet`` must still match: its row count, size and sha256
+    (records of an older builder hold no size or sha256)."""
+
+    rows: int
+    bytes: NotRequired[int]
+    sha256: NotRequired[str]
+
+
+class PartitionRecord(RecordedFile):
+    """``partition.json`` as the window builder writes it: the fields the window and the data
+    validation read back (:func:`record_problem` checks them), and the provenance it adds."""
+
+    label_rate: float
+    null_rates: dict[str, float]
+    date: NotRequired[str]
+    rows_in: NotRequired[int]
+    feature_version: NotRequired[str]
+    source_version: NotRequired[str]
+    schema: NotRequired[dict[str, str]]
+    offline_store: NotRequired[str]
+    build_seconds: NotRequired[float]
+
+
+def read_record(path: Path) -> tuple[PartitionRecord | None, str | None]:
     """``(record, None)``, or ``(None, why it cannot be used)`` when the record is not valid JSON or
     lacks a field the window reads (a torn or edited file: the partition is rebuilt, not trusted).
     OSError (a missing or unreadable file) propagates: the caller decides what absent means."""
@@ -32,39 +57,39 @@ def read_record(path: Path) -> tuple[dict[str, Any] | None, str | None]:
     problem = record_problem(record)
     if problem is not None:
         return None, f"its record {path.name} {problem}"
-    return record, None
+    # record_problem checked every field read back (the provenance fields are only recorded)
+    return cast(PartitionRecord, record), None
 
 
-def record_problem(record: Any) -> str | None:
+def record_problem(record: object) -> str | None:
     """What makes a parsed record unusable, or None (the first finding, in the checks' order)."""
     if not isinstance(record, dict):
         return "is not a JSON object"
-    for check in (_counts_problem, _label_rate_problem, _null_rates_problem, _sha256_problem):
-        problem = check(record)
-        if problem is not None:
-            return problem
-    return None
+    return (
+        _counts_problem(record.get("rows", _ABSENT), record.get("bytes", _ABSENT))
+        or _label_rate_problem(record.get("label_rate"))
+        or _null_rates_problem(record.get("null_rates"))
+        or _sha256_problem(record.get("sha256", _ABSENT))
+    )
 
 
-def _counts_problem(record: dict[str, Any]) -> str | None:
+def _counts_problem(rows: object, size: object) -> str | None:
     """A size or row count that is not a whole number (named first), or no row count."""
-    for key in ("rows", "bytes"):
-        if key in record and not _whole(record[key]):
-            return f"has a {key!r} that is not a whole number: {record[key]!r}"
-    if "rows" not in record:
+    for key, value in (("rows", rows), ("bytes", size)):
+        if value is not _ABSENT and not _whole(value):
+            return f"has a {key!r} that is not a whole number: {value!r}"
+    if rows is _ABSENT:
         return "has no 'rows'"
     return None
 
 
-def _label_rate_problem(record: dict[str, Any]) -> str | None:
-    rate = record.get("label_rate")
+def _label_rate_problem(rate: object) -> str | None:
     if isinstance(rate, bool) or not isinstance(rate, int | float) or not math.isfinite(rate):
         return f"has no finite 'label_rate': {rate!r}"
     return None
 
 
-def _null_rates_problem(record: dict[str, Any]) -> str | None:
-    rates = record.get("null_rates")
+def _null_rates_problem(rates: object) -> str | None:
     if not isinstance(rates, dict) or not all(
         isinstance(v, int | float) and not isinstance(v, bool) for v in rates.values()
     ):
@@ -72,13 +97,13 @@ def _null_rates_problem(record: dict[str, Any]) -> str | None:
     return None
 
 
-def _sha256_problem(record: dict[str, Any]) -> str | None:
-    if "sha256" in record and not isinstance(record["sha256"], str):
+def _sha256_problem(sha256: object) -> str | None:
+    if sha256 is not _ABSENT and not isinstance(sha256, str):
         return "has a 'sha256' that is not text"
     return None
 
 
-def partition_problem(path: Path, stats: dict[str, Any]) -> str | None:
+def partition_problem(path: Path, stats: RecordedFile) -> str | None:
     """Why a partition's file differs from what was recorded at write (size, sha256, parquet row
     count), or None when it matches."""
     if "bytes" not in stats or "sha256" not in stats:
@@ -89,7 +114,7 @@ def partition_problem(path: Path, stats: dict[str, Any]) -> str | None:
     return problem
 
 
-def _file_problem(path: Path, stats: dict[str, Any]) -> str | None:
+def _file_problem(path: Path, stats: RecordedFile) -> str | None:
     """The file missing, or its bytes not the recorded ones (size first: no hashing of a file
     whose size already differs)."""
     if not path.is_file():
@@ -102,7 +127,7 @@ def _file_problem(path: Path, stats: dict[str, Any]) -> str | None:
     return None
 
 
-def _parquet_problem(path: Path, stats: dict[str, Any]) -> str | None:
+def _parquet_problem(path: Path, stats: RecordedFile) -> str | None:
     """The file not readable as parquet, or its row count not the recorded one."""
     try:
         rows = pq.read_metadata(path).num_rows
@@ -113,7 +138,7 @@ def _parquet_problem(path: Path, stats: dict[str, Any]) -> str | None:
     return None
 
 
-def _whole(value: Any) -> bool:
+def _whole(value: object) -> bool:
     return isinstance(value, int) and not isinstance(value, bool) and value >= 0
 
 
