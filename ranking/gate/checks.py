@@ -22,6 +22,7 @@ from pydantic import ValidationError
 
 from ranking.core.errors import RankerError
 from ranking.core.summaries import GateRule, GateThresholds
+from ranking.evaluation.heuristic import HeuristicConfig
 from ranking.evaluation.metrics import OfflineMetrics, compute_metrics, hits_per_request
 from ranking.evaluation.scores import SCORE_COLUMNS
 from ranking.gate.bootstrap import PairedIntervals, hit_change_vs_mean, paired_bootstrap, slice_changes
@@ -536,6 +537,9 @@ def _leakage_check(
     )  # fmt: skip
 
 
+_HEURISTIC = HeuristicConfig()  # the [heuristic] section's defaults
+
+
 @dataclass(frozen=True)
 class Heuristic:
     """A non-learned ranker's scores on the eval day (``ranking.evaluation.heuristic``) and what
@@ -544,8 +548,8 @@ class Heuristic:
 
     name: str
     scores: pd.DataFrame
-    margin: float = 0.0
-    policy: str = "warn"
+    margin: float = _HEURISTIC.margin
+    policy: str = _HEURISTIC.policy
 
 
 def _heuristic_comparison(

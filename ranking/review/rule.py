@@ -27,6 +27,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, replace
 from statistics import NormalDist
 
+from ranking.config.model import ReviewSection
 from ranking.core.errors import RankerError
 
 RULE = (
@@ -121,7 +122,7 @@ def decide(
     *,
     baseline: str,
     cost_weight: float = 0.0,
-    min_promotion_rate: float = 0.5,
+    min_promotion_rate: float = ReviewSection().min_promotion_rate,
 ) -> Recommendation:
     """The review's rule (module docstring): on the served lifts where the best resolves, else on
     the candidates' lifts of the recipes the gate would have promoted; ``served`` None: a

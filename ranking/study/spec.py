@@ -36,7 +36,7 @@ class StudySpec:
     # ``end`` (default: the window's own length, i.e. the preceding, disjoint window)
     warm_offset_days: int | None = None
     pipeline: str = TrainConfig.pipeline
-    batch_size: int = 1024
+    batch_size: int = TrainConfig.batch_size
     model_config: str | None = None  # path to a ModelConfig JSON/YAML
 
     def __post_init__(self) -> None:
