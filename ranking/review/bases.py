@@ -24,6 +24,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from pydantic import BaseModel, ConfigDict, JsonValue
+
 from ranking.backtest.replay import Replayer
 from ranking.config.loader import Layer, file_values, resolve
 
@@ -52,11 +54,25 @@ def base_settings(home: Path) -> str:
     return json.dumps(dumped, sort_keys=True)
 
 
+# a replayed command's summary as it printed it (``ranking.backtest.replay``'s edge)
+PrintedJson = dict[str, JsonValue]
+
+
+class _Pretrained(BaseModel):
+    """What a shared base is copied from in ``ranker pretrain``'s printed summary."""
+
+    model_config = ConfigDict(frozen=True)  # its other fields are ignored
+
+    version: str
+    base_range: list[str] | None = None
+    duration_seconds: float | int | None = None
+
+
 @dataclass(frozen=True)
 class _Made:
     home: Path
     run_id: str
-    summary: dict[str, Any]
+    pretrained: _Pretrained
 
 
 class SharedBases:
@@ -69,15 +85,13 @@ class SharedBases:
         self._locks: dict[tuple[dt.date, str], threading.Lock] = {}
         self._made: dict[tuple[dt.date, str], _Made] = {}
 
-    def run_day(self, home: Path, day: dt.date, run_id: str, log_path: Path) -> tuple[int, dict[str, Any]]:
+    def run_day(self, home: Path, day: dt.date, run_id: str, log_path: Path) -> tuple[int, PrintedJson]:
         return self.inner.run_day(home, day, run_id, log_path)
 
     def score(self, checkpoint: Path, eval_parquet: Path) -> Any:
         return self.inner.score(checkpoint, eval_parquet)
 
-    def run_pretrain(
-        self, home: Path, day: dt.date, run_id: str, log_path: Path
-    ) -> tuple[int, dict[str, Any]]:
+    def run_pretrain(self, home: Path, day: dt.date, run_id: str, log_path: Path) -> tuple[int, PrintedJson]:
         key = (day, base_settings(home))
         with self._guard:
             lock = self._locks.setdefault(key, threading.Lock())
@@ -88,17 +102,17 @@ class SharedBases:
                 with self._guard:
                     self.pretrained += 1
                 if code == 0 and summary.get("version"):
-                    self._made[key] = _Made(home, run_id, summary)
+                    self._made[key] = _Made(home, run_id, _Pretrained.model_validate(summary))
                 return code, summary
             return 0, _share(made, home, run_id, log_path)
 
 
-def _share(made: _Made, home: Path, run_id: str, log_path: Path) -> dict[str, Any]:
+def _share(made: _Made, home: Path, run_id: str, log_path: Path) -> PrintedJson:
     from ranking.core.workspace import Workspace
     from ranking.registry import Registry, cache_dir
 
     source = Registry(str(made.home / "registry"))
-    version = str(made.summary["version"])
+    version = made.pretrained.version
     files = source.local_dir(version, cache_dir(Workspace.resolve(made.home)))
     target = Registry(str(home / "registry"))
     copied = target.register(files, run_id)
@@ -108,10 +122,10 @@ def _share(made: _Made, home: Path, run_id: str, log_path: Path) -> dict[str, An
     log_path.write_text(f"no pretrain: the base is a copy of {origin}, registered as {copied}\n")
     return {
         "version": copied,
-        "base_range": made.summary.get("base_range"),
+        "base_range": list(made.pretrained.base_range) if made.pretrained.base_range is not None else None,
         "previous_base": previous if event is not None else None,
         "moved": event is not None,
         # the base's cost is the pretrain's: each recipe on it pays it, as it would alone
-        "duration_seconds": made.summary.get("duration_seconds"),
+        "duration_seconds": made.pretrained.duration_seconds,
         "shared_from": {"recipe": made.home.parent.name, "run_id": made.run_id, "version": version},
     }

@@ -17,9 +17,9 @@ import os
 from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import TypedDict, cast
 
-from ranking.config.loader import AUTO_RECIPE_FILE, AUTO_RECIPE_SECTIONS, reviewed_recipe_problem
+from ranking.config.loader import AUTO_RECIPE_FILE, AUTO_RECIPE_SECTIONS, RawValue, reviewed_recipe_problem
 from ranking.core import killpoints
 from ranking.core.atomic import atomic_write_json
 from ranking.review.rule import ReviewError
@@ -28,6 +28,17 @@ OK = "ok"
 TOO_FEW_DAYS = "too_few_days"
 FAILED = "failed"
 HISTORY_FILE = Path("reviews") / "history.jsonl"
+
+
+class SwitchRecord(TypedDict):
+    """A switch: the state file's content and a line of the history."""
+
+    recipe: str
+    values: dict[str, RawValue]  # the recipe's dotted config values
+    review_id: str
+    previous: str | None  # the recipe the daily run trained before (None: the configured [recipe])
+    switched_at: str
+    reason: str
 
 
 @dataclass(frozen=True)
@@ -79,7 +90,7 @@ def read_state(home: Path) -> AutoState | None:
     return AutoState(found["recipe"], found["review_id"])
 
 
-def auto_values(recipe: str, values: Mapping[str, Any]) -> dict[str, Any]:
+def auto_values(recipe: str, values: Mapping[str, RawValue]) -> dict[str, RawValue]:
     """The recipe's values the daily run may take (what the config loader accepts)."""
     other = sorted(k for k in values if k.split(".")[0] not in AUTO_RECIPE_SECTIONS)
     if other:
@@ -91,8 +102,8 @@ def auto_values(recipe: str, values: Mapping[str, Any]) -> dict[str, Any]:
 
 
 def apply_switch(
-    home: Path, decision: SwitchDecision, review_id: str, values: Mapping[str, Any], now: dt.datetime
-) -> dict[str, Any] | None:
+    home: Path, decision: SwitchDecision, review_id: str, values: Mapping[str, RawValue], now: dt.datetime
+) -> SwitchRecord | None:
     """Append the switch to the history, then write the state; None when the decision keeps.
     In that order: a history that cannot be written leaves no switch behind (the state is what
     the daily run follows), and a state write that fails after it leaves a line the next
@@ -124,7 +135,7 @@ def apply_switch(
     return record
 
 
-def _last_switch(home: Path) -> dict[str, Any] | None:
+def _last_switch(home: Path) -> SwitchRecord | None:
     """The last complete line of the switch history (None: no history, or its last line is torn
     or not a record)."""
     try:
@@ -140,7 +151,7 @@ def _last_switch(home: Path) -> dict[str, Any] | None:
         last = json.loads(lines[-1]) if lines else None
     except ValueError:
         return None
-    return last if isinstance(last, dict) else None
+    return cast(SwitchRecord, last) if isinstance(last, dict) else None
 
 
 def append_line(path: Path, line: str) -> None:
