@@ -45,7 +45,7 @@ def _is_object_store(fs: Any) -> bool:
     return bool(names & {"s3fs.core.S3FileSystem", "gcsfs.core.GCSFileSystem"})
 
 
-def _modified(info: dict[str, Any]) -> float | None:
+def _modified(info: dict[str, Any]) -> float | None:  # an fsspec listing entry: each backend's own keys
     """A listing entry's modification time: local ``mtime``, S3 ``LastModified``, GCS ``updated``,
     memory ``created`` (numbers or datetimes/ISO strings, as each backend gives them)."""
     import datetime as dt
