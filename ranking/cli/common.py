@@ -255,7 +255,7 @@ def config_type(key: str) -> Bounded:
     kind = field.annotation
     if get_origin(kind) in (Union, UnionType):  # X | None: a flag gives X
         kind = next(a for a in get_args(kind) if a is not type(None))
-    bounds: dict[str, Any] = {}
+    bounds: dict[str, float] = {}  # ge, gt, le, lt, max_length, as the field declares them
     for item in field.metadata:
         bounds.update(
             {k: getattr(item, k) for k in ("ge", "gt", "le", "lt", "max_length") if hasattr(item, k)}
@@ -264,7 +264,7 @@ def config_type(key: str) -> Bounded:
         return OneOf(tuple(str(c) for c in get_args(kind)))
     if kind is int and ("ge" in bounds or "gt" in bounds) and ("le" in bounds or "lt" in bounds):
         low = bounds["ge"] if "ge" in bounds else bounds["gt"] + 1
-        return IntIn(low, bounds["le"] if "le" in bounds else bounds["lt"] - 1)
+        return IntIn(int(low), int(bounds["le"] if "le" in bounds else bounds["lt"] - 1))
     if kind is float:
         return FloatIn(
             bounds.get("ge", bounds.get("gt", -math.inf)),
@@ -275,7 +275,7 @@ def config_type(key: str) -> Bounded:
     if kind is str:
         limit = bounds.get("max_length") or SECTIONS[section].model_config.get("str_max_length")
         if limit:
-            return path_str if key in PATH_KEYS and limit == MAX_PATH_LEN else Text(limit)
+            return path_str if key in PATH_KEYS and limit == MAX_PATH_LEN else Text(int(limit))
     raise TypeError(f"config key {key} has no bounds a flag could take ({field.annotation})")
 
 
@@ -365,8 +365,13 @@ def progress_printer(what: str, *, unit: str, label: str) -> Callable[[str, int,
             bar.set_postfix_str(item)
             bar.update(1)
             return
-        fields: dict[str, Any] = {label: item, "done": done, "total": total, "elapsed_s": round(elapsed, 1)}
+        fields: dict[str, str | int | float | None] = {
+            label: item,
+            "done": done,
+            "total": total,
+            "elapsed_s": round(elapsed, 1),
+        }
         fields["eta_s"] = round(elapsed / done * (total - done)) if done else None
-        log_event(f"{what}_progress", **fields)
+        log_event(f"{what}_progress", None, **fields)  # None: the default stream, stderr
 
     return show

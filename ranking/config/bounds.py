@@ -13,7 +13,9 @@ import argparse
 import json
 import sys
 from pathlib import Path
-from typing import Any
+
+from pydantic import JsonValue
+from pydantic.json_schema import JsonSchemaValue  # pydantic's JSON Schema: its own free-form dict
 
 from ranking.config.model import PipelineConfig
 
@@ -22,7 +24,7 @@ BOUNDS_FILE = Path(__file__).resolve().parents[2] / "dags" / "ranker_dags" / "co
 _KEPT = ("type", "minimum", "maximum", "exclusiveMinimum", "exclusiveMaximum", "enum", "pattern", "maxLength")
 
 
-def _bounds(field: dict[str, Any]) -> dict[str, Any]:
+def _bounds(field: JsonSchemaValue) -> dict[str, JsonValue]:
     """A field's schema without its title, ``anyOf [X, null]`` read as X (a Param adds null itself)."""
     options = [o for o in field.get("anyOf", [field]) if o.get("type") != "null"]
     kept = {k: v for k, v in (options[0] if len(options) == 1 else field).items() if k in _KEPT}
@@ -31,12 +33,12 @@ def _bounds(field: dict[str, Any]) -> dict[str, Any]:
     return kept
 
 
-def config_bounds() -> dict[str, dict[str, Any]]:
+def config_bounds() -> dict[str, dict[str, JsonValue]]:
     """``{"window.days": {"type": "integer", "minimum": 1, "maximum": 365, "default": 20}, ...}``
-    for every key of every section."""
+    for every key of every section: the file's JSON (nothing here reads it back; the DAGs' Params do)."""
     schema = PipelineConfig.model_json_schema()
     defs = schema["$defs"]
-    found: dict[str, dict[str, Any]] = {}
+    found: dict[str, dict[str, JsonValue]] = {}
     for section, ref in sorted(schema["properties"].items()):
         model = defs[ref["$ref"].rsplit("/", 1)[-1]]
         for name, field in sorted(model["properties"].items()):

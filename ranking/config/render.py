@@ -9,10 +9,13 @@ from __future__ import annotations
 import json
 import math
 from collections.abc import Mapping
-from typing import Any
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:
+    from ranking.config.loader import RawValue
 
 
-def toml_value(value: Any) -> str:
+def toml_value(value: object) -> str:
     if isinstance(value, bool):
         return "true" if value else "false"
     if isinstance(value, int):
@@ -28,7 +31,7 @@ def toml_value(value: Any) -> str:
     raise TypeError(f"cannot write {type(value).__name__} as a TOML value")
 
 
-def to_toml(sections: Mapping[str, Mapping[str, Any]], comments: Mapping[str, str] | None = None) -> str:
+def to_toml(sections: Mapping[str, Mapping[str, RawValue]], comments: Mapping[str, str] | None = None) -> str:
     """``{"recipe": {"epochs": 1, "table_optimizer": {...}}}`` -> TOML text. ``None`` values are
     written as comments (TOML has no null); ``comments`` maps dotted keys to a trailing comment."""
     comments = comments or {}
