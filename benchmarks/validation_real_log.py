@@ -45,7 +45,7 @@ def _import(work: Path, home: Path) -> dict[str, Any]:
         ws, ImportConfig(events=csv, item_col="item_id", rating_col="rating", label_threshold=4.0)
     )
     apply(ws)
-    return summary
+    return summary.model_dump(mode="json")
 
 
 def _validate_days(home: Path, ends: list[dt.date]) -> list[dict[str, Any]]:

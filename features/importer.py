@@ -33,6 +33,7 @@ from typing import Any
 import numpy as np
 import pandas as pd
 import pyarrow as pa
+from pydantic import BaseModel, ConfigDict
 
 from features import derive, sources
 from features.schema import IMPRESSION_SCHEMA
@@ -330,7 +331,31 @@ def _own_version(ws: Workspace) -> Path | None:
     return target if target.parent == versions else None
 
 
-def import_events(ws: Workspace, cfg: ImportConfig) -> dict[str, Any]:
+class ImportSummary(BaseModel):
+    """``ranker data import``: the event log read, the impressions and snapshots written."""
+
+    model_config = ConfigDict(extra="forbid", ser_json_inf_nan="constants")
+
+    events: str
+    rows_in: int
+    impressions: int
+    duplicates_merged: int
+    time_unit: str
+    requests: int
+    users: int
+    pins: int
+    save_rate: float
+    start: str
+    """the first day (YYYY-MM-DD)"""
+    end: str
+    days: int
+    snapshot_days: int
+    source: str
+    replaced: bool
+    duration_seconds: float
+
+
+def import_events(ws: Workspace, cfg: ImportConfig) -> ImportSummary:
     started = time.perf_counter()
     recover_source(ws)
     if sources.list_days(ws, sources.IMPRESSIONS) and not cfg.replace:
@@ -355,21 +380,21 @@ def import_events(ws: Workspace, cfg: ImportConfig) -> dict[str, Any]:
     finally:
         shutil.rmtree(staging_root, ignore_errors=True)
     n_days = int(days.nunique())
-    return {
-        "events": str(cfg.events),
-        "rows_in": len(events),
-        "impressions": len(imps),
-        "duplicates_merged": merged,
-        "time_unit": time_unit,
-        "requests": int(imps["request_id"].nunique()),
-        "users": len(users),
-        "pins": len(pins),
-        "save_rate": float(imps["saved"].mean()),
-        "start": str(days.min()),
-        "end": str(days.max()),
-        "days": n_days,
-        "snapshot_days": len(snapshot_days),
-        "source": str(ws.source),
-        "replaced": bool(cfg.replace),
-        "duration_seconds": round(time.perf_counter() - started, 3),
-    }
+    return ImportSummary(
+        events=str(cfg.events),
+        rows_in=len(events),
+        impressions=len(imps),
+        duplicates_merged=merged,
+        time_unit=time_unit,
+        requests=int(imps["request_id"].nunique()),
+        users=len(users),
+        pins=len(pins),
+        save_rate=float(imps["saved"].mean()),
+        start=str(days.min()),
+        end=str(days.max()),
+        days=n_days,
+        snapshot_days=len(snapshot_days),
+        source=str(ws.source),
+        replaced=bool(cfg.replace),
+        duration_seconds=round(time.perf_counter() - started, 3),
+    )

@@ -28,6 +28,7 @@ from dataclasses import asdict, dataclass
 import numpy as np
 import pandas as pd
 import pyarrow as pa
+from pydantic import BaseModel, ConfigDict
 
 from features import sources
 from features.derive import SnapshotBuilder, day_start, write_snapshots
@@ -300,7 +301,27 @@ def _distinct_slates(rng: np.random.Generator, weight: np.ndarray, r: int, k: in
     raise RankerError("synth: could not draw distinct slates; lower --slate-size or the pin exponent")
 
 
-def generate(ws: Workspace, cfg: SynthConfig) -> dict[str, object]:
+class SynthSummary(BaseModel):
+    """``ranker data synth``: the days written, their impressions and the knobs they came from."""
+
+    model_config = ConfigDict(extra="forbid", ser_json_inf_nan="constants")
+
+    start: dt.date
+    end: dt.date
+    days: int
+    impressions: int
+    saves: int
+    save_rate: float
+    users: int
+    pins: int
+    """the catalogue after the last day"""
+    config: dict[str, str | int | float | None]
+    """the :class:`SynthConfig` (its start as ISO text)"""
+    source: str
+    duration_seconds: float
+
+
+def generate(ws: Workspace, cfg: SynthConfig) -> SynthSummary:
     """Write ``cfg.days`` days of impressions and their feature snapshots into the workspace."""
     cfg.validate()
     started = time.perf_counter()
@@ -327,16 +348,16 @@ def generate(ws: Workspace, cfg: SynthConfig) -> dict[str, object]:
     sources.write_table_file(
         sources.entities_path(ws, sources.PINS), pa.Table.from_pandas(world.pins_frame())
     )
-    return {
-        "start": cfg.start.isoformat(),
-        "end": day.isoformat(),
-        "days": cfg.days,
-        "impressions": rows,
-        "saves": saves,
-        "save_rate": saves / rows if rows else 0.0,
-        "users": cfg.users,
-        "pins": len(world.pin_base),
-        "config": {k: (v.isoformat() if isinstance(v, dt.date) else v) for k, v in asdict(cfg).items()},
-        "source": str(ws.source),
-        "duration_seconds": round(time.perf_counter() - started, 3),
-    }
+    return SynthSummary(
+        start=cfg.start,
+        end=day,
+        days=cfg.days,
+        impressions=rows,
+        saves=saves,
+        save_rate=saves / rows if rows else 0.0,
+        users=cfg.users,
+        pins=len(world.pin_base),
+        config={k: (v.isoformat() if isinstance(v, dt.date) else v) for k, v in asdict(cfg).items()},
+        source=str(ws.source),
+        duration_seconds=round(time.perf_counter() - started, 3),
+    )

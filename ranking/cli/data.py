@@ -52,8 +52,8 @@ def _synth(args: argparse.Namespace) -> CommandResult:
     }
     summary = generate(workspace(args), SynthConfig(start=args.start, days=args.days, **knobs))
     text = (
-        f"wrote {summary['impressions']:,} impressions ({summary['save_rate']:.2%} saved),"
-        f" {summary['start']}..{summary['end']}, into {summary['source']}"
+        f"wrote {summary.impressions:,} impressions ({summary.save_rate:.2%} saved),"
+        f" {summary.start}..{summary.end}, into {summary.source}"
     )
     return CommandResult(summary, text=text)
 
@@ -76,7 +76,7 @@ def _import(args: argparse.Namespace) -> CommandResult:
         time_unit=args.time_unit,
     )
     summary = import_events(workspace(args), cfg)
-    text = f"imported {summary['impressions']:,} impressions over {summary['days']} days into {summary['source']}"
+    text = f"imported {summary.impressions:,} impressions over {summary.days} days into {summary.source}"
     return CommandResult(summary, text=text)
 
 

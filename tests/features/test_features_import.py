@@ -50,7 +50,7 @@ def _cfg(path: Path, **kw: object) -> ImportConfig:
 def test_import_builds_days_requests_duplicates_and_snapshots(tmp_path: Path) -> None:
     ws = Workspace.resolve(tmp_path / "home")
     summary = import_events(ws, _cfg(_write(tmp_path, _log()), item_attribute_col="genre"))
-    assert (summary["rows_in"], summary["impressions"], summary["duplicates_merged"]) == (8, 7, 1)
+    assert (summary.rows_in, summary.impressions, summary.duplicates_merged) == (8, 7, 1)
     assert sources.list_days(ws, sources.IMPRESSIONS) == [dt.date(2026, 2, d) for d in (1, 2, 3)]
     day1 = sources.read_day(ws, sources.IMPRESSIONS, dt.date(2026, 2, 1))
     assert day1.schema.equals(IMPRESSION_SCHEMA)
@@ -81,14 +81,14 @@ def test_ratings_with_threshold_and_parquet_input(tmp_path: Path) -> None:
         ws, _cfg(_write(tmp_path, log, ".parquet"), rating_col="stars", label_threshold=4)
     )
     # stars >= 4: rows 0 (5), 3 (4), 5 (5), 7 (4); alice/p1 on 02-01 merges 5 and 2 -> saved
-    assert summary["save_rate"] == pytest.approx(4 / 7)
+    assert summary.save_rate == pytest.approx(4 / 7)
 
 
 def test_request_column_is_used_when_given(tmp_path: Path) -> None:
     log = _log().assign(session=["s1", "s1", "s2", "s3", "s4", "s5", "s6", "s7"])
     ws = Workspace.resolve(tmp_path / "home")
     summary = import_events(ws, _cfg(_write(tmp_path, log), request_col="session"))
-    assert summary["requests"] == 7 and summary["duplicates_merged"] == 0
+    assert summary.requests == 7 and summary.duplicates_merged == 0
 
 
 @pytest.mark.parametrize(
@@ -122,7 +122,7 @@ def test_import_refuses_a_workspace_with_data_unless_replace(tmp_path: Path) -> 
     import_events(ws, _cfg(path))
     with pytest.raises(RankerError, match="already holds source data"):
         import_events(ws, _cfg(path))
-    assert import_events(ws, _cfg(path, replace=True))["impressions"] == 7
+    assert import_events(ws, _cfg(path, replace=True)).impressions == 7
 
 
 def test_unsupported_and_missing_files(tmp_path: Path) -> None:

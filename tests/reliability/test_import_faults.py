@@ -54,8 +54,8 @@ def test_one_outlier_cannot_flip_the_unit(tmp_path: Path) -> None:
     assert not sources.list_days(ws, sources.IMPRESSIONS)
     # without the outlier: read as seconds, 2026-01-01..02, nothing merged as duplicates
     summary = import_events(ws, _cfg(_write(tmp_path, _log(seconds), "clean.parquet")))
-    assert summary["time_unit"] == "s" and summary["start"] == "2026-01-01"
-    assert summary["impressions"] == 50 and summary["duplicates_merged"] == 0
+    assert summary.time_unit == "s" and summary.start == "2026-01-01"
+    assert summary.impressions == 50 and summary.duplicates_merged == 0
 
 
 @pytest.mark.parametrize(
@@ -65,7 +65,7 @@ def test_the_unit_is_the_medians(scale: int, unit: str, tmp_path: Path) -> None:
     ts = [(T0 + 600 * i) * scale for i in range(20)]
     assert numeric_time_unit(pd.Series(ts, dtype="float64")) == unit
     summary = import_events(Workspace.resolve(tmp_path / "home"), _cfg(_write(tmp_path, _log(ts))))
-    assert summary["time_unit"] == unit and summary["start"] == summary["end"] == "2026-01-01"
+    assert summary.time_unit == unit and summary.start == summary.end == "2026-01-01"
 
 
 def test_1e15_is_a_named_row_not_a_traceback(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
@@ -84,7 +84,7 @@ def test_an_explicit_unit_wins_and_is_range_checked(tmp_path: Path) -> None:
     ws = Workspace.resolve(tmp_path / "home")
     with pytest.raises(DataValidationError, match=r"10 timestamps .* \(read as Unix s\)"):
         import_events(ws, _cfg(_write(tmp_path, _log(ms)), time_unit="s"))
-    assert import_events(ws, _cfg(_write(tmp_path, _log(ms)), time_unit="ms"))["time_unit"] == "ms"
+    assert import_events(ws, _cfg(_write(tmp_path, _log(ms)), time_unit="ms")).time_unit == "ms"
 
 
 def test_text_timestamps_out_of_range_are_refused(tmp_path: Path) -> None:
@@ -162,7 +162,7 @@ def test_a_killed_replace_leaves_the_old_data(kill_at: str, tmp_path: Path) -> N
     assert [v.resolve() for v in (ws.root / SOURCE_VERSIONS).iterdir()] == [ws.source.resolve()]
     # and a re-run of the replace completes
     summary = import_events(ws, _cfg(new_path, replace=True))
-    assert _days(ws) == [f"2026-01-{d}" for d in range(11, 16)] and summary["impressions"] == 25
+    assert _days(ws) == [f"2026-01-{d}" for d in range(11, 16)] and summary.impressions == 25
     assert sources.entities_path(ws, sources.USERS).is_file()
 
 
