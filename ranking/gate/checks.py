@@ -13,12 +13,12 @@ from __future__ import annotations
 import datetime as dt
 import math
 from collections.abc import Mapping, Sequence
-from dataclasses import asdict, dataclass, field
+from dataclasses import dataclass, field
 from statistics import NormalDist
-from typing import TYPE_CHECKING, Any, NamedTuple, get_args
+from typing import TYPE_CHECKING, Any, NamedTuple, NotRequired, TypedDict, get_args
 
 import numpy as np
-from pydantic import ValidationError
+from pydantic import JsonValue, ValidationError
 
 from ranking.core.errors import RankerError
 from ranking.core.summaries import GateRule, GateThresholds
@@ -52,7 +52,8 @@ class GateConfig(GateThresholds):
             ]
             raise RankerError("invalid gate configuration: " + "; ".join(problems)) from None
 
-    def to_dict(self) -> dict[str, Any]:
+    def to_dict(self) -> dict[str, JsonValue]:
+        """As the verdict, the step summary and the gate suite's report write it (JSON)."""
         return self.model_dump()
 
 
@@ -80,6 +81,105 @@ class PastComparison:
     ci: tuple[float, float]
 
 
+# the report's parts as the verdict and the `gate` step summary record them (GateSummary's parts in
+# ranking.core.summaries, less the versions only the I/O edge knows: ranking.gate.run adds them)
+
+
+class CheckRow(TypedDict):
+    name: str
+    passed: bool
+    value: float | None
+    threshold: float | list[float] | None
+    detail: str
+    ci: list[float] | None
+    warning: bool
+
+
+class MetricsRow(TypedDict):
+    """``OfflineMetrics`` of a model on the eval day (``version``: added by ranking.gate.run)."""
+
+    version: NotRequired[str | None]
+    save_hit_at_3: float
+    auc: float
+    ne: float
+    log_loss: float
+    calibration: float
+    base_rate: float
+    rows: int
+    requests_with_save: int
+
+
+class CandidateRow(MetricsRow):
+    random_save_hit_at_3: float
+
+
+class AnchorRow(MetricsRow):
+    relative_change: float | None
+    ci: list[float] | None
+    considered: list[str]
+    left_out: NotRequired[dict[str, str]]  # versions that could not be compared, and why
+
+
+class ReferenceRow(TypedDict):
+    models: dict[str, float]
+    mean_save_hit_at_3: float
+    relative_change: float | None
+    ci: list[float] | None
+
+
+class HeuristicRow(MetricsRow):
+    name: str
+    relative_change: float | None
+    ci: list[float] | None
+    champion_relative_change: float | None
+    margin: float
+    policy: str
+
+
+class SliceRow(TypedDict):
+    """One slice (``SliceSummary``): the champion's fields only when there is one, the
+    heuristic's only when it was scored."""
+
+    name: str
+    requests_with_save: int
+    candidate: float | None
+    whole_slates: bool
+    heuristic: NotRequired[float | None]
+    champion: NotRequired[float | None]
+    relative_change: NotRequired[float | None]
+    ci: NotRequired[list[float] | None]
+    judged: NotRequired[bool]
+    judged_ci: NotRequired[list[float] | None]
+    loss_p: NotRequired[float | None]
+
+
+class GateReportBody(TypedDict):
+    """:meth:`GateReport.to_dict`: the report as the verdict and the step summary record it."""
+
+    decision: str
+    checks: list[CheckRow]
+    failed_checks: list[str]
+    warnings: list[str]
+    candidate: CandidateRow
+    champion: MetricsRow | None
+    relative_change: float | None
+    ci: list[float] | None
+    eval_date: str | None
+    config: dict[str, JsonValue]
+    anchor: AnchorRow | None
+    reference: ReferenceRow | None
+    heuristic: HeuristicRow | None
+    slices: list[SliceRow] | None
+
+
+def metrics_row(metrics: OfflineMetrics) -> MetricsRow:
+    return MetricsRow(
+        save_hit_at_3=metrics.save_hit_at_3, auc=metrics.auc, ne=metrics.ne, log_loss=metrics.log_loss,
+        calibration=metrics.calibration, base_rate=metrics.base_rate, rows=metrics.rows,
+        requests_with_save=metrics.requests_with_save,
+    )  # fmt: skip
+
+
 @dataclass(frozen=True)
 class Check:
     name: str
@@ -90,8 +190,11 @@ class Check:
     ci: list[float] | None = None  # the paired bootstrap interval of ``value``'s statistic
     warning: bool = False  # passed, but worth an operator's look (an event; the leakage check's)
 
-    def to_dict(self) -> dict[str, Any]:
-        return asdict(self)
+    def to_dict(self) -> CheckRow:
+        return CheckRow(
+            name=self.name, passed=self.passed, value=self.value, threshold=self.threshold,
+            detail=self.detail, ci=self.ci, warning=self.warning,
+        )  # fmt: skip
 
 
 @dataclass(frozen=True)
@@ -112,16 +215,16 @@ class TrainingWindow:
 class GateReport:
     decision: str  # pass | reject
     checks: list[Check]
-    candidate: dict[str, Any]
-    champion: dict[str, Any] | None
+    candidate: CandidateRow
+    champion: MetricsRow | None
     relative_change: float | None  # of save HIT@3, candidate vs champion
     ci: list[float] | None  # paired bootstrap interval of relative_change
     eval_date: str | None
-    config: dict[str, Any] = field(default_factory=dict)
-    anchor: dict[str, Any] | None = None  # the anchor version, its metrics, change and CI
-    reference: dict[str, Any] | None = None  # the reference models' HIT@3, their mean, change, CI
-    heuristic: dict[str, Any] | None = None  # the non-learned ranker's metrics and the lifts over it
-    slices: list[dict[str, Any]] | None = None  # each slice's save HIT@3, change and CIs (None: not cut)
+    config: dict[str, JsonValue] = field(default_factory=dict)  # GateConfig.to_dict(): written as JSON only
+    anchor: AnchorRow | None = None  # the anchor version, its metrics, change and CI
+    reference: ReferenceRow | None = None  # the reference models' HIT@3, their mean, change, CI
+    heuristic: HeuristicRow | None = None  # the non-learned ranker's metrics and the lifts over it
+    slices: list[SliceRow] | None = None  # each slice's save HIT@3, change and CIs (None: not cut)
 
     @property
     def passed(self) -> bool:
@@ -135,7 +238,7 @@ class GateReport:
     def warnings(self) -> list[str]:
         return [c.name for c in self.checks if c.warning]
 
-    def to_dict(self) -> dict[str, Any]:
+    def to_dict(self) -> GateReportBody:
         return {
             "decision": self.decision,
             "checks": [c.to_dict() for c in self.checks],
@@ -558,7 +661,7 @@ def _heuristic_comparison(
     champ_scores: np.ndarray | None,
     heuristic: Heuristic,
     config: GateConfig,
-) -> tuple[Check, dict[str, Any], np.ndarray]:
+) -> tuple[Check, HeuristicRow, np.ndarray]:
     """The ``beats_heuristic`` check, the report's heuristic summary (its metrics, the
     candidate's lift over it with a paired-bootstrap CI, the champion's lift) and its scores row
     for row with the eval day."""
@@ -598,15 +701,15 @@ def _heuristic_comparison(
         check = Check(
             "beats_heuristic", False, lift, heuristic.margin, detail + " — the model is no better", ci
         )
-    summary = {
-        "name": heuristic.name,
-        **metrics.to_dict(),
-        "relative_change": lift,
-        "ci": ci,
-        "champion_relative_change": champion_lift,
-        "margin": heuristic.margin,
-        "policy": heuristic.policy,
-    }
+    summary = HeuristicRow(
+        name=heuristic.name,
+        **metrics_row(metrics),
+        relative_change=lift,
+        ci=ci,
+        champion_relative_change=champion_lift,
+        margin=heuristic.margin,
+        policy=heuristic.policy,
+    )
     return check, summary, scores
 
 
@@ -639,19 +742,19 @@ def _slice_comparison(
     heuristic_scores: np.ndarray | None,
     slices: pd.DataFrame,
     config: GateConfig,
-) -> tuple[Check | None, list[dict[str, Any]]]:
+) -> tuple[Check | None, list[SliceRow]]:
     """Every slice's save HIT@3 for the candidate, the champion and the heuristic, the change vs
     the champion with its paired interval, and the ``slice_guard`` check (None: no champion, or
     the guard is off)."""
     masks = _slice_masks(day, slices)
     codes = np.unique(day.request_ids, return_inverse=True)[1].reshape(-1)
     slate_sizes = np.bincount(codes)
-    rows: list[dict[str, Any]] = []
+    rows: list[SliceRow] = []
     for name, mask in masks.items():
         hit, requests = _slice_hit(day, day.cand_scores, mask)
         in_slice = np.bincount(codes, weights=mask, minlength=len(slate_sizes))
         whole = bool(np.all((in_slice == 0) | (in_slice == slate_sizes)))
-        rows.append({"name": name, "requests_with_save": requests, "candidate": hit, "whole_slates": whole})
+        rows.append(SliceRow(name=name, requests_with_save=requests, candidate=hit, whole_slates=whole))
         if heuristic_scores is not None:
             rows[-1]["heuristic"] = _slice_hit(day, heuristic_scores, mask)[0]
     if champ_scores is None:
@@ -674,32 +777,30 @@ def _slice_comparison(
     )  # fmt: skip
     failed = []
     for i, (row, change) in enumerate(zip(rows, changes, strict=True)):
-        row.update(
-            champion=change.reference if math.isfinite(change.reference) else None,
-            relative_change=change.relative_change,
-            ci=change.ci,
-            judged=i in judged,
-            judged_ci=change.judged_ci if i in judged else None,
-            loss_p=change.loss_p if i in judged else None,
-        )
+        row["champion"] = change.reference if math.isfinite(change.reference) else None
+        row["relative_change"] = change.relative_change
+        row["ci"] = change.ci
+        row["judged"] = i in judged
+        row["judged_ci"] = change.judged_ci if i in judged else None
+        row["loss_p"] = change.loss_p if i in judged else None
         if i in judged and change.loss_p < alpha:
             failed.append(row)
     if not config.slice_guard:
         return None, rows
     worst = min(
         (rows[i] for i in judged if rows[i]["relative_change"] is not None),
-        key=lambda r: r["relative_change"],
+        key=lambda r: r.get("relative_change") or 0.0,  # None is filtered out above
         default=None,
     )
     test = f"p < {alpha:.2g} ({(1 - config.ci_level) / 2:g} over {len(judged)} slices judged)"
     scope = "" if config.slice_guard_partial else "of whole slates "
 
-    def _named(r: dict[str, Any]) -> str:
+    def _named(r: SliceRow) -> str:
         ci = r["judged_ci"]
         interval = f", {judged_level:.1%} interval [{ci[0]:+.3f}, {ci[1]:+.3f}]" if ci else ""
         return (
             f"{r['name']} ({r['requests_with_save']} requests with a save) {_fmt(r['relative_change'])}"
-            f"{interval}, p {_p_value(r['loss_p'], config.bootstrap_samples)}"
+            f"{interval}, p {_p_value(r.get('loss_p') or 0.0, config.bootstrap_samples)}"
         )
 
     if failed:
@@ -841,11 +942,18 @@ def _pooled_change_check(
     )
 
 
-class _Judged(NamedTuple):
-    """A check and what it adds to the report (the anchor's or the reference's summary)."""
+class _AnchorJudged(NamedTuple):
+    """The anchor check and the report's anchor summary."""
 
     check: Check
-    summary: dict[str, Any]
+    summary: AnchorRow
+
+
+class _ReferenceJudged(NamedTuple):
+    """The reference check and the report's reference summary."""
+
+    check: Check
+    summary: ReferenceRow
 
 
 def _anchor_check(
@@ -854,7 +962,7 @@ def _anchor_check(
     hit_change: list[float] | None,
     considered: Mapping[str, pd.DataFrame],
     config: GateConfig,
-) -> _Judged:
+) -> _AnchorJudged:
     """The candidate vs the best anchor: the check and the report's anchor summary."""
     version, anchor_metrics = anchor.version, anchor.metrics
     anchor_change = _ratio_change(hit, anchor_metrics.save_hit_at_3)
@@ -867,14 +975,14 @@ def _anchor_check(
         -config.anchor_tolerance,
         config,
     )
-    summary = {
-        "version": version,
-        **anchor_metrics.to_dict(),
-        "relative_change": anchor_change,
-        "ci": hit_change,
-        "considered": sorted(considered),
-    }
-    return _Judged(check, summary)
+    summary = AnchorRow(
+        version=version,
+        **metrics_row(anchor_metrics),
+        relative_change=anchor_change,
+        ci=hit_change,
+        considered=sorted(considered),
+    )
+    return _AnchorJudged(check, summary)
 
 
 def _reference_check(
@@ -883,7 +991,7 @@ def _reference_check(
     ref_scores: dict[str, np.ndarray],
     ref_hits: dict[str, float],
     config: GateConfig,
-) -> _Judged | None:
+) -> _ReferenceJudged | None:
     """The candidate vs the mean of the reference models: the check and the report's reference
     summary; None when the check is off or there is only the champion (its own check)."""
     if not (config.reference_champions > 1 and len(ref_scores) > 1):
@@ -908,13 +1016,13 @@ def _reference_check(
         -config.reference_tolerance,
         config,
     )
-    summary = {
-        "models": {v: h for v, h in ref_hits.items()},
-        "mean_save_hit_at_3": mean_hit,
-        "relative_change": ref_change,
-        "ci": ref_ci,
-    }
-    return _Judged(check, summary)
+    summary = ReferenceRow(
+        models={v: h for v, h in ref_hits.items()},
+        mean_save_hit_at_3=mean_hit,
+        relative_change=ref_change,
+        ci=ref_ci,
+    )
+    return _ReferenceJudged(check, summary)
 
 
 def _trend_check(
@@ -942,11 +1050,11 @@ class _Comparison:
     """What the comparison with the champion adds to the report."""
 
     checks: list[Check]
-    champion: dict[str, Any]
+    champion: MetricsRow
     relative_change: float | None
     ci: list[float] | None
-    anchor: dict[str, Any] | None
-    reference: dict[str, Any] | None
+    anchor: AnchorRow | None
+    reference: ReferenceRow | None
 
 
 @dataclass(frozen=True)
@@ -1038,7 +1146,7 @@ def _compare_with_champion(
         )
     return _Comparison(
         checks=checks,
-        champion=champ_metrics.to_dict(),
+        champion=metrics_row(champ_metrics),
         relative_change=relative_change,
         ci=ci,
         anchor=anchor_judged.summary if anchor_judged is not None else None,
@@ -1074,7 +1182,7 @@ def run_gate(
     day = _eval_day(candidate, champion)
     cand_metrics = compute_metrics(day.request_ids, day.labels, day.cand_scores)
     random_hit = random_ranking_hit_at_k(day.request_ids, day.labels)
-    candidate_summary: dict[str, Any] = {**cand_metrics.to_dict(), "random_save_hit_at_3": random_hit}
+    candidate_summary = CandidateRow(**metrics_row(cand_metrics), random_save_hit_at_3=random_hit)
     checks = _candidate_checks(day, cand_metrics, random_hit, config, eval_date, candidate_window)
     heuristic_summary = None
     champ_scores = day.frame["champ"].to_numpy(dtype=np.float64) if champion is not None else None

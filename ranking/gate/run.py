@@ -23,6 +23,7 @@ from ranking.evaluation.slices import SliceConfig, slice_frame
 from ranking.gate.checks import (
     GateConfig,
     GateReport,
+    GateReportBody,
     Heuristic,
     LeakEvidence,
     PastComparison,
@@ -58,7 +59,7 @@ class GateRequest:
 
 @dataclass(frozen=True)
 class GateResult:
-    summary: dict[str, Any]  # the `gate` step summary (the report, versions, duration)
+    summary: GateSummary  # the report, the versions, the duration
     passed: bool
 
 
@@ -264,7 +265,7 @@ def _compared_models(
 
 def _report_body(
     report: GateReport, candidate: str, champion_version: str | None, skipped: dict[str, str]
-) -> dict[str, Any]:
+) -> GateReportBody:
     """The report with the versions named and the versions left out (under the anchor)."""
     body = report.to_dict()
     body["candidate"] = {"version": candidate, **body["candidate"]}
@@ -463,4 +464,4 @@ def gate_candidate(req: GateRequest) -> GateResult:
     summary = GateSummary.model_validate(
         {**body, "duration_seconds": round(time.perf_counter() - started, 3)}
     )
-    return GateResult(summary=summary.body(), passed=report.passed)
+    return GateResult(summary=summary, passed=report.passed)

@@ -183,7 +183,7 @@ def test_a_gate_against_the_champion_scores_the_recent_ones_and_names_those_left
         anchor_champions=2, reference_champions=4, max_lift=1.0, bootstrap_samples=100, pool_ci_width=0.05
     )
     result = gate_candidate(GateRequest(ws=ws, candidate=candidate, config=config, run_id="r9"))
-    summary = result.summary
+    summary = result.summary.body()
 
     assert scored == [versions["champion"], versions["old"]]  # each scored once, the leaky one never
     assert [c["name"] for c in summary["checks"]] == [

@@ -27,9 +27,12 @@ def ws(tmp_path: Path) -> Workspace:
 def test_first_run_is_judged_on_its_own_eval_day_and_recorded(ws: Workspace, make_run: RunFactory) -> None:
     version = register_run(ws, make_run(end=dt.date(2026, 1, 21)), "r1")
     result = gate_candidate(GateRequest(ws=ws, candidate=version, run_id="r1"))
-    assert result.passed and result.summary["decision"] == "pass"
-    assert result.summary["eval_date"] == "2026-01-21" and result.summary["champion"] is None
-    assert result.summary["candidate"]["version"] == version and result.summary["duration_seconds"] >= 0
+    assert result.passed and result.summary.body()["decision"] == "pass"
+    assert result.summary.body()["eval_date"] == "2026-01-21" and result.summary.body()["champion"] is None
+    assert (
+        result.summary.body()["candidate"]["version"] == version
+        and result.summary.body()["duration_seconds"] >= 0
+    )
     verdict = Registry.for_workspace(ws).verdict(version)
     assert verdict is not None
     assert (verdict.decision, verdict.champion_version, verdict.run_id) == ("pass", None, "r1")
@@ -39,8 +42,8 @@ def test_first_run_is_judged_on_its_own_eval_day_and_recorded(ws: Workspace, mak
 def test_the_config_reaches_the_checks(ws: Workspace, make_run: RunFactory) -> None:
     version = register_run(ws, make_run(), None)
     result = gate_candidate(GateRequest(ws=ws, candidate=version, config=GateConfig(min_save_hit_at_3=1.0)))
-    assert not result.passed and result.summary["failed_checks"] == ["save_hit_at_3_floor"]
-    assert result.summary["config"]["min_save_hit_at_3"] == 1.0
+    assert not result.passed and result.summary.body()["failed_checks"] == ["save_hit_at_3_floor"]
+    assert result.summary.body()["config"]["min_save_hit_at_3"] == 1.0
     assert Registry.for_workspace(ws).verdict(version).decision == "reject"  # type: ignore[union-attr]
 
 
@@ -118,7 +121,7 @@ def test_the_heuristic_and_the_slices_are_read_from_the_eval_partition(
     Registry.for_workspace(ws).promote(champion, reason="bootstrap", force=True)
     candidate = register_run(ws, make_run(scores=with_scores(frame, noisy(propensity, 0.5, 2))), None)
     _eval_partition(ws, frame, with_slice_columns=with_slice_columns)
-    summary = gate_candidate(GateRequest(ws=ws, candidate=candidate)).summary
+    summary = gate_candidate(GateRequest(ws=ws, candidate=candidate)).summary.body()
     assert summary["heuristic"]["name"] == "pin_save_rate"
     if not with_slice_columns:  # a partition without the slices' columns: not cut, said in the log
         assert summary["slices"] is None and "slice_guard" not in [c["name"] for c in summary["checks"]]
