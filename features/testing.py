@@ -11,13 +11,32 @@ from __future__ import annotations
 
 import datetime as dt
 import os
-from typing import Any
+from typing import TYPE_CHECKING, Any, NotRequired, TypedDict
 
 from features import feast_repo, window
-from features.synth import SynthConfig, generate
+from features.synth import SynthConfig, SynthSummary, generate
 from ranking.core.workspace import Workspace
 
+if TYPE_CHECKING:
+    from ranking.core.summaries import MaterializeSummary
+
 TINY = {"users": 300, "pins": 400, "slate_size": 10}
+
+
+class TinyWorkspace(TypedDict):
+    """What :func:`make_tiny_workspace` made (the window's keys only when it built one)."""
+
+    home: str
+    start: str  # YYYY-MM-DD
+    end: str  # the last day: the window's eval day
+    days: int
+    window_days: int
+    synth: SynthSummary
+    apply: NotRequired[feast_repo.ApplySummary]
+    materialize: NotRequired[MaterializeSummary]
+    # the manifest as build_window returns it: its JSON, which the window's tests index
+    window: NotRequired[dict[str, Any]]
+    manifest: NotRequired[str]  # its path
 
 
 def make_tiny_workspace(
@@ -30,14 +49,13 @@ def make_tiny_workspace(
     build: bool = True,
     offline_store: str | None = None,
     **synth_knobs: Any,
-) -> dict[str, Any]:
+) -> TinyWorkspace:
     """Generate ``days`` days of data from ``start`` and (with ``build``) apply Feast, materialize
     and build the window ending on the last day (``window_days`` default: all days before it),
     on the Feast offline store ``offline_store`` (duckdb or spark; default: $RANKER_OFFLINE_STORE,
     else duckdb).
 
-    Returns {"home", "start", "end", "days", "window_days", "synth", "apply", "materialize",
-    "window" (the manifest) , "manifest" (its path)}; the window keys only with ``build``."""
+    Returns a :class:`TinyWorkspace`."""
     if days < 2:
         raise ValueError("a tiny workspace needs at least 2 days (one training day and the eval day)")
     ws = Workspace.resolve(home)
@@ -47,14 +65,14 @@ def make_tiny_workspace(
     )
     end = start + dt.timedelta(days=days - 1)
     wdays = window_days if window_days is not None else days - 1
-    info: dict[str, Any] = {
-        "home": str(ws.root),
-        "start": start.isoformat(),
-        "end": end.isoformat(),
-        "days": days,
-        "window_days": wdays,
-        "synth": synth,
-    }
+    info = TinyWorkspace(
+        home=str(ws.root),
+        start=start.isoformat(),
+        end=end.isoformat(),
+        days=days,
+        window_days=wdays,
+        synth=synth,
+    )
     if build:
         settings = feast_repo.store_settings(offline_store=offline_store)
         info["apply"] = feast_repo.apply(ws, settings)
