@@ -27,7 +27,7 @@ from ranking.cli.common import CommandResult, add_common, effective_config, work
 from ranking.cli.options import GATE_FLAGS, GATE_OPTIONS, flag_dest
 
 if TYPE_CHECKING:
-    from ranking.config.loader import EffectiveConfig
+    from ranking.config.loader import EffectiveConfig, RawValue
 
 
 @dataclass(frozen=True)
@@ -131,7 +131,7 @@ class RankerParser(argparse.ArgumentParser):
         for b in table:
             setattr(ns, b.dest, _UNSET)
         ns, rest = super().parse_known_args(args, ns)
-        given: dict[str, Any] = {}
+        given: dict[str, RawValue] = {}
         for b in table:
             value = getattr(ns, b.dest)
             if value is not _UNSET:

@@ -20,7 +20,7 @@ import dataclasses
 import re
 from typing import Any, Literal
 
-from pydantic import BaseModel, ConfigDict, Field, ValidationInfo, field_validator, model_validator
+from pydantic import BaseModel, ConfigDict, Field, JsonValue, ValidationInfo, field_validator, model_validator
 
 from features.build_checks import WindowChecks
 from features.feast_repo import OFFLINE_STORES, ONLINE_STORES, StoreSettings, valid_redis_url
@@ -616,7 +616,7 @@ def leaf_keys() -> list[str]:
     return [f"{name}.{field}" for name, section in SECTIONS.items() for field in section.model_fields]
 
 
-def flatten(config: PipelineConfig) -> dict[str, Any]:
-    """``{"window.days": 20, ..., "recipe.table_optimizer": {...} | None}`` (plain JSON types)."""
+def flatten(config: PipelineConfig) -> dict[str, JsonValue]:
+    """``{"window.days": 20, ..., "recipe.table_optimizer": {...} | None}``: the config as JSON, by key."""
     dumped = config.model_dump(mode="json")
     return {key: dumped[key.split(".")[0]][key.split(".")[1]] for key in leaf_keys()}

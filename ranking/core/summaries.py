@@ -29,6 +29,7 @@ from pydantic import (
     BaseModel,
     ConfigDict,
     Field,
+    JsonValue,
     NonNegativeFloat,
     NonNegativeInt,
     ValidationError,
@@ -54,8 +55,9 @@ class Summary(BaseModel):
         use_attribute_docstrings=True,
     )
 
-    def body(self) -> dict[str, Any]:
-        """The fields the producer set, JSON-ready: what a step hands to the recorder."""
+    def body(self) -> dict[str, JsonValue]:
+        """The fields the producer set, JSON-ready: what a step hands to the recorder (the edge
+        where a summary becomes JSON)."""
         return self.model_dump(mode="json", exclude_unset=True)
 
 
@@ -772,6 +774,7 @@ def not_a_summary(path: object, step: str, exc: ValidationError) -> str:
     return f"{path}: not a {step} summary ({where}: {first['msg']})"
 
 
+# a recorded summary is free-form JSON (any producer's, any version) until the model validates it
 def parse_summary(data: Mapping[str, Any], step: str | None = None, *, strict: bool = False) -> StepSummary:
     """A recorded summary as its model: the step's own; :class:`StepError` for a step that failed
     (``error`` set, exit code >= 2; ``run`` keeps its own, which says how far it got); the common
@@ -791,6 +794,6 @@ def parse_summary(data: Mapping[str, Any], step: str | None = None, *, strict: b
     return model.model_validate(data, extra="forbid" if strict else "ignore")
 
 
-def _exit_code(data: Mapping[str, Any]) -> int:
+def _exit_code(data: Mapping[str, Any]) -> int:  # parse_summary's unvalidated JSON
     code = data.get("exit_code", 0)
     return code if isinstance(code, int) and not isinstance(code, bool) else 0
