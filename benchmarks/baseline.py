@@ -131,7 +131,8 @@ class PlainTrainer:
 def _batches(
     manifest_path: Path, cfg: Any, batch_size: int, rank: int, world: int, device: torch.device
 ) -> list[TrainBatch]:
-    from ranking.trainer.datasets.window import list_units, plan_epoch, read_window_manifest, train_batches
+    from features.window import read_window_manifest
+    from ranking.trainer.datasets.window import list_units, plan_epoch, train_batches
 
     manifest = read_window_manifest(manifest_path)
     plan = plan_epoch(list_units([p.path for p in manifest.train]), world, batch_size, seed=0, epoch=1)

@@ -21,7 +21,7 @@ def write_synthetic_window(home: Path, rows: int, days: int, seed: int = 3) -> P
 
 def synthetic_window(home: Path, rows: int, days: int, seed: int = 3) -> Any:
     """:func:`write_synthetic_window`, read back as the trainer's ``WindowManifest``."""
-    from ranking.trainer.datasets.window import read_window_manifest
+    from features.window import read_window_manifest
 
     return read_window_manifest(write_synthetic_window(home, rows, days, seed))
 

@@ -150,7 +150,7 @@ def main(argv: list[str]) -> int:
     warnings.filterwarnings("ignore")
     logging.disable(logging.WARNING)
 
-    from ranking.trainer.datasets.window import read_window_manifest
+    from features.window import read_window_manifest
     from ranking.trainer.distributed import setup as distributed
     from ranking.trainer.loop import build_sharded
     from ranking.trainer.models.config import load_model_config

@@ -131,7 +131,8 @@ _RSS_CHILD = r"""
 import json, sys
 from pathlib import Path
 from ranking.trainer.models.config import default_model_config
-from ranking.trainer.datasets.window import list_units, plan_epoch, read_window_manifest, train_batches
+from features.window import read_window_manifest
+from ranking.trainer.datasets.window import list_units, plan_epoch, train_batches
 import torch, torchrec  # the trainer's imports: part of the baseline
 
 def status(field):

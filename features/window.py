@@ -15,12 +15,14 @@ import json
 import logging
 import time
 from collections.abc import Sequence
-from dataclasses import asdict, dataclass, field
+from dataclasses import dataclass, field
+from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 import pandas as pd
 import pyarrow as pa
 import pyarrow.parquet as pq
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_validator
 
 from features import build_checks, feast_repo, sources
 from features.build_checks import WindowChecks
@@ -72,6 +74,20 @@ class DayPartition:
     sha256: str | None = None
     repaired: str | None = None  # why an existing partition of this key was rebuilt
 
+    def recorded(self) -> WindowPartition:
+        """The day as the window manifest records it."""
+        return WindowPartition(
+            date=dt.date.fromisoformat(self.date),
+            path=Path(self.path),
+            rows=self.rows,
+            label_rate=self.label_rate,
+            null_rates=self.null_rates,
+            partition_key=self.partition_key,
+            source_version=self.source_version,
+            bytes=self.bytes,
+            sha256=self.sha256,
+        )
+
 
 def example_schema(
     service: str = FEATURE_SERVICE, views: Sequence[feast_repo.ViewDef] | None = None
@@ -91,7 +107,113 @@ def example_schema(
     return pa.schema([schema.field(c) for c in EXAMPLE_COLUMNS])
 
 
+class WindowPartition(BaseModel):
+    """One day of a window (a training day or the eval day) as its manifest records it. Manifests
+    written before a field existed lack it (None)."""
+
+    model_config = ConfigDict(frozen=True, extra="ignore")
+
+    date: dt.date
+    path: Path
+    rows: int
+    label_rate: float | None = None
+    null_rates: dict[str, float] | None = None
+    partition_key: str | None = None
+    source_version: str | None = None
+    # the file as recorded in partition.json: the trainer checks the file against them
+    bytes: int | None = None
+    sha256: str | None = None
+
+
+class WindowManifest(BaseModel):
+    """A built window: ``<home>/windows/<end>_<days>d/manifest.json`` (docs/architecture.md
+    "Window manifest"), written by :func:`build_window`, read with :func:`read_window_manifest`.
+    What the trainer needs is required; the rest is None in manifests written before it existed.
+    ``path`` is where it is written / was read from (not part of the file)."""
+
+    model_config = ConfigDict(frozen=True, extra="ignore", populate_by_name=True)
+
+    window_id: str
+    end: dt.date
+    """the eval day; training days are [end - days, end)"""
+    days: int
+    train: tuple[WindowPartition, ...]
+    eval: WindowPartition
+    missing_days: list[dt.date] | None = None
+    columns: dict[str, str] | None = Field(
+        default=None, validation_alias="schema", serialization_alias="schema"
+    )
+    """column -> arrow type of the partitions"""
+    feature_service: str | None = None
+    feature_version: str
+    source_version: dict[str, str] | None = None
+    """date -> the source-data version its partition was built from"""
+    rows_train: int | None = None
+    rows_eval: int | None = None
+    label_rate: float | None = None
+    days_built: int | None = None
+    days_reused: int | None = None
+    days_repaired: dict[str, str] | None = None
+    checks: WindowChecks | None = None
+    created_at: str | None = None
+    duration_seconds: float | None = None
+    path: Path = Field(exclude=True)
+
+    @model_validator(mode="before")
+    @classmethod
+    def _days_of_old_manifests(cls, raw: Any) -> Any:
+        if isinstance(raw, dict) and "days" not in raw and isinstance(raw.get("train"), list):
+            return {**raw, "days": len(raw["train"])}
+        return raw
+
+    @property
+    def train_rows(self) -> int:
+        """Rows of the training partitions held (all of the window's, or the days an incremental
+        run kept: ``rows_train`` stays what the build recorded)."""
+        return sum(p.rows for p in self.train)
+
+    @property
+    def train_label_rate(self) -> float | None:
+        """Save rate over the training partitions held (None when one does not record it)."""
+        if not self.train or any(p.label_rate is None for p in self.train) or not self.train_rows:
+            return None
+        return sum(p.rows * (p.label_rate or 0.0) for p in self.train) / self.train_rows
+
+    def record(self) -> dict[str, Any]:  # the file's JSON: what is written, nothing read from it
+        return self.model_dump(mode="json", by_alias=True, exclude_unset=True)
+
+
+def read_window_manifest(path: Path) -> WindowManifest:
+    """Parse the window manifest at ``path``; DataValidationError naming what is wrong."""
+    if not path.is_file():
+        raise DataValidationError(
+            f"no window manifest at {path}: build the window first (ranker features window --end ... --days ...)"
+        )
+    try:
+        raw = read_json(path)
+    except ValueError as exc:
+        raise DataValidationError(f"window manifest {path} is not valid JSON: {exc}") from None
+    if not isinstance(raw, dict):
+        raise DataValidationError(f"window manifest {path} does not hold a JSON object")
+    for key in ("window_id", "train", "eval", "feature_version"):
+        if key not in raw:
+            raise DataValidationError(f"window manifest {path} lacks {key!r}")
+    entries = [*(raw["train"] if isinstance(raw["train"], list) else [raw["train"]]), raw["eval"]]
+    for where, entry in zip(["train"] * (len(entries) - 1) + ["eval"], entries, strict=True):
+        if not isinstance(entry, dict) or "path" not in entry or "rows" not in entry:
+            raise DataValidationError(f"window manifest: {where} entry needs 'path' and 'rows': {entry!r}")
+    try:
+        return WindowManifest.model_validate({**raw, "path": path})
+    except ValidationError as exc:
+        first = exc.errors()[0]
+        where = ".".join(str(part) for part in first["loc"])
+        raise DataValidationError(f"window manifest {path}: {where}: {first['msg']}") from None
+
+
 def load_manifest(ws: Workspace, end: dt.date, days: int = DEFAULT_DAYS) -> dict[str, Any]:
+    """The manifest of the window ``(end, days)`` as the file holds it, unparsed: the data validation
+    (features.validation.step.manifest_problems) reports what is wrong with a manifest rather than
+    refusing it. Everything else reads :func:`read_window_manifest`."""
     path = ws.window_manifest(end, days)
     if not path.is_file():
         raise RankerError(
@@ -292,9 +414,10 @@ def build_window(
     days: int = DEFAULT_DAYS,
     checks: WindowChecks | None = None,
     settings: feast_repo.StoreSettings | None = None,
-) -> dict[str, Any]:
+) -> dict[str, Any]:  # the manifest's JSON: the backtest, the study and window_step's fakes index it
     """Build (or reuse) the partitions of the window ending at ``end`` and publish its manifest
-    (``settings``: the Feast store the workspace was applied with; default from the environment)."""
+    (``settings``: the Feast store the workspace was applied with; default from the environment).
+    Returns the manifest as written (:class:`WindowManifest` parses it)."""
     checks = checks or WindowChecks()
     checks.validate()
     if not 0 < days <= MAX_DAYS:
@@ -314,8 +437,9 @@ def build_window(
         # a rebuild that fails must not leave an older manifest claiming the window is good
         target.unlink(missing_ok=True)
         raise
-    atomic_write_json(target, manifest)
-    return manifest
+    record = manifest.record()
+    atomic_write_json(target, record)
+    return record
 
 
 def _build(
@@ -325,7 +449,7 @@ def _build(
     checks: WindowChecks,
     started: float,
     settings: feast_repo.StoreSettings | None,
-) -> dict[str, Any]:
+) -> WindowManifest:
     feature_version = feast_repo.feature_version()
     applied = feast_repo.applied_version(ws)
     if applied is None:
@@ -358,33 +482,28 @@ def _build(
         json.dumps([end.isoformat(), days, [p.partition_key for p in parts]]).encode()
     ).hexdigest()
 
-    def entry(p: DayPartition) -> dict[str, Any]:
-        d = asdict(p)
-        d.pop("built")
-        d.pop("repaired")
-        return d
-
-    return {
-        "window_id": window_id,
-        "end": end.isoformat(),
-        "days": days,
-        "train": [entry(p) for p in train],
-        "eval": entry(eval_part),
-        "missing_days": [d.isoformat() for d in missing],
-        "schema": {f.name: str(f.type) for f in schema},
-        "feature_service": FEATURE_SERVICE,
-        "feature_version": feature_version,
-        "source_version": {p.date: p.source_version for p in parts},
-        "rows_train": rows_train,
-        "rows_eval": eval_part.rows,
-        "label_rate": saves_train / rows_train if rows_train else 0.0,
-        "days_built": sum(p.built for p in parts),
-        "days_reused": sum(not p.built for p in parts),
-        "days_repaired": {p.date: p.repaired for p in parts if p.repaired},
-        "checks": asdict(checks),
-        "created_at": dt.datetime.now(dt.UTC).isoformat(timespec="seconds"),
-        "duration_seconds": round(time.perf_counter() - started, 3),
-    }
+    return WindowManifest(
+        path=ws.window_manifest(end, days),
+        window_id=window_id,
+        end=end,
+        days=days,
+        train=tuple(p.recorded() for p in train),
+        eval=eval_part.recorded(),
+        missing_days=missing,
+        columns={f.name: str(f.type) for f in schema},
+        feature_service=FEATURE_SERVICE,
+        feature_version=feature_version,
+        source_version={p.date: p.source_version for p in parts},
+        rows_train=rows_train,
+        rows_eval=eval_part.rows,
+        label_rate=saves_train / rows_train if rows_train else 0.0,
+        days_built=sum(p.built for p in parts),
+        days_reused=sum(not p.built for p in parts),
+        days_repaired={p.date: p.repaired for p in parts if p.repaired},
+        checks=checks,
+        created_at=dt.datetime.now(dt.UTC).isoformat(timespec="seconds"),
+        duration_seconds=round(time.perf_counter() - started, 3),
+    )
 
 
 @dataclass(frozen=True)

@@ -71,7 +71,7 @@ def day_table(
     ts = np.datetime64(day.isoformat(), "us") + rng.integers(0, 86_400_000_000, rows).astype(
         "timedelta64[us]"
     )
-    cols: dict[str, object] = {
+    cols: dict[str, np.ndarray | pa.Array] = {
         "request_id": np.array([f"{day.isoformat()}-{r}" for r in req], dtype=object),
         "user_id": user.astype(np.int64) + 1000,
         "pin_id": pin.astype(np.int64) + 10_000,
@@ -110,6 +110,8 @@ def write_window(
     feature_version: str | None = None,
 ) -> Path:
     """Write day partitions + manifest under ``home``/windows; returns the manifest path."""
+    from features.window import WindowManifest, WindowPartition
+
     parts = []
     dates = [end - dt.timedelta(days=d) for d in range(days, 0, -1)] + [end]
     for i, day in enumerate(dates):
@@ -120,28 +122,29 @@ def write_window(
             pq.write_table(day_table(day, n, seed), path, row_group_size=row_group_size)
         t = pq.read_table(path, columns=["saved"])
         parts.append(
-            {
-                "date": day.isoformat(),
-                "path": str(path),
-                "rows": t.num_rows,
-                "label_rate": float(np.mean(t.column("saved").to_numpy())) if t.num_rows else 0.0,
-                "partition_key": f"k{seed}",
-            }
+            WindowPartition(
+                date=day,
+                path=path,
+                rows=t.num_rows,
+                label_rate=float(np.mean(t.column("saved").to_numpy())) if t.num_rows else 0.0,
+                partition_key=f"k{seed}",
+            )
         )
-    manifest = {
-        "window_id": hashlib.sha256(json.dumps([p["path"] for p in parts]).encode()).hexdigest(),
-        "end": end.isoformat(),
-        "days": days,
-        "train": parts[:-1],
-        "eval": parts[-1],
-        "schema": {f.name: str(f.type) for f in _schema()},
-        "feature_version": feature_version or current_feature_version(),
-        "source_version": {"seed": seed},
-        "rows_train": sum(p["rows"] for p in parts[:-1]),
-        "rows_eval": parts[-1]["rows"],
-        "created_at": dt.datetime.now(dt.UTC).isoformat(),
-    }
     out = home / "windows" / f"{end.isoformat()}_{days}d" / "manifest.json"
+    manifest = WindowManifest(
+        path=out,
+        window_id=hashlib.sha256(json.dumps([str(p.path) for p in parts]).encode()).hexdigest(),
+        end=end,
+        days=days,
+        train=tuple(parts[:-1]),
+        eval=parts[-1],
+        columns={f.name: str(f.type) for f in _schema()},
+        feature_version=feature_version or current_feature_version(),
+        source_version={"seed": str(seed)},
+        rows_train=sum(p.rows for p in parts[:-1]),
+        rows_eval=parts[-1].rows,
+        created_at=dt.datetime.now(dt.UTC).isoformat(),
+    )
     out.parent.mkdir(parents=True, exist_ok=True)
-    out.write_text(json.dumps(manifest, indent=2))
+    out.write_text(json.dumps(manifest.record(), indent=2))
     return out

@@ -23,12 +23,13 @@ from typing import TYPE_CHECKING, Any
 
 from ranking.core.errors import RankerError, TrainingFailed
 from ranking.core.ids import validate_run_id
+from ranking.core.summaries import Phase, TrainSummary
 from ranking.core.workspace import Workspace
 from ranking.trainer.models.config import ModelConfig, OptimizerConfig, TrainConfig
 
 if TYPE_CHECKING:
+    from features.window import WindowManifest
     from ranking.core.summaries import DataValidation
-    from ranking.trainer.datasets.window import WindowManifest
     from ranking.trainer.lineage import TrainingPlan
 
 log = logging.getLogger(__name__)
@@ -123,8 +124,10 @@ def run_folder_lock(run_dir: Path) -> contextlib.AbstractContextManager[None]:
     )
 
 
-def _train_in(job: TrainJob, run_dir: Path, schedule: Any, started: float) -> dict[str, Any] | None:
-    from ranking.trainer.datasets.window import read_window_manifest
+def _train_in(
+    job: TrainJob, run_dir: Path, schedule: tuple[Phase, ...], started: float
+) -> dict[str, Any] | None:
+    from features.window import read_window_manifest
     from ranking.trainer.distributed.setup import launched_by_torchrun
 
     manifest = read_window_manifest(job.workspace.window_manifest(job.end, job.days))
@@ -140,13 +143,15 @@ def _train_in(job: TrainJob, run_dir: Path, schedule: Any, started: float) -> di
 
         # user errors surface here as one line, not as N failed workers
         validate_window(manifest, resolve_model_config(job, run_dir, warm), _feature_version())
-        summary = _launch(replace(job, train_since=since), run_dir, warm)
-        summary["warm_start"]["source"] = source
+        launched = _launch(replace(job, train_since=since), run_dir, warm)
+        summary = launched.model_copy(
+            update={"warm_start": launched.warm_start.model_copy(update={"source": source})}
+        )
     else:
         from ranking.trainer.loop import TrainRequest, run_training
         from ranking.trainer.models.config import TrainConfig
 
-        summary = run_training(
+        trained = run_training(
             TrainRequest(
                 manifest=manifest,
                 model_config=resolve_model_config(job, run_dir, warm),
@@ -171,41 +176,40 @@ def _train_in(job: TrainJob, run_dir: Path, schedule: Any, started: float) -> di
                 threads=job.threads,
             )
         )
-        if not summary:  # a non-zero rank: rank 0 reports
+        if trained is None:  # a non-zero rank: rank 0 reports
             return None
         if job.summary_file is not None:
             from ranking.core.atomic import atomic_write_json
 
-            atomic_write_json(job.summary_file, summary)
+            atomic_write_json(job.summary_file, trained.body())
             return None
+        summary = trained
 
-    summary["lineage"] = plan.lineage.body()
-    summary["data_validation"] = validation.model_dump(mode="json") if validation else None
-    _record_lineage(
-        run_dir, summary["lineage"], summary["data_validation"], review_source(job.effective_config)
-    )
+    from ranking.core.atomic import atomic_write_json
+    from ranking.trainer.loop import TRAIN_MANIFEST_FILE, TrainManifest
+
+    if (run_dir / TRAIN_MANIFEST_FILE).is_file():
+        # the registry keeps them with the version; the gate reads them
+        TrainManifest.read(run_dir).with_provenance(
+            plan.lineage, validation, review_source(job.effective_config)
+        ).write(run_dir)
+    summary = summary.model_copy(update={"lineage": plan.lineage, "data_validation": validation})
     if job.effective_config is not None:
-        from ranking.core.atomic import atomic_write_json
-
-        summary["effective_config"] = str(run_dir / "effective_config.json")
-        atomic_write_json(summary["effective_config"], job.effective_config)
-    summary["version"] = None
-    summary["duration_seconds"] = time.perf_counter() - started
-    from ranking.core.summaries import TrainSummary
-
-    body = TrainSummary.model_validate(summary).body()  # a field that does not fit fails here
+        effective = run_dir / "effective_config.json"
+        atomic_write_json(effective, job.effective_config)
+        summary = summary.model_copy(update={"effective_config": str(effective)})
+    summary = summary.model_copy(update={"version": None, "duration_seconds": time.perf_counter() - started})
     if job.register:
-        from ranking.core.atomic import atomic_write_json
         from ranking.registry import register_run
         from ranking.registry.retention import REGISTERED_FILE
 
         # kept before registering: an attempt killed between the registration and its train.json
         # is resumed from it (ranking.pipeline.run.prepare_rerun), not trained and registered again
-        atomic_write_json(run_dir / TRAIN_SUMMARY_FILE, body)
-        body["version"] = register_run(job.workspace, run_dir, job.run_id)
+        atomic_write_json(run_dir / TRAIN_SUMMARY_FILE, summary.body())
+        summary = summary.model_copy(update={"version": register_run(job.workspace, run_dir, job.run_id)})
         # what [retention] reads before it prunes the folder: the registry holds its model
-        atomic_write_json(run_dir / REGISTERED_FILE, {"version": body["version"]})
-    return body
+        atomic_write_json(run_dir / REGISTERED_FILE, {"version": summary.version})
+    return summary.body()
 
 
 TRAIN_SUMMARY_FILE = "train_summary.json"  # in the run folder: the summary before registration
@@ -252,23 +256,10 @@ def training_plan(job: TrainJob) -> TrainingPlan:
 
 def days_since(manifest: WindowManifest, since: dt.date) -> WindowManifest:
     """The window's training days from ``since`` on (an incremental run's data)."""
-    kept = tuple(p for p in manifest.train if dt.date.fromisoformat(p.date) >= since)
+    kept = tuple(p for p in manifest.train if p.date >= since)
     if not kept:
         raise RankerError(f"incremental: the window {manifest.path} has no training day on or after {since}")
-    return replace(manifest, train=kept)
-
-
-def _record_lineage(
-    run_dir: Path, lineage: dict[str, Any], validation: dict[str, Any] | None, recipe_source: str | None
-) -> None:
-    """Add the lineage, the window's data validation and where the recipe came from to the run's
-    train_manifest.json (the registry keeps them with the version; the gate reads them)."""
-    from ranking.core.atomic import atomic_write_json, read_json
-
-    path = run_dir / "train_manifest.json"
-    if path.is_file():
-        recorded = {"lineage": lineage, "data_validation": validation, "recipe_source": recipe_source}
-        atomic_write_json(path, {**read_json(path), **recorded})
+    return manifest.model_copy(update={"train": kept})
 
 
 def review_source(effective_config: dict[str, Any] | None) -> str | None:
@@ -430,7 +421,7 @@ def job_from_dict(raw: dict[str, Any]) -> TrainJob:
     return TrainJob(**values)
 
 
-def _launch(job: TrainJob, run_dir: Path, warm: Path | None) -> dict[str, Any]:
+def _launch(job: TrainJob, run_dir: Path, warm: Path | None) -> TrainSummary:
     """Run the job under torchrun with ``nproc`` workers; return rank 0's summary."""
     from ranking.core.atomic import atomic_write_json, read_json
     from ranking.trainer.distributed.setup import torchrun_command
@@ -451,7 +442,7 @@ def _launch(job: TrainJob, run_dir: Path, warm: Path | None) -> dict[str, Any]:
         raise TrainingFailed(f"torchrun workers failed (exit {proc.returncode}); see their errors above")
     if not summary_file.is_file():
         raise TrainingFailed(f"torchrun workers finished without a summary ({summary_file})")
-    summary: dict[str, Any] = read_json(summary_file)
+    summary = TrainSummary.model_validate(read_json(summary_file))
     summary_file.unlink(missing_ok=True)
     return summary
 

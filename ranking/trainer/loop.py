@@ -16,12 +16,25 @@ import math
 import time
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-from ranking.core.atomic import atomic_write_json, atomic_write_text
+from pydantic import ConfigDict
+
+from features.window import WindowManifest
+from ranking.core.atomic import atomic_write_json, atomic_write_text, read_json
 from ranking.core.code_version import code_version
 from ranking.core.errors import RankerError, TrainingFailed
-from ranking.core.summaries import TrainSummary
+from ranking.core.summaries import (
+    DataValidation,
+    EpochSummary,
+    EvalSummary,
+    Lineage,
+    RemedySummary,
+    Summary,
+    TrainSummary,
+    TrainWindow,
+    WarmStart,
+)
 from ranking.trainer.checkpointing.checkpoint import (
     CheckpointError,
     checkpoint_meta,
@@ -35,9 +48,12 @@ from ranking.trainer.datasets.input import (
     input_options_from_env,
     ready_batches,
 )
-from ranking.trainer.datasets.window import WindowManifest, list_units, plan_epoch, validate_window
+from ranking.trainer.datasets.window import list_units, plan_epoch, validate_window
 from ranking.trainer.models.config import ModelConfig, TrainConfig, resolve_pipeline
 from ranking.trainer.schedule import FROZEN, schedule_letters
+
+if TYPE_CHECKING:
+    from ranking.evaluation.metrics import OfflineMetrics
 
 log = logging.getLogger(__name__)
 
@@ -64,6 +80,21 @@ class TrainRequest:
     # how batches are made ready (workers, prefetch, encoded cache); None: InputOptions' defaults
     # with the RANKER_INPUT_* environment, pinned on CUDA (ranking.trainer.datasets.input)
     input_options: InputOptions | None = None
+
+
+def trained_window(manifest: WindowManifest) -> TrainWindow:
+    """The window as the run trained on it (an incremental run: the days it kept)."""
+    return TrainWindow(
+        window_id=manifest.window_id,
+        manifest=str(manifest.path),
+        end=manifest.end,
+        days=manifest.days,
+        rows_train=manifest.train_rows,
+        rows_eval=manifest.eval.rows,
+        feature_version=manifest.feature_version,
+        train_dates=[p.date for p in manifest.train],
+        eval_date=manifest.eval.date,
+    )
 
 
 def architecture_of(cfg: ModelConfig) -> dict[str, Any]:
@@ -245,8 +276,8 @@ def build_sharded(
     return ShardedStack(dmp, task, optimizer, distributed.sharding_summary(dmp))
 
 
-def run_training(req: TrainRequest) -> dict[str, Any]:
-    """Train on every rank; rank 0 returns the summary (other ranks return {})."""
+def run_training(req: TrainRequest) -> TrainSummary | None:
+    """Train on every rank; rank 0 returns the summary (other ranks None)."""
     from ranking.trainer.distributed import setup as distributed
 
     distributed.quiet_library_noise()
@@ -327,18 +358,18 @@ class _Trainer:
         for key, value in live.items():
             distributed.copy_full_into(value, saved[key])
 
-    def _remedy_at_epoch_start(self) -> dict[str, Any] | None:
+    def _remedy_at_epoch_start(self) -> RemedySummary | None:
         from ranking.trainer.remedies import apply_epoch_start
 
         return apply_epoch_start(self.tc.remedy, self.dmp, self.cfg, self.tc.seed)
 
     # -------------------------------------------------------------- state out
-    def _meta(self, epoch: int, epochs: list[dict[str, Any]]) -> dict[str, Any]:
+    def _meta(self, epoch: int, epochs: list[EpochSummary]) -> dict[str, Any]:
         return {
             "model_config": self.cfg.to_dict(),
             "train_config": self.tc.to_dict(),
             "epoch": epoch,
-            "epochs": epochs,
+            "epochs": [e.body() for e in epochs],
             "window_id": self.req.manifest.window_id,
             "feature_version": self.req.manifest.feature_version,
             "table_init": _table_init(self.req),
@@ -396,7 +427,7 @@ class _Trainer:
             dist.all_reduce(slowest, op=dist.ReduceOp.MAX)
         return float(ratios[0]), float(ratios[1]), float(slowest[0])
 
-    def _epoch(self, epoch: int, units: list[Any], pipeline: Any) -> dict[str, Any]:
+    def _epoch(self, epoch: int, units: list[Any], pipeline: Any) -> EpochSummary:
         import torch
 
         from ranking.trainer.reports.progress import EpochProgress
@@ -424,25 +455,26 @@ class _Trainer:
         if losses.steps != plan.steps:
             raise TrainingFailed(f"epoch {epoch} ran {losses.steps} steps, the plan has {plan.steps}")
         lookup, exposed, seconds = self._across_ranks(time.perf_counter() - start)
-        stats = {
-            "epoch": epoch,
-            "phase": phase,
-            "loss": losses.total / plan.rows,
-            "samples": plan.rows,
-            "steps": plan.steps,
-            "samples_per_second": plan.rows / seconds if seconds > 0 else float("nan"),
+        stats = EpochSummary(
+            epoch=epoch,
+            phase=phase,
+            loss=losses.total / plan.rows,
+            samples=plan.rows,
+            steps=plan.steps,
+            samples_per_second=plan.rows / seconds if seconds > 0 else float("nan"),
             # with the section clock off nothing was measured: no figure rather than a 0
-            "lookup_ratio": lookup if self.clock.enabled else None,
-            "exposed_lookup_ratio": exposed if self.clock.enabled else None,
-            "duration_seconds": seconds,
-        }
+            lookup_ratio=lookup if self.clock.enabled else None,
+            exposed_lookup_ratio=exposed if self.clock.enabled else None,
+            duration_seconds=seconds,
+        )
         if cuda:  # this rank's peak (rank 0's in the summary)
-            stats["peak_gpu_memory_bytes"] = int(torch.cuda.max_memory_allocated(self.ctx.device))
-        progress.close(**{k: v for k, v in stats.items() if k not in ("epoch", "phase")})
+            peak = int(torch.cuda.max_memory_allocated(self.ctx.device))
+            stats = stats.model_copy(update={"peak_gpu_memory_bytes": peak})
+        progress.close(**{k: v for k, v in stats.body().items() if k not in ("epoch", "phase")})
         return stats
 
     # -------------------------------------------------------------- the run
-    def run(self) -> dict[str, Any]:
+    def run(self) -> TrainSummary | None:
         from ranking.evaluation.scores import metrics_of, write_scores
         from ranking.trainer.checkpointing.state import save_epoch
         from ranking.trainer.distributed import setup as distributed
@@ -460,11 +492,11 @@ class _Trainer:
         self._build(warm_state)
         if warm_table_opt is not None:
             self._load_table_optimizer(warm_table_opt)
-        epochs: list[dict[str, Any]] = []
+        epochs: list[EpochSummary] = []
         start_epoch = 1
         if resume is not None:
             meta = self._restore(resume[0])
-            epochs = list(meta["epochs"])
+            epochs = [EpochSummary.model_validate(e) for e in meta["epochs"]]
             start_epoch = int(meta["epoch"]) + 1
         if ctx.is_main:
             req.run_dir.mkdir(parents=True, exist_ok=True)
@@ -482,10 +514,10 @@ class _Trainer:
             remedy = self._remedy_at_epoch_start()
             stats = self._epoch(epoch, units, pipeline)
             if remedy is not None:
-                stats["remedy"] = remedy
+                stats = stats.model_copy(update={"remedy": remedy})
             if self.tc.eval_each_epoch or epoch == self.tc.epochs:
                 scores = self._score(eval_paths)
-                stats["eval"] = metrics_of(scores).to_dict()
+                stats = stats.model_copy(update={"eval": _eval_summary(metrics_of(scores))})
             epochs.append(stats)
             save_epoch(
                 epoch_checkpoint_path(req.run_dir, epoch), self.dmp, self.optimizer, self._meta(epoch, epochs)
@@ -498,8 +530,8 @@ class _Trainer:
         self.dmp = self.task = self.optimizer = None
         gc.collect()
         if not ctx.is_main:
-            return {}
-        final_eval = metrics_of(scores).to_dict()
+            return None
+        final_eval = _eval_summary(metrics_of(scores))
         return self._finish(
             epochs,
             scores,
@@ -513,90 +545,134 @@ class _Trainer:
 
     def _finish(
         self,
-        epochs: list[dict[str, Any]],
+        epochs: list[EpochSummary],
         scores: Any,
-        final_eval: dict[str, Any],
+        final_eval: EvalSummary,
         t_start: float,
         started_at: str,
         start_epoch: int,
         plot_curve: Any,
         write_scores: Any,
-    ) -> dict[str, Any]:
+    ) -> TrainSummary:
         from ranking.trainer.checkpointing.state import export_checkpoint
 
         req, tc, run_dir = self.req, self.tc, self.req.run_dir
-        by_phase: dict[str, dict[str, float]] = {}
+        seconds: dict[str, float] = {}
+        lookup: dict[str, float] = {}
+        exposed: dict[str, float] = {}
         for e in epochs:
-            agg = by_phase.setdefault(
-                e["phase"], {"seconds": 0.0, "lookup": 0.0, "exposed": 0.0, "samples": 0.0}
+            seconds[e.phase] = seconds.get(e.phase, 0.0) + e.duration_seconds
+            lookup[e.phase] = lookup.get(e.phase, 0.0) + (e.lookup_ratio or 0.0) * e.duration_seconds
+            exposed[e.phase] = (
+                exposed.get(e.phase, 0.0) + (e.exposed_lookup_ratio or 0.0) * e.duration_seconds
             )
-            agg["seconds"] += e["duration_seconds"]
-            agg["lookup"] += (e["lookup_ratio"] or 0.0) * e["duration_seconds"]
-            agg["exposed"] += (e["exposed_lookup_ratio"] or 0.0) * e["duration_seconds"]
-            agg["samples"] += e["samples"]
-        train_seconds = sum(e["duration_seconds"] for e in epochs)
-        summary: dict[str, Any] = {
-            "run_dir": str(run_dir),
-            "schedule": schedule_letters(tc.schedule),
-            "schedule_spec": tc.schedule_spec,
-            "pipeline": self.pipeline_name,  # what ran (train_config keeps what was asked: auto)
-            "remedy": tc.remedy,
-            "seed": tc.seed,
-            "epochs": epochs,
-            "eval": final_eval,
-            "samples_per_second": sum(e["samples"] for e in epochs) / train_seconds
-            if train_seconds
-            else None,
-            "wall_seconds_by_phase": {p: a["seconds"] for p, a in by_phase.items()},
-            "lookup_ratio_by_phase": {
-                p: a["lookup"] / a["seconds"]
-                for p, a in by_phase.items()
-                if a["seconds"] and self.clock.enabled
-            },
-            "exposed_lookup_ratio_by_phase": {
-                p: a["exposed"] / a["seconds"]
-                for p, a in by_phase.items()
-                if a["seconds"] and self.clock.enabled
-            },
-            "window": req.manifest.summary(),
-            "warm_start": {
-                "source": req.warm_start_source,
-                "path": str(req.warm_start) if req.warm_start else None,
-                "scope": req.warm_start_scope if req.warm_start else None,
-            },
-            "resumed_after_epoch": start_epoch - 1 if req.resume and start_epoch > 1 else None,
-            "world_size": self.ctx.world_size,
-            "device": self.ctx.device.type,
-            "sharding": self.sharding,
-            "code_version": code_version(),
-            "started_at": started_at,
-        }
+        timed = [p for p in seconds if seconds[p] and self.clock.enabled]
+        train_seconds = sum(e.duration_seconds for e in epochs)
+        window = trained_window(req.manifest)
+        warm_start = WarmStart(
+            source=req.warm_start_source,
+            path=str(req.warm_start) if req.warm_start else None,
+            scope=req.warm_start_scope if req.warm_start else None,
+        )
         write_scores(run_dir / "eval_scores.parquet", scores)
-        atomic_write_json(run_dir / "eval.json", {**final_eval, "eval_date": req.manifest.eval.date})
-        plot_curve(run_dir / "curve.png", epochs)
-        summary["duration_seconds"] = time.perf_counter() - t_start
+        atomic_write_json(
+            run_dir / "eval.json", {**final_eval.body(), "eval_date": req.manifest.eval.date.isoformat()}
+        )
+        plot_curve(run_dir / "curve.png", [e.body() for e in epochs])
         # typed before anything marks the run finished: a field that does not fit fails here
-        summary = TrainSummary.model_validate(summary).body()
-        manifest = {
-            **{
-                k: summary[k]
-                for k in ("schedule", "schedule_spec", "pipeline", "seed", "epochs", "warm_start")
-            },
-            "window": req.manifest.summary(),
-            "window_id": req.manifest.window_id,
-            "window_manifest": str(req.manifest.path),
-            "feature_version": req.manifest.feature_version,
-            "train_config": tc.to_dict(),
-            "code_version": summary["code_version"],
-            "world_size": self.ctx.world_size,
-            "created_at": dt.datetime.now(dt.UTC).isoformat(),
-        }
-        atomic_write_json(run_dir / "train_manifest.json", manifest)
+        summary = TrainSummary(
+            run_dir=str(run_dir),
+            schedule=schedule_letters(tc.schedule),
+            schedule_spec=tc.schedule_spec,
+            pipeline=self.pipeline_name,  # type: ignore[arg-type]  # what ran (train_config keeps what was asked: auto)
+            remedy=tc.remedy,
+            seed=tc.seed,
+            epochs=epochs,
+            eval=final_eval,
+            samples_per_second=sum(e.samples for e in epochs) / train_seconds if train_seconds else None,
+            wall_seconds_by_phase=seconds,  # type: ignore[arg-type]
+            lookup_ratio_by_phase={p: lookup[p] / seconds[p] for p in timed},  # type: ignore[misc]
+            exposed_lookup_ratio_by_phase={p: exposed[p] / seconds[p] for p in timed},  # type: ignore[misc]
+            window=window,
+            warm_start=warm_start,
+            resumed_after_epoch=start_epoch - 1 if req.resume and start_epoch > 1 else None,
+            world_size=self.ctx.world_size,
+            device=self.ctx.device.type,
+            sharding=self.sharding,
+            code_version=code_version(),
+            started_at=started_at,  # type: ignore[arg-type]
+            duration_seconds=time.perf_counter() - t_start,
+        )
+        TrainManifest(
+            schedule=summary.schedule,
+            schedule_spec=summary.schedule_spec,
+            pipeline=summary.pipeline,
+            seed=summary.seed,
+            epochs=epochs,
+            warm_start=warm_start,
+            window=window,
+            window_id=req.manifest.window_id,
+            window_manifest=str(req.manifest.path),
+            feature_version=req.manifest.feature_version,
+            train_config=tc,
+            code_version=summary.code_version,
+            world_size=self.ctx.world_size,
+            created_at=dt.datetime.now(dt.UTC).isoformat(),
+        ).write(run_dir)
         # last: its presence marks a finished run. One process streams the last epoch's shards
         # into the export (ranking.trainer.checkpointing.state); nothing is gathered over the process group
         export_checkpoint(
             epoch_checkpoint_path(run_dir, tc.epochs),
             run_dir / FINAL_CHECKPOINT,
-            {**self._meta(tc.epochs, epochs), "eval": final_eval},
+            {**self._meta(tc.epochs, epochs), "eval": final_eval.body()},
         )
         return summary
+
+
+def _eval_summary(metrics: OfflineMetrics) -> EvalSummary:
+    return EvalSummary.model_validate(metrics.to_dict())
+
+
+TRAIN_MANIFEST_FILE = "train_manifest.json"  # in the run folder
+
+
+class TrainManifest(Summary):
+    """A finished run's ``train_manifest.json`` (docs/architecture.md "Training run folder"): what
+    it trained on and how, written by the loop; the train job adds the lineage, the window's data
+    validation and the recipe's source (:meth:`with_provenance`). The registry keeps a digest of it
+    with the version; the gate reads the lineage and the validation."""
+
+    model_config = ConfigDict(extra="ignore")
+
+    schedule: str
+    schedule_spec: str
+    pipeline: str
+    seed: int
+    epochs: list[EpochSummary]
+    warm_start: WarmStart
+    window: TrainWindow
+    window_id: str
+    window_manifest: str
+    feature_version: str
+    train_config: TrainConfig
+    code_version: str
+    world_size: int
+    created_at: str
+    lineage: Lineage | None = None
+    data_validation: DataValidation | None = None
+    recipe_source: str | None = None
+    """the review whose recipe the run trained (``review:<id>:<recipe>``), or null"""
+
+    @classmethod
+    def read(cls, run_dir: Path) -> TrainManifest:
+        return cls.model_validate(read_json(run_dir / TRAIN_MANIFEST_FILE))
+
+    def write(self, run_dir: Path) -> None:
+        atomic_write_json(run_dir / TRAIN_MANIFEST_FILE, self.body())
+
+    def with_provenance(
+        self, lineage: Lineage, validation: DataValidation | None, recipe_source: str | None
+    ) -> TrainManifest:
+        return self.model_copy(
+            update={"lineage": lineage, "data_validation": validation, "recipe_source": recipe_source}
+        )

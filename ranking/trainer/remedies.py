@@ -18,6 +18,7 @@ from __future__ import annotations
 from typing import Any
 
 from ranking.core.errors import RankerError
+from ranking.core.summaries import RemedySummary
 from ranking.trainer.models.config import REMEDIES, ModelConfig
 
 
@@ -39,11 +40,11 @@ def reset_tables(dmp: Any, cfg: ModelConfig, seed: int) -> None:
                 value.zero_()
 
 
-def apply_epoch_start(remedy: str, dmp: Any, cfg: ModelConfig, seed: int) -> dict[str, Any] | None:
+def apply_epoch_start(remedy: str, dmp: Any, cfg: ModelConfig, seed: int) -> RemedySummary | None:
     """Run ``remedy`` before an epoch; a record for the epoch's stats, or None for ``none``."""
     if remedy == "none":
         return None
     if remedy == "meda":
         reset_tables(dmp, cfg, seed)
-        return {"name": "meda", "tables": "seed init", "table_optimizer": "reset"}
+        return RemedySummary(name="meda", tables="seed init", table_optimizer="reset")
     raise RankerError(f"unknown remedy {remedy!r}: choose from {', '.join(REMEDIES)}")

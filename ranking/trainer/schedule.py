@@ -7,18 +7,21 @@ J: tables and dense layers train together. Dense layers train in every epoch.
 
 from __future__ import annotations
 
+from typing import Final
+
+from ranking.core.summaries import Phase
 from ranking.trainer.models.config import ConfigError
 
-FROZEN = "frozen"
-JOINT = "joint"
+FROZEN: Final = "frozen"
+JOINT: Final = "joint"
 
 NAMED_SCHEDULES = ("delayed", "joint", "frozen", "joint_then_frozen")
-_LETTERS = {"F": FROZEN, "J": JOINT}
+_LETTERS: dict[str, Phase] = {"F": FROZEN, "J": JOINT}
 # the default recipe's epoch count (F,J), chosen by the issue-13 backtest (docs/study.md)
 DEFAULT_EPOCHS = 2
 
 
-def resolve_schedule(spec: str, epochs: int | None = None) -> tuple[str, ...]:
+def resolve_schedule(spec: str, epochs: int | None = None) -> tuple[Phase, ...]:
     """Phases for each epoch.
 
     Named: ``delayed`` = F,J,J…; ``joint`` = J,J,J…; ``frozen`` = F,F,F…; ``joint_then_frozen`` =
@@ -30,12 +33,13 @@ def resolve_schedule(spec: str, epochs: int | None = None) -> tuple[str, ...]:
         n = DEFAULT_EPOCHS if epochs is None else epochs
         if n <= 0:
             raise ConfigError(f"epochs must be > 0, got {n}")
-        first, rest = {
+        named: dict[str, tuple[Phase, Phase]] = {
             "delayed": (FROZEN, JOINT),
             "joint": (JOINT, JOINT),
             "frozen": (FROZEN, FROZEN),
             "joint_then_frozen": (JOINT, FROZEN),
-        }[spec]
+        }
+        first, rest = named[spec]
         return (first, *([rest] * (n - 1)))
     letters = [p.strip().upper() for p in spec.split(",")]
     if not spec or any(p not in _LETTERS for p in letters):

@@ -95,7 +95,7 @@ def test_features_match_an_independent_merge_asof(tiny: dict[str, Any]) -> None:
 
 
 def test_rows_are_conserved_and_the_manifest_follows_the_contract(tiny: dict[str, Any]) -> None:
-    from features.window import load_manifest
+    from features.window import load_manifest, read_window_manifest
 
     ws, manifest = _ws(tiny["home"]), tiny["window"]
     # (another test may have rebuilt the shared window since: only the build facts may differ)
@@ -127,6 +127,17 @@ def test_rows_are_conserved_and_the_manifest_follows_the_contract(tiny: dict[str
     assert list(manifest["schema"]) == list(EXAMPLE_COLUMNS)
     assert manifest["days_built"] + manifest["days_reused"] == WINDOW_DAYS + 1
     assert manifest["feature_service"] == FEATURE_SERVICE and len(manifest["window_id"]) == 64
+    # the manifest's fields, as written before the manifest was a model, and the model reads
+    # every one of them back as it is
+    assert set(loaded) == {
+        "window_id", "end", "days", "train", "eval", "missing_days", "schema", "feature_service",
+        "feature_version", "source_version", "rows_train", "rows_eval", "label_rate", "days_built",
+        "days_reused", "days_repaired", "checks", "created_at", "duration_seconds",
+    }  # fmt: skip
+    assert set(loaded["eval"]) == {
+        "date", "path", "rows", "label_rate", "null_rates", "partition_key", "source_version", "bytes", "sha256"
+    }  # fmt: skip
+    assert read_window_manifest(ws.window_manifest(END, WINDOW_DAYS)).record() == loaded
     with pytest.raises(RankerError, match="no window manifest"):
         load_manifest(ws, END, 3)
 

@@ -13,11 +13,12 @@ from pathlib import Path
 import pyarrow.parquet as pq
 import pytest
 
+from features.window import read_window_manifest
 from features.windowgen import day_table, write_window
 from ranking.cli.main import main
 from ranking.core.errors import DataValidationError
 from ranking.core.hashing import sha256_file
-from ranking.trainer.datasets.window import read_window_manifest, validate_window
+from ranking.trainer.datasets.window import validate_window
 from ranking.trainer.models.config import default_model_config
 
 END = dt.date(2026, 11, 10)

@@ -29,8 +29,8 @@ def window_home(tmp_path_factory: pytest.TempPathFactory) -> Path:
 
 @pytest.fixture(scope="session")
 def manifest(window_home: Path):  # type: ignore[no-untyped-def]
+    from features.window import read_window_manifest
     from ranking.core.workspace import Workspace
-    from ranking.trainer.datasets.window import read_window_manifest
 
     return read_window_manifest(Workspace(window_home).window_manifest(END, DAYS))
 

@@ -11,6 +11,7 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 import pytest
 
+from features.window import read_window_manifest
 from features.windowgen import write_window
 from ranking.core.errors import DataValidationError
 from ranking.trainer.datasets.window import (
@@ -22,7 +23,6 @@ from ranking.trainer.datasets.window import (
     normalize_dense,
     plan_epoch,
     read_units,
-    read_window_manifest,
     rebatch,
     shuffle_stream,
     train_batches,

@@ -34,7 +34,7 @@ def _assert_same(ours, theirs) -> None:  # type: ignore[no-untyped-def]
 def _copy_window(manifest, tmp_path: Path) -> list[Path]:  # type: ignore[no-untyped-def]
     paths = []
     for part in manifest.train:
-        dst = tmp_path / "windows" / "parts" / part.date / part.path.name
+        dst = tmp_path / "windows" / "parts" / part.date.isoformat() / part.path.name
         dst.parent.mkdir(parents=True, exist_ok=True)
         shutil.copy(part.path, dst)
         paths.append(dst)

@@ -29,7 +29,7 @@ def test_warm_started_frozen_epoch_keeps_the_trained_table(tmp_path: Path, manif
             warm_start_source="path",
         )
     )
-    assert summary["warm_start"]["source"] == "path"
+    assert summary is not None and summary.warm_start.source == "path"
     after = load_checkpoint(tmp_path / "next" / "model.pt")["model"]
     tables = [k for k in after if "sparse_arch" in k]
     assert tables and all(torch.equal(after[k], champion["model"][k]) for k in tables)

@@ -2,15 +2,15 @@
 
 from __future__ import annotations
 
-import dataclasses
+import datetime as dt
 import math
 from collections.abc import Iterator
 
 import pytest
 import torch
 
+from features.window import WindowPartition
 from ranking.trainer.checkpointing.state import local_unsharded
-from ranking.trainer.datasets.window import Partition
 from ranking.trainer.distributed import setup as distributed
 from ranking.trainer.loop import build_sharded
 
@@ -24,12 +24,14 @@ def ctx() -> Iterator[distributed.DistContext]:
 
 def test_manifest_train_label_rate_is_row_weighted(manifest) -> None:  # type: ignore[no-untyped-def]
     parts = (
-        Partition("2026-01-01", manifest.train[0].path, rows=100, label_rate=0.01),
-        Partition("2026-01-02", manifest.train[0].path, rows=300, label_rate=0.05),
+        WindowPartition(date=dt.date(2026, 1, 1), path=manifest.train[0].path, rows=100, label_rate=0.01),
+        WindowPartition(date=dt.date(2026, 1, 2), path=manifest.train[0].path, rows=300, label_rate=0.05),
     )
-    m = dataclasses.replace(manifest, train=parts)
+    m = manifest.model_copy(update={"train": parts})
     assert m.train_label_rate == pytest.approx((100 * 0.01 + 300 * 0.05) / 400)
-    unknown = dataclasses.replace(manifest, train=(*parts, Partition("2026-01-03", parts[0].path, rows=5)))
+    unknown = manifest.model_copy(
+        update={"train": (*parts, WindowPartition(date=dt.date(2026, 1, 3), path=parts[0].path, rows=5))}
+    )
     assert unknown.train_label_rate is None  # a day without a recorded rate: no guess
 
 

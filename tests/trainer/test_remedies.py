@@ -12,6 +12,7 @@ from typing import Any
 import pytest
 import torch
 
+from ranking.core.summaries import EpochSummary, TrainSummary
 from ranking.trainer.checkpointing.checkpoint import load_checkpoint
 from ranking.trainer.checkpointing.state import local_unsharded
 from ranking.trainer.distributed import setup as distributed
@@ -44,7 +45,7 @@ def epoch_starts(monkeypatch: pytest.MonkeyPatch) -> list[dict[str, Any]]:
     seen: list[dict[str, Any]] = []
     original = _Trainer._epoch
 
-    def spy(self: _Trainer, epoch: int, units: list[Any], pipeline: Any) -> dict[str, Any]:
+    def spy(self: _Trainer, epoch: int, units: list[Any], pipeline: Any) -> EpochSummary:
         model_state = {k[len("model.") :]: v for k, v in local_unsharded(self.dmp.state_dict()).items()}
         table_opt = local_unsharded(distributed.table_optimizer_state(self.dmp))
         seen.append({"epoch": epoch, "model": model_state, "table_optimizer": table_opt})
@@ -54,10 +55,12 @@ def epoch_starts(monkeypatch: pytest.MonkeyPatch) -> list[dict[str, Any]]:
     return seen
 
 
-def _run(manifest: Any, cfg: Any, run_dir: Path, remedy: str, **kw: Any) -> dict[str, Any]:
+def _run(manifest: Any, cfg: Any, run_dir: Path, remedy: str, **kw: Any) -> TrainSummary:
     req = train_request(manifest, cfg, run_dir, schedule="joint", epochs=3, seed=SEED, **kw)
     req = dataclasses.replace(req, train_config=dataclasses.replace(req.train_config, remedy=remedy))
-    return run_training(req)
+    summary = run_training(req)
+    assert summary is not None  # one process: rank 0
+    return summary
 
 
 def test_meda_restores_seed_tables_and_empty_table_optimizer_each_epoch_keeping_dense(
@@ -78,8 +81,8 @@ def test_meda_restores_seed_tables_and_empty_table_optimizer_each_epoch_keeping_
             # the previous epoch did train the tables and fill the optimizer state
             assert not _equal(before_tables, init)
             assert any(v.any() for v in previous["table_optimizer"].values())
-    assert summary["remedy"] == "meda"
-    assert [e["remedy"]["name"] for e in summary["epochs"]] == ["meda"] * 3
+    assert summary.remedy == "meda"
+    assert [e.remedy.name for e in summary.epochs if e.remedy] == ["meda"] * 3
 
 
 def test_without_a_remedy_the_tables_carry_over(tmp_path: Path, manifest, model_config, epoch_starts) -> None:  # type: ignore[no-untyped-def]

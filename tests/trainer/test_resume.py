@@ -129,12 +129,13 @@ def test_resume_after_kill_ends_with_the_uninterrupted_model(
     resumed = run_training(
         train_request(manifest, model_config, killed, schedule="delayed", epochs=epochs, resume=True)
     )
-    assert resumed["resumed_after_epoch"] == done
+    assert reference is not None and resumed is not None
+    assert resumed.resumed_after_epoch == done
     want, got = _final_state(tmp_path / "whole"), _final_state(killed)
     assert want.keys() == got.keys()
     for key in want:
         assert torch.equal(want[key], got[key]), key
-    assert [e["loss"] for e in resumed["epochs"]] == [e["loss"] for e in reference["epochs"]]
+    assert [e.loss for e in resumed.epochs] == [e.loss for e in reference.epochs]
 
 
 def test_resume_refuses_a_run_with_other_settings(tmp_path: Path, manifest, model_config) -> None:  # type: ignore[no-untyped-def]

@@ -18,12 +18,12 @@ import math
 from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, Protocol, TypeVar
+from typing import TYPE_CHECKING, Protocol, TypeVar
 
 import numpy as np
 
 from features.schema import LABEL, REQUEST_KEY
-from ranking.core.atomic import read_json
+from features.window import WindowManifest, WindowPartition
 from ranking.core.errors import DataValidationError
 from ranking.trainer.models.config import ModelConfig
 
@@ -35,92 +35,7 @@ if TYPE_CHECKING:
 READ_SLICE_ROWS = 65_536  # rows decoded at a time inside a row group
 
 
-# ---------------------------------------------------------------- window manifest
-
-
-@dataclass(frozen=True)
-class Partition:
-    date: str
-    path: Path
-    rows: int
-    label_rate: float | None = None
-    # the file as the window builder wrote it (size, sha256); None in manifests without them
-    bytes: int | None = None
-    sha256: str | None = None
-
-
-@dataclass(frozen=True)
-class WindowManifest:
-    window_id: str
-    end: str
-    days: int
-    train: tuple[Partition, ...]
-    eval: Partition
-    feature_version: str
-    path: Path
-
-    @property
-    def rows_train(self) -> int:
-        return sum(p.rows for p in self.train)
-
-    @property
-    def train_label_rate(self) -> float | None:
-        """Save rate over the training days (None when the manifest does not record it)."""
-        if not self.train or any(p.label_rate is None for p in self.train) or not self.rows_train:
-            return None
-        return sum(p.rows * (p.label_rate or 0.0) for p in self.train) / self.rows_train
-
-    def summary(self) -> dict[str, Any]:
-        return {
-            "window_id": self.window_id,
-            "manifest": str(self.path),
-            "end": self.end,
-            "days": self.days,
-            "rows_train": self.rows_train,
-            "rows_eval": self.eval.rows,
-            "feature_version": self.feature_version,
-            "train_dates": [p.date for p in self.train],
-            "eval_date": self.eval.date,
-        }
-
-
-def _partition(raw: Any, where: str) -> Partition:
-    if not isinstance(raw, dict) or "path" not in raw or "rows" not in raw:
-        raise DataValidationError(f"window manifest: {where} entry needs 'path' and 'rows': {raw!r}")
-    rate = raw.get("label_rate")
-    size, digest = raw.get("bytes"), raw.get("sha256")
-    return Partition(
-        date=str(raw.get("date", "")),
-        path=Path(raw["path"]),
-        rows=int(raw["rows"]),
-        label_rate=float(rate) if rate is not None else None,
-        bytes=int(size) if size is not None else None,
-        sha256=str(digest) if digest is not None else None,
-    )
-
-
-def read_window_manifest(path: Path) -> WindowManifest:
-    """Parse a window manifest (docs/architecture.md "Window manifest")."""
-    if not path.is_file():
-        raise DataValidationError(
-            f"no window manifest at {path}: build the window first (ranker features window --end ... --days ...)"
-        )
-    try:
-        raw = read_json(path)
-    except ValueError as exc:
-        raise DataValidationError(f"window manifest {path} is not valid JSON: {exc}") from None
-    for key in ("window_id", "train", "eval", "feature_version"):
-        if key not in raw:
-            raise DataValidationError(f"window manifest {path} lacks {key!r}")
-    return WindowManifest(
-        window_id=str(raw["window_id"]),
-        end=str(raw.get("end", "")),
-        days=int(raw.get("days", len(raw["train"]))),
-        train=tuple(_partition(p, "train") for p in raw["train"]),
-        eval=_partition(raw["eval"], "eval"),
-        feature_version=str(raw["feature_version"]),
-        path=path,
-    )
+# ---------------------------------------------------------------- window checks
 
 
 def required_columns(cfg: ModelConfig, eval_keys: bool = False) -> list[str]:
@@ -139,17 +54,14 @@ def unreadable(path: str | Path, exc: BaseException) -> DataValidationError:
     )
 
 
-def check_partition(part: Partition, columns: Sequence[str], what: str) -> None:
+def check_partition(part: WindowPartition, columns: Sequence[str], what: str) -> None:
     """The file exists, is the file the manifest recorded (size and sha256, where recorded: a
     partition swapped or altered since its window was built is never trained on), holds the
     needed columns and as many rows as the manifest says."""
-    import pyarrow as pa
-    import pyarrow.parquet as pq
-
     from features.partitions import partition_problem
 
     if not part.path.is_file():
-        raise DataValidationError(f"{what} partition {part.date or ''} missing: {part.path}")
+        raise DataValidationError(f"{what} partition {part.date} missing: {part.path}")
     if part.bytes is not None and part.sha256 is not None:
         problem = partition_problem(
             part.path, {"bytes": part.bytes, "sha256": part.sha256, "rows": part.rows}
@@ -159,17 +71,27 @@ def check_partition(part: Partition, columns: Sequence[str], what: str) -> None:
                 f"{what} partition {part.path} is not the one its window recorded ({problem}):"
                 " rebuild the window (ranker features window), which replaces it"
             )
+    check_parquet(part.path, part.rows, columns, what)
+
+
+def check_parquet(path: Path, rows: int, columns: Sequence[str], what: str) -> None:
+    """The file exists, pyarrow reads it, and it holds ``columns`` and ``rows`` rows."""
+    import pyarrow as pa
+    import pyarrow.parquet as pq
+
+    if not path.is_file():
+        raise DataValidationError(f"{what} partition  missing: {path}")
     try:
-        meta = pq.read_metadata(part.path)
+        meta = pq.read_metadata(path)
     except (OSError, pa.ArrowException) as exc:
-        raise unreadable(part.path, exc) from None
+        raise unreadable(path, exc) from None
     names = set(meta.schema.to_arrow_schema().names)
     missing = [c for c in columns if c not in names]
     if missing:
-        raise DataValidationError(f"{what} partition {part.path} lacks columns {missing}")
-    if meta.num_rows != part.rows:
+        raise DataValidationError(f"{what} partition {path} lacks columns {missing}")
+    if meta.num_rows != rows:
         raise DataValidationError(
-            f"{what} partition {part.path} holds {meta.num_rows} rows but the manifest says {part.rows}"
+            f"{what} partition {path} holds {meta.num_rows} rows but the manifest says {rows}"
         )
 
 

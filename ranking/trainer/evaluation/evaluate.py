@@ -34,8 +34,8 @@ def eval_manifest(ws: Workspace, end: dt.date, days: int | None) -> Path:
 
 def run_evaluate_job(job: EvaluateJob) -> dict[str, Any]:
     """Score the model on the eval day; the ``evaluate`` step summary."""
+    from features.window import read_window_manifest
     from ranking.evaluation.scores import metrics_of, write_scores
-    from ranking.trainer.datasets.window import read_window_manifest
     from ranking.trainer.evaluation.scoring import score_checkpoint
 
     started = time.perf_counter()

@@ -15,8 +15,7 @@ import numpy as np
 from ranking.evaluation.scores import SCORE_COLUMNS
 from ranking.trainer.checkpointing.checkpoint import CheckpointError, load_checkpoint
 from ranking.trainer.datasets.window import (
-    Partition,
-    check_partition,
+    check_parquet,
     eval_chunks,
     list_units,
     required_columns,
@@ -123,5 +122,5 @@ def score_checkpoint(
     cols = required_columns(cfg, eval_keys=True)
     for p in paths:
         rows = sum(u.rows for u in list_units([p])) if p.is_file() else 0
-        check_partition(Partition(date="", path=p, rows=rows), cols, "eval")
+        check_parquet(p, rows, cols, "eval")
     return score_model(model, paths, batch_size)

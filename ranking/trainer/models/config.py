@@ -15,6 +15,7 @@ from typing import Any
 
 from features.schema import DENSE_FEATURES, SPARSE_FEATURES
 from ranking.core.errors import RankerError
+from ranking.core.summaries import Phase
 
 TABLE_OPTIMIZERS = ("rowwise_adagrad", "rowwise_adam", "adam")
 DENSE_OPTIMIZERS = ("adam", "adagrad", "sgd")
@@ -176,7 +177,7 @@ def load_model_config(path: Path) -> ModelConfig:
 class TrainConfig:
     """How one run trains: schedule (one phase per epoch), batching, pipeline, seed."""
 
-    schedule: tuple[str, ...]  # "frozen" | "joint" per epoch (see ranking.trainer.schedule)
+    schedule: tuple[Phase, ...]  # "frozen" | "joint" per epoch (see ranking.trainer.schedule)
     schedule_spec: str = "delayed"
     pipeline: str = "auto"
     batch_size: int = 1024  # global: split across ranks
