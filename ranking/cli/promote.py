@@ -6,10 +6,11 @@ import argparse
 
 from ranking.cli.common import CommandResult, add_common, text_arg
 from ranking.cli.options import add_registry_option, reason_arg, registry_of, version_arg
+from ranking.core.summaries import PromoteSummary
 from ranking.registry.operations import PromoteRequest
 
 
-def handle_promote(args: argparse.Namespace) -> CommandResult:
+def handle_promote(args: argparse.Namespace) -> CommandResult[PromoteSummary]:
     from ranking.pipeline.steps import promote
 
     return promote(

@@ -6,10 +6,11 @@ import argparse
 
 from ranking.cli.common import CommandResult, add_common, text_arg
 from ranking.cli.options import add_registry_option, reason_arg, registry_of, version_arg
+from ranking.core.summaries import RejectSummary
 from ranking.registry.operations import RejectRequest
 
 
-def handle_reject(args: argparse.Namespace) -> CommandResult:
+def handle_reject(args: argparse.Namespace) -> CommandResult[RejectSummary]:
     from ranking.pipeline.steps import reject
 
     return reject(
