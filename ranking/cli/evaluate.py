@@ -3,11 +3,15 @@
 from __future__ import annotations
 
 import argparse
+from typing import TYPE_CHECKING
 
 from ranking.cli.common import CommandResult, add_common, config_type, parse_date, path_arg, workspace
 
+if TYPE_CHECKING:
+    from ranking.trainer.evaluation.evaluate import EvaluateSummary
 
-def _evaluate(args: argparse.Namespace) -> CommandResult:
+
+def _evaluate(args: argparse.Namespace) -> CommandResult[EvaluateSummary]:
     from ranking.trainer.evaluation.evaluate import EvaluateJob, run_evaluate_job
 
     summary = run_evaluate_job(
@@ -20,10 +24,10 @@ def _evaluate(args: argparse.Namespace) -> CommandResult:
             batch_size=args.batch_size,
         )
     )
-    m = summary["metrics"]
+    m = summary.metrics
     text = (
-        f"{summary['model']} on {summary['eval_date']}: save HIT@3 {m['save_hit_at_3']:.4f}  "
-        f"AUC {m['auc']:.4f}  NE {m['ne']:.4f}  ({m['rows']} rows)"
+        f"{summary.model} on {summary.eval_date}: save HIT@3 {m.save_hit_at_3:.4f}  "
+        f"AUC {m.auc:.4f}  NE {m.ne:.4f}  ({m.rows} rows)"
     )
     return CommandResult(summary=summary, text=text)
 

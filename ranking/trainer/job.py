@@ -83,7 +83,7 @@ class TrainJob:
     effective_config: dict[str, Any] | None = field(default=None, compare=False)
 
 
-def run_train_job(job: TrainJob) -> dict[str, Any] | None:
+def run_train_job(job: TrainJob) -> TrainSummary | None:
     """Run the job; the ``train`` step summary, or None where this process reports nothing (a
     non-zero rank, or a launched worker whose summary goes to its launcher)."""
     from ranking.trainer.distributed.setup import launched_by_torchrun
@@ -126,7 +126,7 @@ def run_folder_lock(run_dir: Path) -> contextlib.AbstractContextManager[None]:
 
 def _train_in(
     job: TrainJob, run_dir: Path, schedule: tuple[Phase, ...], started: float
-) -> dict[str, Any] | None:
+) -> TrainSummary | None:
     from features.window import read_window_manifest
     from ranking.trainer.distributed.setup import launched_by_torchrun
 
@@ -209,7 +209,7 @@ def _train_in(
         summary = summary.model_copy(update={"version": register_run(job.workspace, run_dir, job.run_id)})
         # what [retention] reads before it prunes the folder: the registry holds its model
         atomic_write_json(run_dir / REGISTERED_FILE, {"version": summary.version})
-    return summary.body()
+    return summary
 
 
 TRAIN_SUMMARY_FILE = "train_summary.json"  # in the run folder: the summary before registration

@@ -37,6 +37,7 @@ from ranking.core.summaries import (
 )
 from ranking.trainer.checkpointing.checkpoint import (
     CheckpointError,
+    StateDict,
     checkpoint_meta,
     epoch_checkpoint_path,
     latest_complete_checkpoint,
@@ -122,7 +123,7 @@ def _check_run_dir(req: TrainRequest) -> None:
         )
 
 
-def _load_warm_start(req: TrainRequest) -> tuple[dict[str, Any] | None, dict[str, Any] | None]:
+def _load_warm_start(req: TrainRequest) -> tuple[StateDict | None, StateDict | None]:
     """(model state to start from, table-optimizer state to carry); (None, None) without one."""
     if req.warm_start is None:
         return None, None
@@ -142,7 +143,7 @@ def _load_warm_start(req: TrainRequest) -> tuple[dict[str, Any] | None, dict[str
             payload.get("feature_version"),
             req.manifest.feature_version,
         )
-    state: dict[str, Any] = payload["model"]
+    state: StateDict = payload["model"]
     if req.warm_start_scope == "dense":
         if req.warm_start_optimizer:
             raise RankerError(
@@ -231,7 +232,7 @@ def build_sharded(
     cfg: ModelConfig,
     seed: int,
     ctx: Any,
-    init_state: dict[str, Any] | None = None,
+    init_state: StateDict | None = None,
     prior_rate: float | None = None,
 ) -> ShardedStack:
     """Model with fused table optimizer, sharded by DMP, loaded with ``init_state`` (unsharded) or
@@ -337,7 +338,7 @@ class _Trainer:
         self.tc = req.train_config
 
     # -------------------------------------------------------------- setup
-    def _build(self, init_state: dict[str, Any] | None) -> None:
+    def _build(self, init_state: StateDict | None) -> None:
         stack = build_sharded(
             self.cfg, self.tc.seed, self.ctx, init_state, prior_rate=self.req.manifest.train_label_rate
         )
@@ -349,7 +350,7 @@ class _Trainer:
 
         return restore_epoch(path, self.dmp, self.optimizer)
 
-    def _load_table_optimizer(self, saved: dict[str, Any]) -> None:
+    def _load_table_optimizer(self, saved: StateDict) -> None:
         from ranking.trainer.distributed import setup as distributed
 
         live = distributed.table_optimizer_state(self.dmp)  # this rank's tables only

@@ -36,11 +36,12 @@ def test_evaluate_reports_the_metrics_of_the_scores_it_writes(
         workspace=Workspace(window_home), model=trained, end=END, scores_out=out, batch_size=333
     )
     summary = run_evaluate_job(job)
-    assert summary["model"] == str(trained / "model.pt") and summary["eval_date"] == END.isoformat()
-    assert summary["eval_path"] == str(manifest.eval.path) and summary["manifest"] == str(manifest.path)
+    assert summary.model == str(trained / "model.pt") and summary.eval_date == END
+    assert summary.eval_path == str(manifest.eval.path) and summary.manifest == str(manifest.path)
     scores = pd.read_parquet(out)
-    assert summary["metrics"] == metrics_of(scores).to_dict()
+    assert summary.metrics.body() == metrics_of(scores).to_dict()
     assert (
-        summary["metrics"] == metrics_of(score_checkpoint(trained / "model.pt", manifest.eval.path)).to_dict()
+        summary.metrics.body()
+        == metrics_of(score_checkpoint(trained / "model.pt", manifest.eval.path)).to_dict()
     )
-    assert summary["metrics"]["rows"] == manifest.eval.rows and summary["duration_seconds"] > 0
+    assert summary.metrics.rows == manifest.eval.rows and summary.duration_seconds > 0

@@ -126,9 +126,9 @@ def test_a_job_trains_registers_and_reports(
     )
     summary = run_train_job(job)
     assert summary is not None and os.environ["OMP_NUM_THREADS"] == "1"  # one thread by default
-    assert summary["version"] == "v0001" and summary["run_dir"] == str(ws.runs / "day-1")
-    assert summary["warm_start"]["source"] == "champion (none yet: from scratch)"
-    assert summary["schedule"] == "J" and summary["duration_seconds"] > 0
+    assert summary.version == "v0001" and summary.run_dir == str(ws.runs / "day-1")
+    assert summary.warm_start.source == "champion (none yet: from scratch)"
+    assert summary.schedule == "J" and summary.duration_seconds is not None and summary.duration_seconds > 0
     assert (ws.registry / "versions" / "v0001" / "version.json").is_file()  # committed
     assert load_model_config(ws.runs / "day-1" / "model_config.json") == load_model_config(model_config_file)
 

@@ -16,13 +16,19 @@ from __future__ import annotations
 import logging
 import re
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any, TypeAlias
 
 from ranking.core.atomic import atomic_path, atomic_write_text
 from ranking.core.hashing import sha256_file
 from ranking.trainer.checkpointing.errors import CheckpointError
 
+if TYPE_CHECKING:
+    import torch
+
 log = logging.getLogger(__name__)
+
+# a module's (or an optimizer's flat) tensors by name: what torch calls a state dict
+StateDict: TypeAlias = "dict[str, torch.Tensor]"
 
 # 2: + dense_optimizer, written from a sharded checkpoint; 3: rows equal to their init stored
 # as nothing (ranking.trainer.checkpointing.compact), rebuilt by load_checkpoint

@@ -55,7 +55,12 @@ from typing import TYPE_CHECKING, Any
 from ranking.core.atomic import atomic_write_json, atomic_write_text
 from ranking.core.hashing import sha256_file
 from ranking.registry.janitor import EXPORT_LOCK_FILE, EXPORT_SCRATCH_PREFIX
-from ranking.trainer.checkpointing.checkpoint import CheckpointError, checksum_path, save_checkpoint
+from ranking.trainer.checkpointing.checkpoint import (
+    CheckpointError,
+    StateDict,
+    checksum_path,
+    save_checkpoint,
+)
 from ranking.trainer.checkpointing.compact import SPARSE, compact_state
 
 if TYPE_CHECKING:
@@ -134,15 +139,15 @@ def tensor_specs(path: Path) -> dict[str, tuple[tuple[int, ...], torch.dtype]]:
 # ---------------------------------------------------------------- the live state
 
 
-def table_optimizer_state(dmp: Any) -> dict[str, Any]:
+def table_optimizer_state(dmp: Any) -> StateDict:
     from ranking.trainer.distributed import setup as distributed
 
     return distributed.table_optimizer_state(dmp)
 
 
-def live_state(dmp: Any, optimizer: Any | None = None) -> dict[str, Any]:
+def live_state(dmp: Any, optimizer: Any | None = None) -> StateDict:
     """The flat DCP state of a DMP(TrainTask) and its dense optimizer (views, not copies)."""
-    state: dict[str, Any] = dict(dmp.state_dict())  # keys are already "model." + the RankerModel's
+    state: StateDict = dict(dmp.state_dict())  # keys are already "model." + the RankerModel's
     state.update({TABLE_OPT + k: v for k, v in table_optimizer_state(dmp).items()})
     if optimizer is not None:
         for index, values in optimizer.state_dict()["state"].items():
@@ -432,12 +437,12 @@ def export_checkpoint(src: Path, out: Path, extra: dict[str, Any] | None = None)
         lock.release()
 
 
-def local_unsharded(state: dict[str, Any]) -> dict[str, Any]:
+def local_unsharded(state: StateDict) -> StateDict:
     """Plain tensors of a state whose shards are all local (one process): tests and tools on a
     single rank. Raises when a shard lives elsewhere, so it never stands in for a gather."""
     import torch
 
-    out: dict[str, Any] = {}
+    out: StateDict = {}
     for key, value in state.items():
         if not hasattr(value, "local_shards"):
             out[key] = value.detach().clone()

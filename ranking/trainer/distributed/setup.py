@@ -21,6 +21,8 @@ if TYPE_CHECKING:
     import torch
     from torch import nn
 
+    from ranking.trainer.checkpointing.checkpoint import StateDict
+
 # column-wise is left out of the planner's choice: row-wise Adagrad keeps one momentum per row per
 # column shard ([rows x shards]), so a table trains differently depending on how it is cut, and
 # the planner's pick among several types may change with the world size (docs/training.md)
@@ -215,7 +217,7 @@ def copy_full_into(target: Any, full: torch.Tensor) -> None:
             shard_.tensor.copy_(full[index].to(shard_.tensor.device))
 
 
-def load_state_dict_into(state: dict[str, Any], full: dict[str, Any], prefix: str = "") -> None:
+def load_state_dict_into(state: StateDict, full: StateDict, prefix: str = "") -> None:
     """Copy an unsharded state dict into a live (possibly sharded) one; keys must match exactly."""
     wanted = {k[len(prefix) :] if prefix and k.startswith(prefix) else k for k in state}
     missing = sorted(wanted - set(full))
@@ -229,9 +231,9 @@ def load_state_dict_into(state: dict[str, Any], full: dict[str, Any], prefix: st
         copy_full_into(target, full[name])
 
 
-def table_optimizer_state(dmp: Any) -> dict[str, Any]:
+def table_optimizer_state(dmp: Any) -> StateDict:
     """Flat {param.state_name: (sharded) tensor} of the fused table optimizer."""
-    flat: dict[str, Any] = {}
+    flat: StateDict = {}
     for param_key, states in dmp.fused_optimizer.state_dict()["state"].items():
         for state_key, value in states.items():
             if hasattr(value, "size"):

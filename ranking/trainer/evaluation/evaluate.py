@@ -6,9 +6,9 @@ import datetime as dt
 import time
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
 
 from ranking.core.errors import RankerError
+from ranking.core.summaries import EvalSummary, Seconds, Summary
 from ranking.core.workspace import Workspace
 
 
@@ -22,6 +22,21 @@ class EvaluateJob:
     batch_size: int = 8192
 
 
+class EvaluateSummary(Summary):
+    """``ranker evaluate``: a checkpoint's metrics on a built window's eval day."""
+
+    model: str
+    """the checkpoint scored"""
+    eval_date: dt.date
+    eval_path: str
+    """the eval day's partition"""
+    manifest: str
+    """the window manifest it was found in"""
+    metrics: EvalSummary
+    """what ranking.monitoring's samples read"""
+    duration_seconds: Seconds
+
+
 def eval_manifest(ws: Workspace, end: dt.date, days: int | None) -> Path:
     """The manifest of the window ending at ``end`` (with ``days``, else the first one found)."""
     if days is not None:
@@ -32,7 +47,7 @@ def eval_manifest(ws: Workspace, end: dt.date, days: int | None) -> Path:
     return found[0]
 
 
-def run_evaluate_job(job: EvaluateJob) -> dict[str, Any]:
+def run_evaluate_job(job: EvaluateJob) -> EvaluateSummary:
     """Score the model on the eval day; the ``evaluate`` step summary."""
     from features.window import read_window_manifest
     from ranking.evaluation.scores import metrics_of, write_scores
@@ -47,11 +62,11 @@ def run_evaluate_job(job: EvaluateJob) -> dict[str, Any]:
     scores = score_checkpoint(model, eval_path, batch_size=job.batch_size)
     if job.scores_out is not None:
         write_scores(job.scores_out.expanduser().resolve(), scores)
-    return {
-        "model": str(model),
-        "eval_date": job.end.isoformat(),
-        "eval_path": str(eval_path),
-        "manifest": str(manifest_path),
-        "metrics": metrics_of(scores).to_dict(),  # key read by monitoring.samples
-        "duration_seconds": time.perf_counter() - started,
-    }
+    return EvaluateSummary(
+        model=str(model),
+        eval_date=job.end,
+        eval_path=str(eval_path),
+        manifest=str(manifest_path),
+        metrics=EvalSummary.model_validate(metrics_of(scores).to_dict()),
+        duration_seconds=time.perf_counter() - started,
+    )

@@ -13,7 +13,7 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 
 from ranking.evaluation.scores import SCORE_COLUMNS
-from ranking.trainer.checkpointing.checkpoint import CheckpointError, load_checkpoint
+from ranking.trainer.checkpointing.checkpoint import CheckpointError, StateDict, load_checkpoint
 from ranking.trainer.datasets.window import (
     check_parquet,
     eval_chunks,
@@ -41,7 +41,7 @@ def model_config_of(checkpoint: Path, payload: dict[str, Any]) -> ModelConfig:
     raise CheckpointError(f"{checkpoint}: no model config inside it and no model_config.json beside it")
 
 
-def build_scoring_model(cfg: ModelConfig, state: dict[str, Any]) -> RankerModel:
+def build_scoring_model(cfg: ModelConfig, state: StateDict) -> RankerModel:
     import torch
 
     from ranking.trainer.models.model import RankerModel
