@@ -7,7 +7,6 @@ from __future__ import annotations
 
 import datetime as dt
 import io
-import json
 import logging
 import time
 from collections.abc import Sequence
@@ -131,18 +130,17 @@ def past_comparisons(reg: Registry, eval_day: dt.date, n: int) -> list[PastCompa
 
 def find_eval_parquet(ws: Workspace, day: dt.date, feature_version: str | None = None) -> Path:
     """The eval-day partition of a built window whose eval day is ``day``."""
+    from features.window import read_window_manifest
+
     found: list[tuple[bool, Path]] = []
     for manifest_path in sorted(ws.windows.glob("*/manifest.json")):
         try:
-            manifest = json.loads(manifest_path.read_text())
-            ev = manifest["eval"]
-            if ev["date"] != day.isoformat():
-                continue
-            path = Path(ev["path"])
-        except (OSError, ValueError, KeyError, TypeError):
+            manifest = read_window_manifest(manifest_path)
+        except (OSError, RankerError):  # not a window's manifest (any more): not one to judge on
             continue
-        if path.is_file():
-            found.append((manifest.get("feature_version") == feature_version, path))
+        path = manifest.eval.path
+        if manifest.eval.date == day and path.is_file():
+            found.append((manifest.feature_version == feature_version, path))
     if not found:
         raise RankerError(
             f"no built window has eval day {day} under {ws.windows}: run `ranker features window --end {day}`"

@@ -151,7 +151,10 @@ def test_a_gate_against_the_champion_scores_the_recent_ones_and_names_those_left
     parquet = ws.windows / "w" / "eval.parquet"
     parquet.parent.mkdir(parents=True)
     parquet.write_bytes(b"PAR1")
-    manifest = {"eval": {"date": EVAL_DAY.isoformat(), "path": str(parquet)}, "feature_version": "fv1"}
+    manifest = {  # what features.window.read_window_manifest needs of a built window's manifest
+        "window_id": "w", "end": EVAL_DAY.isoformat(), "days": 1, "train": [],
+        "eval": {"date": EVAL_DAY.isoformat(), "path": str(parquet), "rows": 1}, "feature_version": "fv1",
+    }  # fmt: skip
     (parquet.parent / "manifest.json").write_text(json.dumps(manifest))
 
     reg = Registry.for_workspace(ws)

@@ -67,7 +67,10 @@ def _window(ws: Workspace, name: str, day: str, feature_version: str) -> Path:
     folder.mkdir(parents=True)
     parquet = folder / "eval.parquet"
     parquet.write_bytes(b"PAR1")
-    manifest = {"eval": {"date": day, "path": str(parquet)}, "feature_version": feature_version}
+    manifest = {  # what features.window.read_window_manifest needs of a built window's manifest
+        "window_id": name, "end": day, "days": 1, "train": [],
+        "eval": {"date": day, "path": str(parquet), "rows": 1}, "feature_version": feature_version,
+    }  # fmt: skip
     (folder / "manifest.json").write_text(json.dumps(manifest))
     return parquet
 
