@@ -75,10 +75,10 @@ def test_materialize_into_redis_and_read_back(
     home = tmp_path / "home"
     shutil.copytree(Path(tiny["home"]) / "source", home / "source")
     ws = Workspace.resolve(home)
-    assert feast_repo.apply(ws)["online_store"] == "redis"
+    assert feast_repo.apply(ws).online_store == "redis"
     assert f"connection_string: {redis_url}" in (ws.feast / "feature_store.yaml").read_text()
     summary = feast_repo.materialize(ws)
-    assert (summary["mode"], summary["online_store"]) == ("full", "redis")
+    assert (summary.mode, summary.online_store) == ("full", "redis")
     snap = sources.read_day(ws, sources.USERS, END + dt.timedelta(days=1)).to_pandas().head(3)
     store = feast_repo.open_store(ws)
     online = store.get_online_features(

@@ -62,7 +62,7 @@ def _duckdb_window(tiny: dict[str, Any], home: Path) -> dict[str, Any]:
     shutil.copytree(Path(tiny["home"]) / "source", home / "source")
     ws = Workspace.resolve(home)
     duckdb = StoreSettings(offline_store="duckdb")
-    assert feast_repo.apply(ws, duckdb)["offline_store"] == "duckdb"
+    assert feast_repo.apply(ws, duckdb).offline_store == "duckdb"
     return build_window(ws, dt.date.fromisoformat(tiny["end"]), WINDOW_DAYS, settings=duckdb)
 
 
@@ -76,7 +76,7 @@ def test_spark_and_duckdb_build_the_same_window(
     shutil.copytree(Path(tiny["home"]) / "source", home / "source")
     ws = Workspace.resolve(home)
     applied = feast_repo.apply(ws, spark_settings)
-    assert applied["offline_store"] == "spark"
+    assert applied.offline_store == "spark"
     end = dt.date.fromisoformat(tiny["end"])
     spark = build_window(ws, end, WINDOW_DAYS, settings=spark_settings)
     duck = _duckdb_window(tiny, tmp_path / "duck")
@@ -102,7 +102,7 @@ def test_spark_and_duckdb_build_the_same_window(
     from features import sources
     from features.schema import FEATURE_SERVICE
 
-    assert feast_repo.materialize(ws, end, spark_settings)["mode"] == "full"
+    assert feast_repo.materialize(ws, end, spark_settings).mode == "full"
     users = sources.read_day(ws, sources.USERS, end + dt.timedelta(days=1)).to_pandas().head(5)
     store = feast_repo.open_store(ws, spark_settings)
     online = store.get_online_features(
