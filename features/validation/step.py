@@ -26,7 +26,7 @@ import time
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from features.validation import data_schema, reference
 from features.validation.anomalies import (
@@ -44,6 +44,9 @@ from ranking.core.atomic import atomic_write_json, read_json
 from ranking.core.errors import DataValidationError, RankerError
 from ranking.core.summaries import Anomaly, ValidationSummary
 from ranking.core.workspace import Workspace
+
+if TYPE_CHECKING:
+    from features.window import WindowManifest, WindowPartition
 
 log = logging.getLogger(__name__)
 
@@ -93,7 +96,9 @@ def read_result(ws: Workspace, end: dt.date, days: int) -> ValidationSummary | N
 
 def manifest_problems(manifest: Mapping[str, Any], end: dt.date, days: int) -> list[Anomaly]:
     """The window is the one asked for, every day is accounted for and its labels are not
-    degenerate (what the DAG alone checked before, now for every caller)."""
+    degenerate (what the DAG alone checked before, now for every caller). ``manifest`` is the file
+    as it holds it, unparsed (``features.window.load_manifest``): what is wrong with it is reported
+    as anomalies, where parsing it would refuse the window."""
     problems = []
     if manifest.get("end") != end.isoformat():
         problems.append(f"its end {manifest.get('end')} is not the requested {end}")
@@ -123,12 +128,12 @@ def manifest_problems(manifest: Mapping[str, Any], end: dt.date, days: int) -> l
     ]
 
 
-def _window_days(manifest: Mapping[str, Any]) -> list[tuple[dict[str, Any], str]]:
-    return [(dict(p), "train") for p in manifest["train"]] + [(dict(manifest["eval"]), "eval")]
+def _window_days(window: WindowManifest) -> list[tuple[WindowPartition, str]]:
+    return [(p, "train") for p in window.train] + [(window.eval, "eval")]
 
 
-def _partition_stats(entry: Mapping[str, Any]) -> tuple[DayStatistics, bool]:
-    return load_or_compute(Path(entry["path"]), dt.date.fromisoformat(entry["date"]), entry.get("sha256"))
+def _partition_stats(entry: WindowPartition) -> tuple[DayStatistics, bool]:
+    return load_or_compute(entry.path, entry.date, entry.sha256)
 
 
 def _history_stats(
@@ -274,13 +279,13 @@ def accept(history: Workspace, key: str, reason: str, who: str) -> Acceptance:
 def validate_window(req: ValidationRequest) -> ValidationSummary:
     """Validate the window and record the result (see the module); never raises on anomalies:
     the summary's verdict says. Raises DataValidationError when there is no window to validate."""
-    from features.window import load_manifest
+    from features.window import load_manifest, read_window_manifest
 
     started = time.perf_counter()
     ws, config = req.workspace, req.config
-    manifest = load_manifest(ws, req.end, req.days)
-    anomalies = manifest_problems(manifest, req.end, req.days)
-    entries = _window_days(manifest)
+    anomalies = manifest_problems(load_manifest(ws, req.end, req.days), req.end, req.days)
+    window = read_window_manifest(ws.window_manifest(req.end, req.days))
+    entries = _window_days(window)
     stats: list[tuple[DayStatistics, str]] = []
     computed = 0
     for entry, role in entries:
@@ -288,8 +293,8 @@ def validate_window(req: ValidationRequest) -> ValidationSummary:
         stats.append((found, role))
         computed += fresh
     train = [s for s, role in stats if role == "train"]
-    feature_version = str(manifest.get("feature_version"))
-    columns = {str(k): str(v) for k, v in dict(manifest.get("schema") or {}).items()}
+    feature_version = window.feature_version
+    columns = dict(window.columns or {})
     window_name = f"{req.end}_{req.days}d"
     first = min(s.date for s, _ in stats)
     lookback = max(config.history_days, 7 * config.weekly_history_weeks, _WEEKLY_LOOKBACK_DAYS)
@@ -321,7 +326,7 @@ def validate_window(req: ValidationRequest) -> ValidationSummary:
     skew = drift_scores([stats[-1][0]], train, schema) if train else {}
     folder = result_dir(ws, req.end, req.days)
     summary = ValidationSummary(
-        window_id=str(manifest["window_id"]),
+        window_id=window.window_id,
         end=req.end,
         days=req.days,
         verdict=verdict,  # type: ignore[arg-type]
