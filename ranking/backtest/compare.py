@@ -9,19 +9,21 @@ from __future__ import annotations
 import datetime as dt
 import json
 from collections.abc import Mapping
-from pathlib import Path
 from typing import Any
 
-from ranking.backtest.day import window_manifest
+from pydantic import JsonValue
+
+from ranking.backtest.day import DayRecord, eval_partition
 from ranking.backtest.engine import Backtest
-from ranking.backtest.report import finite_json
+from ranking.backtest.report import BacktestReport, DelayedUpdatePair
 from ranking.backtest.spec import BacktestError
+from ranking.backtest.stats import Comparison, SliceComparison
 from ranking.core.atomic import atomic_path
 
 
 def compare_to_baseline(
-    bt: Backtest, records: Mapping[str, list[dict[str, Any]]], who: str = "served"
-) -> dict[str, Any]:
+    bt: Backtest, records: Mapping[str, list[DayRecord]], who: str = "served"
+) -> dict[str, Comparison | None]:
     """Each non-baseline recipe's paired comparison with the baseline over the days both had a
     model: ``who = "served"`` (the models production served) or ``"candidate"`` (each day's freshly
     trained model, before the gate: the recipe's training itself, without the gate's choices)."""
@@ -30,8 +32,8 @@ def compare_to_baseline(
 
 
 def compare_recipes(
-    bt: Backtest, records: Mapping[str, list[dict[str, Any]]], name: str, reference: str, who: str = "served"
-) -> Any:
+    bt: Backtest, records: Mapping[str, list[DayRecord]], name: str, reference: str, who: str = "served"
+) -> Comparison | None:
     """Recipe ``name``'s ``who`` models paired with ``reference``'s over the days both had one
     (``ranking.backtest.stats.compare``; None without a common day)."""
     import pandas as pd
@@ -40,21 +42,20 @@ def compare_recipes(
 
     folders = {run.recipe.name: run.folder for run in bt.runs}
 
-    def scores(recipe: str, record: Mapping[str, Any]) -> Any:
-        found = record.get(who) or {}
-        rel = found.get("scores")
+    def scores(recipe: str, record: DayRecord) -> Any:
+        rel = record.scores_of(who)
         return pd.read_parquet(folders[recipe] / rel) if rel else None
 
-    base_days = {r["day"]: r for r in records[reference]}
+    base_days = {r.day: r for r in records[reference]}
     pairs = []
     for r in records[name]:
-        b = base_days.get(r["day"])
+        b = base_days.get(r.day)
         if b is None:
             continue
         b_scores, o_scores = scores(reference, b), scores(name, r)
         if b_scores is None or o_scores is None:
             continue
-        pairs.append(paired_day(r["day"], b_scores, o_scores))
+        pairs.append(paired_day(r.day, b_scores, o_scores))
     return compare(pairs, samples=bt.spec.bootstrap_samples, level=bt.spec.ci_level, seed=bt.spec.seed)
 
 
@@ -90,10 +91,9 @@ def _eval_columns(bt: Backtest, day: dt.date, columns: list[str]) -> Any:
     day's window was not built or lacks one of them."""
     import pyarrow.parquet as pq
 
-    manifest = window_manifest(bt.ws.root, day, bt.runs[0].effective.config.window.days)
-    if manifest is None:
+    parquet = eval_partition(bt.ws.root, day, bt.runs[0].effective.config.window.days)
+    if parquet is None:
         return None
-    parquet = Path(manifest["eval"]["path"])
     if not set(columns) <= set(pq.read_schema(parquet).names):
         return None
     return pq.read_table(parquet, columns=columns).to_pandas()
@@ -122,8 +122,8 @@ def heuristic_day_scores(bt: Backtest, day: dt.date) -> Any:
 
 
 def compare_to_heuristic(
-    bt: Backtest, records: Mapping[str, list[dict[str, Any]]], who: str = "served"
-) -> dict[str, Any]:
+    bt: Backtest, records: Mapping[str, list[DayRecord]], who: str = "served"
+) -> dict[str, Comparison | None]:
     """Each recipe's paired comparison with the non-learned heuristic over the days it had a
     ``who`` model (served | candidate), as :func:`compare_to_baseline` pairs two recipes."""
     import pandas as pd
@@ -131,16 +131,16 @@ def compare_to_heuristic(
     from ranking.backtest.stats import compare, paired_day
 
     folders = {run.recipe.name: run.folder for run in bt.runs}
-    out: dict[str, Any] = {}
+    out: dict[str, Comparison | None] = {}
     for name, days in records.items():
         pairs = []
         for r in days:
-            rel = (r.get(who) or {}).get("scores")
+            rel = r.scores_of(who)
             if not rel:
                 continue
-            heuristic = heuristic_day_scores(bt, dt.date.fromisoformat(r["day"]))
+            heuristic = heuristic_day_scores(bt, dt.date.fromisoformat(r.day))
             if heuristic is not None:
-                pairs.append(paired_day(r["day"], heuristic, pd.read_parquet(folders[name] / str(rel))))
+                pairs.append(paired_day(r.day, heuristic, pd.read_parquet(folders[name] / rel)))
         out[name] = compare(
             pairs, samples=bt.spec.bootstrap_samples, level=bt.spec.ci_level, seed=bt.spec.seed
         )
@@ -170,8 +170,8 @@ def slice_day_frame(bt: Backtest, day: dt.date) -> Any:
 
 
 def compare_slices_to_baseline(
-    bt: Backtest, records: Mapping[str, list[dict[str, Any]]], who: str = "served"
-) -> dict[str, list[dict[str, Any]]]:
+    bt: Backtest, records: Mapping[str, list[DayRecord]], who: str = "served"
+) -> dict[str, list[SliceComparison]]:
     """Each non-baseline recipe's ``who`` models against the baseline's in every slice of the
     eval days both had one (``ranking.backtest.stats.compare_slices``)."""
     import numpy as np
@@ -183,69 +183,75 @@ def compare_slices_to_baseline(
     base = bt.spec.baseline
     keys = ["request_id", "pin_id"]
 
-    def scores(name: str, record: Mapping[str, Any] | None) -> Any:
-        rel = ((record or {}).get(who) or {}).get("scores")
+    def scores(name: str, record: DayRecord | None) -> Any:
+        rel = record.scores_of(who) if record else None
         return pd.read_parquet(folders[name] / rel).sort_values(keys, ignore_index=True) if rel else None
 
-    base_days = {r["day"]: r for r in records[base]}
-    out: dict[str, list[dict[str, Any]]] = {}
+    base_days = {r.day: r for r in records[base]}
+    out: dict[str, list[SliceComparison]] = {}
     for name, days in records.items():
         if name == base:
             continue
         cut = []
         for r in days:
-            b, o = scores(base, base_days.get(r["day"])), scores(name, r)
+            b, o = scores(base, base_days.get(r.day)), scores(name, r)
             slices = (
-                slice_day_frame(bt, dt.date.fromisoformat(r["day"]))
-                if b is not None and o is not None
-                else None
+                slice_day_frame(bt, dt.date.fromisoformat(r.day)) if b is not None and o is not None else None
             )
             if slices is None:
                 continue
             aligned = b[keys].merge(slices, on=keys, how="left", validate="one_to_one")
             names = [c for c in slices.columns if c not in keys]
             if aligned[names].isna().to_numpy().any() or not b[keys].equals(o[keys]):
-                raise BacktestError(f"{r['day']}: the slices or the models do not cover the same impressions")
+                raise BacktestError(f"{r.day}: the slices or the models do not cover the same impressions")
             masks = {n: aligned[n].to_numpy(dtype=bool) for n in names}
             models = (b["score"].to_numpy(dtype=np.float64), o["score"].to_numpy(dtype=np.float64))
-            cut.append(SliceDay.of(r["day"], b["request_id"], b["saved"], models, masks))
+            cut.append(SliceDay.of(r.day, b["request_id"], b["saved"], models, masks))
         out[name] = compare_slices(
             cut, samples=bt.spec.bootstrap_samples, level=bt.spec.ci_level, seed=bt.spec.seed
         )
     return out
 
 
-def backtest_report(
+def report_of(
     bt: Backtest,
-    records: Mapping[str, list[dict[str, Any]]],
+    records: Mapping[str, list[DayRecord]],
     wall_seconds: float,
     *,
     candidate_only: bool = False,
-) -> dict[str, Any]:
-    """The backtest report (strict JSON) of replayed ``records``: every recipe against the
-    baseline (its served models, unless ``candidate_only``, and its candidates), against the
-    non-learned heuristic, slice by slice, and each pair that differs only in the delayed update
-    (``delayed_update_pairs``). What ``ranker backtest`` writes and the review weighs."""
+) -> BacktestReport:
+    """The backtest report of replayed ``records``: every recipe against the baseline (its served
+    models, unless ``candidate_only``, and its candidates), against the non-learned heuristic,
+    slice by slice, and each pair that differs only in the delayed update (``delayed_update_pairs``)."""
     from ranking.backtest.report import build_report
 
     whose = ("candidate",) if candidate_only else ("served", "candidate")
     delayed = [
-        {
-            "with": with_frozen,
-            "without": without,
-            **{who: compare_recipes(bt, records, with_frozen, without, who) for who in whose},
-        }
+        DelayedUpdatePair(
+            with_frozen,
+            without,
+            {who: compare_recipes(bt, records, with_frozen, without, who) for who in whose},
+        )
         for with_frozen, without in delayed_update_pairs(bt)
     ]
-    return finite_json(
-        build_report(
-            bt.spec.to_dict(),
-            records,
-            {} if candidate_only else compare_to_baseline(bt, records),
-            wall_seconds,
-            compare_to_baseline(bt, records, who="candidate"),
-            {who: compare_to_heuristic(bt, records, who) for who in whose},
-            {who: compare_slices_to_baseline(bt, records, who) for who in whose},
-            delayed,
-        )
+    return build_report(
+        bt.spec,
+        records,
+        {} if candidate_only else compare_to_baseline(bt, records),
+        wall_seconds,
+        compare_to_baseline(bt, records, who="candidate"),
+        {who: compare_to_heuristic(bt, records, who) for who in whose},
+        {who: compare_slices_to_baseline(bt, records, who) for who in whose},
+        delayed,
     )
+
+
+def backtest_report(
+    bt: Backtest,
+    records: Mapping[str, list[DayRecord]],
+    wall_seconds: float,
+    *,
+    candidate_only: bool = False,
+) -> dict[str, JsonValue]:
+    """The backtest report's JSON (strict: no NaN), what ``ranker backtest`` writes and the review weighs."""
+    return report_of(bt, records, wall_seconds, candidate_only=candidate_only).to_json()

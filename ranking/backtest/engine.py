@@ -41,12 +41,13 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from ranking.backtest.day import champion_of, day_fingerprint
+from ranking.backtest.day import DayRecord, champion_of, day_fingerprint
 from ranking.backtest.replay import Replayer, replay_day
 from ranking.backtest.spec import BacktestError, BacktestSpec, RecipeRun, config_digest, recipe_config
+from ranking.config.loader import RawValue
 from ranking.config.model import SECTIONS
 from ranking.config.render import to_toml
-from ranking.core.atomic import atomic_write_json, atomic_write_text, read_json
+from ranking.core.atomic import atomic_write_json, atomic_write_text
 from ranking.core.errors import RankerError
 from ranking.core.workspace import Workspace
 from ranking.pipeline.pretrain import uses_base
@@ -92,7 +93,8 @@ def _reset(run: RecipeRun) -> None:
 
 
 Progress = Callable[[str, int, int, float], None]
-# (workspace, eval day, window days, checks) -> the window's manifest
+# (workspace, eval day, window days, checks) -> the window's manifest, as build_window returns it
+# (untyped until features.window's WindowManifest model lands; only its window_id is read here)
 WindowBuilder = Callable[[Workspace, dt.date, int, Any], Mapping[str, Any]]
 
 
@@ -117,7 +119,7 @@ class Backtest:
     ws: Workspace
     spec: BacktestSpec
     replayer: Replayer
-    base_config: Mapping[str, Any] = field(default_factory=dict)
+    base_config: Mapping[str, RawValue] = field(default_factory=dict)
     base_source: str | None = None  # file:PATH of the workspace's config, if it has one
     parallel: int = 1
     on_progress: Progress | None = None
@@ -167,7 +169,7 @@ class Backtest:
                         ids[(end, days)] = None
         return ids
 
-    def run(self) -> dict[str, list[dict[str, Any]]]:
+    def run(self) -> dict[str, list[DayRecord]]:
         """Replay every recipe (up to ``parallel`` at a time); returns each recipe's day records."""
         self._refuse_to_shorten()
         self.folder.mkdir(parents=True, exist_ok=True)
@@ -192,7 +194,7 @@ class Backtest:
 
     def _run_recipe(
         self, run: RecipeRun, windows: Mapping[tuple[dt.date, int], str | None]
-    ) -> list[dict[str, Any]]:
+    ) -> list[DayRecord]:
         prepare_recipe_home(run, self.ws.root)
         digest = config_digest(run.effective)
         expected: list[str] = []
@@ -203,13 +205,13 @@ class Backtest:
             )
             expected.append(previous)
 
-        records: list[dict[str, Any]] = []
+        records: list[DayRecord] = []
         for i, day in enumerate(self.spec.eval_days):
             path = run.day_path(day)
             if not path.is_file():
                 break
-            kept = read_json(path)
-            if kept.get("fingerprint") != expected[i]:
+            kept = DayRecord.read(path)
+            if kept.fingerprint != expected[i]:
                 log.info(
                     "backtest %s: %s changed (recipe, code or data): replaying from day 1",
                     run.recipe.name,
@@ -221,7 +223,7 @@ class Backtest:
             records.append(kept)
         # continue after the reused days, from the registry state they left
         champion, _ = champion_of(run.home)
-        left = records[-1]["champion_after"] if records else None
+        left = records[-1].champion_after if records else None
         if champion != left:
             log.info(
                 "backtest %s: the registry's champion (%s) is not the one the last recorded day left (%s):"
@@ -233,7 +235,7 @@ class Backtest:
             records = []
             _reset(run)
         for record in records:
-            self._tick(f"{run.recipe.name} {record['day']} (reused)")
+            self._tick(f"{run.recipe.name} {record.day} (reused)")
         for i in range(len(records), self.spec.days):
             day = self.spec.eval_days[i]
             before = records[-1] if records else None

@@ -18,8 +18,9 @@ import datetime as dt
 import math
 import statistics
 from collections.abc import Callable, Mapping, Sequence
-from dataclasses import asdict, dataclass, field
-from typing import Any
+from dataclasses import dataclass, field
+
+from pydantic import BaseModel
 
 from ranking.gate.checks import GateConfig, GateReport, PastComparison
 
@@ -54,9 +55,6 @@ class ReplayDay:
     failed_checks: list[str] = field(default_factory=list)
     relative_change: float | None = None
     ci: list[float] | None = None
-
-    def to_dict(self) -> dict[str, Any]:
-        return asdict(self)
 
 
 Judge = Callable[[dt.date, str, GateState], GateReport]
@@ -149,7 +147,29 @@ def _rel(a: float | None, b: float | None) -> float | None:
     return None if a is None or b is None or b == 0 else a / b - 1.0
 
 
-def regret_summary(days: Sequence[ForwardDay]) -> dict[str, Any]:
+class Regret(BaseModel):
+    """A gate's regret over the days with a served model and a fresh candidate (``regret_summary``)."""
+
+    days: int
+    served_mean: float | None
+    oracle_mean: float | None
+    always_promote_mean: float | None
+    regret_vs_oracle: float | None
+    """(oracle - served) / served: the share of served save HIT@3 the gate's choices cost"""
+    vs_always_promote: float | None
+    clean_days: int
+    """the days whose fresh candidate was not an injected bad one"""
+    vs_always_promote_clean_days: float | None
+    # the median of whole days is a whole day when their count is odd (JSON 1, not 1.0)
+    staleness_median_days: float | int | None
+    staleness_max_days: int | None
+    rejected_a_better_candidate: int
+    rejected_a_better_candidate_sizes: list[float]
+    promoted_a_worse_one: int
+    promoted_a_worse_one_sizes: list[float]
+
+
+def regret_summary(days: Sequence[ForwardDay]) -> Regret:
     """Served vs oracle and always-promote (means over the days with a served model and a fresh
     candidate), staleness, and the gate's misses with their sizes."""
     scored = [d for d in days if d.served is not None and d.fresh is not None]
@@ -171,25 +191,24 @@ def regret_summary(days: Sequence[ForwardDay]) -> dict[str, Any]:
     served_mean, oracle_mean = _mean(served), _mean(oracle)
     clean_served = _mean([d.served for d in clean if d.served is not None])
     clean_always = _mean([d.fresh for d in clean if d.fresh is not None])
-    return {
-        "days": len(scored),
-        "served_mean": served_mean,
-        "oracle_mean": oracle_mean,
-        "always_promote_mean": _mean(always),  # type: ignore[arg-type]
-        # (oracle - served) / served: the share of served save HIT@3 the gate's choices cost
-        "regret_vs_oracle": None
+    return Regret(
+        days=len(scored),
+        served_mean=served_mean,
+        oracle_mean=oracle_mean,
+        always_promote_mean=_mean(always),  # type: ignore[arg-type]
+        regret_vs_oracle=None
         if served_mean is None or oracle_mean is None
         else oracle_mean / served_mean - 1.0,
-        "vs_always_promote": _rel(served_mean, _mean(always)),  # type: ignore[arg-type]
-        "clean_days": len(clean),
-        "vs_always_promote_clean_days": _rel(clean_served, clean_always),
-        "staleness_median_days": statistics.median(ages) if ages else None,
-        "staleness_max_days": max(ages) if ages else None,
-        "rejected_a_better_candidate": len(rejected_better),
-        "rejected_a_better_candidate_sizes": sorted(rejected_better, reverse=True),
-        "promoted_a_worse_one": len(promoted_worse),
-        "promoted_a_worse_one_sizes": sorted(promoted_worse),
-    }
+        vs_always_promote=_rel(served_mean, _mean(always)),  # type: ignore[arg-type]
+        clean_days=len(clean),
+        vs_always_promote_clean_days=_rel(clean_served, clean_always),
+        staleness_median_days=statistics.median(ages) if ages else None,
+        staleness_max_days=max(ages) if ages else None,
+        rejected_a_better_candidate=len(rejected_better),
+        rejected_a_better_candidate_sizes=sorted(rejected_better, reverse=True),
+        promoted_a_worse_one=len(promoted_worse),
+        promoted_a_worse_one_sizes=sorted(promoted_worse),
+    )
 
 
 def finite(value: float | None) -> float | None:

@@ -7,8 +7,9 @@ its scores. Pure parts here (the kinds, parsing, the data and score transforms);
 from __future__ import annotations
 
 import datetime as dt
+from collections.abc import Mapping
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, TypedDict
 
 import numpy as np
 
@@ -255,6 +256,7 @@ def redated(table: Any, days: int = 1) -> Any:
     return table.set_column(index, "event_timestamp", shifted.cast(column.type))
 
 
+# the manifest's JSON as written, edited and written back (untyped until WindowManifest lands)
 def leaky_manifest(manifest: dict[str, Any]) -> dict[str, Any]:
     """The window with its end taken as inclusive: the eval day's partition replaces the first
     training day (same length), the eval day and recorded end unchanged."""
@@ -262,7 +264,14 @@ def leaky_manifest(manifest: dict[str, Any]) -> dict[str, Any]:
     return {**manifest, "train": train, "rows_train": sum(int(p["rows"]) for p in train)}
 
 
-def scaled_optimizers(model_config: dict[str, Any]) -> dict[str, dict[str, Any]]:
+class OptimizerJson(TypedDict):
+    """An optimizer section of a run's model_config.json (its other settings pass through)."""
+
+    name: str
+    lr: float
+
+
+def scaled_optimizers(model_config: Mapping[str, OptimizerJson]) -> dict[str, OptimizerJson]:
     """The model config's table and dense optimizers with their learning rates x LR_FACTOR."""
     return {
         key: {**model_config[key], "lr": float(model_config[key]["lr"]) * LR_FACTOR}

@@ -23,19 +23,27 @@ import os
 import subprocess
 import sys
 import time
-from collections.abc import Mapping
 from pathlib import Path
 from typing import Any, Protocol
 
+from pydantic import BaseModel, JsonValue
+
 from ranking.backtest.day import (
+    DayCandidate,
+    DayPretrain,
+    DayRecord,
+    ForwardChoice,
+    Number,
+    RecordedMetrics,
+    ServedModel,
     beat_served,
     champion_of,
     checkpoint_path,
     copy_candidate_scores,
+    eval_partition,
     step_summary,
     version_count,
     version_metrics,
-    window_manifest,
 )
 from ranking.backtest.spec import RecipeRun
 from ranking.core import killpoints
@@ -43,6 +51,24 @@ from ranking.core.atomic import atomic_write_json
 from ranking.core.lifetime import PARENT_PID_ENV
 from ranking.core.summaries import GateSummary, TrainSummary
 from ranking.pipeline.pretrain import uses_base
+
+# what a replayed command printed: its --json line, parsed (read through ``CommandOutput``)
+PrintedJson = dict[str, JsonValue]
+
+
+class CommandOutput(BaseModel):
+    """What a replayed day reads of its ``ranker run`` / ``ranker pretrain`` JSON line: the step's
+    summary, or the error a failed command printed (the rest of the line is not read)."""
+
+    version: str | None = None
+    error: str | None = None
+    decision: str | None = None
+    failed_checks: list[str] | None = None
+    promoted: bool | None = None
+    kept_champion: bool | None = None
+    base_range: list[str] | None = None
+    duration_seconds: Number | None = None
+
 
 # environment a replayed day must not inherit: it would point the run at production state
 _ISOLATE_ENV = (
@@ -57,7 +83,7 @@ class Replayer(Protocol):
     """What a replayed day needs from the pipeline (a subprocess ``ranker run`` in production;
     tests substitute a fake to check the bookkeeping)."""
 
-    def run_day(self, home: Path, day: dt.date, run_id: str, log_path: Path) -> tuple[int, dict[str, Any]]:
+    def run_day(self, home: Path, day: dt.date, run_id: str, log_path: Path) -> tuple[int, PrintedJson]:
         """``ranker run --end day`` in ``home``: (exit code, the run's summary)."""
         ...
 
@@ -65,9 +91,7 @@ class Replayer(Protocol):
         """Scores frame (request_id, pin_id, saved, score) of a checkpoint on an eval partition."""
         ...
 
-    def run_pretrain(
-        self, home: Path, day: dt.date, run_id: str, log_path: Path
-    ) -> tuple[int, dict[str, Any]]:
+    def run_pretrain(self, home: Path, day: dt.date, run_id: str, log_path: Path) -> tuple[int, PrintedJson]:
         """``ranker pretrain --end day`` in ``home``: (exit code, its summary)."""
         ...
 
@@ -108,12 +132,10 @@ class CliReplayer:
         # --candidate-only): no champion is ever promoted, so no gate comparison and no served model
         self.run_args = run_args
 
-    def run_day(self, home: Path, day: dt.date, run_id: str, log_path: Path) -> tuple[int, dict[str, Any]]:
+    def run_day(self, home: Path, day: dt.date, run_id: str, log_path: Path) -> tuple[int, PrintedJson]:
         return self._ranker("run", home, day, run_id, log_path, self.run_args)
 
-    def run_pretrain(
-        self, home: Path, day: dt.date, run_id: str, log_path: Path
-    ) -> tuple[int, dict[str, Any]]:
+    def run_pretrain(self, home: Path, day: dt.date, run_id: str, log_path: Path) -> tuple[int, PrintedJson]:
         return self._ranker("pretrain", home, day, run_id, log_path)
 
     def _ranker(
@@ -124,7 +146,7 @@ class CliReplayer:
         run_id: str,
         log_path: Path,
         extra: tuple[str, ...] = (),
-    ) -> tuple[int, dict[str, Any]]:
+    ) -> tuple[int, PrintedJson]:
         cmd = [
             self.python,
             "-m",
@@ -150,7 +172,7 @@ class CliReplayer:
             # the machine could not start a process (threads or memory exhausted by another job):
             # this day failed, in one line, instead of the whole replay with a traceback (issue 32)
             return 2, {"error": f"could not start the day's `ranker {command}`: {exc}"}
-        summary: dict[str, Any] = {}
+        summary: PrintedJson = {}
         for line in reversed(proc.stdout.strip().splitlines()):
             try:
                 summary = json.loads(line)
@@ -176,7 +198,7 @@ def base_is_due(config: Any, day: dt.date, base_train_end: str | None) -> bool:
     return (day - made_for).days >= config.pretrain.every_days
 
 
-def _maybe_pretrain(run: RecipeRun, day: dt.date, replayer: Replayer) -> dict[str, Any] | None:
+def _maybe_pretrain(run: RecipeRun, day: dt.date, replayer: Replayer) -> DayPretrain | None:
     """Pretrain the recipe's base when it is due (what the weekly DAG does); the outcome or None."""
     config = run.effective.config
     if not uses_base(config):
@@ -189,53 +211,54 @@ def _maybe_pretrain(run: RecipeRun, day: dt.date, replayer: Replayer) -> dict[st
         return None
     started = time.perf_counter()
     run_id = f"backtest-pretrain__{day.isoformat()}__{len(reg.history('base')) + 1}"
-    code, summary = replayer.run_pretrain(
+    code, printed = replayer.run_pretrain(
         run.home, day, run_id, run.folder / "days" / f"{day.isoformat()}-pretrain.log"
     )
-    return {
-        "exit_code": code,
-        "version": summary.get("version"),
-        "base_range": summary.get("base_range"),
-        "error": summary.get("error") if code != 0 else None,
+    summary = CommandOutput.model_validate(printed)
+    return DayPretrain(
+        exit_code=code,
+        version=summary.version,
+        base_range=summary.base_range,
+        error=summary.error if code != 0 else None,
         # the pretrain's own duration (as train_seconds is the train step's), else the wall time here
-        "seconds": summary.get("duration_seconds") or round(time.perf_counter() - started, 3),
-    }
+        seconds=summary.duration_seconds or round(time.perf_counter() - started, 3),
+    )
 
 
 def forward_choice(
     run: RecipeRun,
-    previous: Mapping[str, Any] | None,
-    served: Mapping[str, Any],
+    previous: DayRecord | None,
+    served: ServedModel,
     eval_parquet: Path,
     replayer: Replayer,
-) -> dict[str, Any] | None:
+) -> ForwardChoice | None:
     """The day before's gate choice seen on this day's impressions (ranking/backtest/gates.py has the
     timeline): the fresh candidate ``c_{D-1}`` and the other model of that choice (the replaced
     champion if it was promoted, else ``c_{D-1}`` itself), each with its save HIT@3 here; the one
     not served today is scored once more. None on the first day or without a candidate yesterday."""
     from ranking.evaluation.scores import metrics_of
 
-    fresh = ((previous or {}).get("candidate") or {}).get("version")
+    fresh = previous.candidate.version if previous and previous.candidate else None
     if not fresh:
         return None
-    served_hit = (served.get("metrics") or {}).get("save_hit_at_3")
-    promoted = served.get("version") == fresh
-    other = (previous or {}).get("champion_before") if promoted else fresh
+    served_hit = served.metrics.save_hit_at_3 if served.metrics else None
+    promoted = served.version == fresh
+    other = previous.champion_before if previous and promoted else fresh
 
-    def hit(version: str | None) -> float | None:
+    def hit(version: str | None) -> Number | None:
         if version is None:
             return None
-        if version == served.get("version"):
-            return served_hit  # type: ignore[no-any-return]
+        if version == served.version:
+            return served_hit
         return float(metrics_of(replayer.score(checkpoint_path(run, version), eval_parquet)).save_hit_at_3)
 
-    return {
-        "fresh": fresh,
-        "promoted_fresh": promoted,
-        "fresh_save_hit_at_3": hit(fresh),
-        "other": other,
-        "other_save_hit_at_3": hit(other),
-    }
+    return ForwardChoice(
+        fresh=fresh,
+        promoted_fresh=promoted,
+        fresh_save_hit_at_3=hit(fresh),
+        other=other,
+        other_save_hit_at_3=hit(other),
+    )
 
 
 def replay_day(
@@ -244,77 +267,75 @@ def replay_day(
     fingerprint: str,
     replayer: Replayer,
     shared_home: Path,
-    previous: Mapping[str, Any] | None = None,
-) -> dict[str, Any]:
+    previous: DayRecord | None = None,
+) -> DayRecord:
     """Replay one day of one recipe and return its record (also written to ``days/<date>.json``);
     ``previous``: the day before's record (its gate choice is scored on this day for the regret)."""
     from ranking.evaluation.scores import write_scores
 
     started = time.perf_counter()
     pretrained = _maybe_pretrain(run, day, replayer)
-    champion, champion_train = champion_of(run.home)
+    champion, trained_for = champion_of(run.home)
     attempt = len(list((run.home / "pipeline").glob(f"backtest__{day.isoformat()}__*"))) + 1
     run_id = f"backtest__{day.isoformat()}__{attempt}"
-    exit_code, summary = replayer.run_day(
+    exit_code, printed = replayer.run_day(
         run.home, day, run_id, run.folder / "days" / f"{day.isoformat()}.log"
     )
+    summary = CommandOutput.model_validate(printed)
     trained = step_summary(run.home, run_id, "train")
     train = trained if isinstance(trained, TrainSummary) else None
     judged = step_summary(run.home, run_id, "gate")
     gate = judged if isinstance(judged, GateSummary) else None  # a gate that failed judged nothing
-    version = summary.get("version") or (train.version if train else None)
+    version = summary.version or (train.version if train else None)
 
-    served: dict[str, Any] | None = None
+    served: ServedModel | None = None
     if champion is not None:
-        manifest = window_manifest(shared_home, day, run.effective.config.window.days)
-        trained_for = champion_train.get("train_end")
-        served = {
-            "version": champion,
-            "trained_for": trained_for,
-            "age_days": (day - dt.date.fromisoformat(trained_for)).days if trained_for else None,
-            "metrics": None,
-        }
-        if manifest is not None:
+        eval_parquet = eval_partition(shared_home, day, run.effective.config.window.days)
+        served = ServedModel(
+            version=champion,
+            trained_for=trained_for,
+            age_days=(day - dt.date.fromisoformat(trained_for)).days if trained_for else None,
+            metrics=None,
+        )
+        if eval_parquet is not None:
             from ranking.evaluation.scores import metrics_of
 
-            scores = replayer.score(checkpoint_path(run, champion), Path(manifest["eval"]["path"]))
+            scores = replayer.score(checkpoint_path(run, champion), eval_parquet)
             write_scores(run.served_scores_path(day), scores)
-            served["metrics"] = metrics_of(scores).to_dict()
-            served["scores"] = str(run.served_scores_path(day).relative_to(run.folder))
-            served["forward"] = forward_choice(
-                run, previous, served, Path(manifest["eval"]["path"]), replayer
-            )
+            served.metrics = RecordedMetrics.model_validate(metrics_of(scores).to_dict())
+            served.scores = str(run.served_scores_path(day).relative_to(run.folder))
+            served.forward = forward_choice(run, previous, served, eval_parquet, replayer)
 
     after, _ = champion_of(run.home)
     candidate_metrics = version_metrics(run.home, version)
     candidate_scores = copy_candidate_scores(run, day, version)
-    record: dict[str, Any] = {
-        "day": day.isoformat(),
-        "fingerprint": fingerprint,
-        "run_id": run_id,
-        "exit_code": exit_code,
-        "error": summary.get("error") if exit_code not in (0, 1) else None,
-        "served": served,
-        "candidate": {"version": version, "metrics": candidate_metrics, "scores": candidate_scores}
+    record = DayRecord(
+        day=day.isoformat(),
+        fingerprint=fingerprint,
+        run_id=run_id,
+        exit_code=exit_code,
+        error=summary.error if exit_code not in (0, 1) else None,
+        served=served,
+        candidate=DayCandidate(version=version, metrics=candidate_metrics, scores=candidate_scores)
         if version
         else None,
-        "pretrain": pretrained,
-        "decision": summary.get("decision"),
+        pretrain=pretrained,
+        decision=summary.decision,
         # the gate judged by the outcome: did the candidate beat the served model on this eval day?
-        "gate_decision": gate.decision if gate else None,
-        "candidate_beat_served": beat_served(candidate_metrics, served),
-        "failed_checks": summary.get("failed_checks") or (gate.failed_checks if gate else []),
-        "relative_change": gate.relative_change if gate else None,
-        "gate_ci": list(gate.ci) if gate and gate.ci is not None else None,
-        "promoted": bool(summary.get("promoted")),
-        "kept_champion": bool(summary.get("kept_champion")),
-        "champion_before": champion,
-        "champion_after": after,
-        "versions_after": version_count(run.home),
-        "train_seconds": train.duration_seconds if train else None,
-        "pretrain_seconds": (pretrained or {}).get("seconds"),
-        "run_seconds": round(time.perf_counter() - started, 3),
-    }
-    atomic_write_json(run.day_path(day), record)
+        gate_decision=gate.decision if gate else None,
+        candidate_beat_served=beat_served(candidate_metrics, served),
+        failed_checks=summary.failed_checks or (gate.failed_checks if gate else []),
+        relative_change=gate.relative_change if gate else None,
+        gate_ci=list(gate.ci) if gate and gate.ci is not None else None,
+        promoted=bool(summary.promoted),
+        kept_champion=bool(summary.kept_champion),
+        champion_before=champion,
+        champion_after=after,
+        versions_after=version_count(run.home),
+        train_seconds=train.duration_seconds if train else None,
+        pretrain_seconds=pretrained.seconds if pretrained else None,
+        run_seconds=round(time.perf_counter() - started, 3),
+    )
+    atomic_write_json(run.day_path(day), record.to_json())
     killpoints.reached("replay:day-recorded")
     return record

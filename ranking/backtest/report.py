@@ -5,11 +5,16 @@ from __future__ import annotations
 
 import math
 from collections.abc import Mapping, Sequence
+from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
 
-from ranking.backtest.gates import ForwardDay, regret_summary
-from ranking.backtest.stats import HIGHER_IS_BETTER, METRICS, Comparison
+from pydantic import BaseModel, JsonValue
+
+from ranking.backtest.day import DayRecord, Number
+from ranking.backtest.gates import ForwardDay, Regret, regret_summary
+from ranking.backtest.spec import BacktestSpec
+from ranking.backtest.stats import HIGHER_IS_BETTER, METRICS, Comparison, SliceComparison
 from ranking.core.atomic import atomic_path, atomic_write_json, atomic_write_text
 
 DAY1_RULE = (
@@ -29,27 +34,6 @@ def _mean(values: list[float]) -> float | None:
     return sum(vals) / len(vals) if vals else None
 
 
-def _metric(record: Mapping[str, Any], who: str, metric: str) -> float | None:
-    part = record.get(who) or {}
-    values = part.get("metrics") or {}
-    value = values.get(metric)
-    return float(value) if isinstance(value, int | float) else None
-
-
-def _beat(record: Mapping[str, Any]) -> bool | None:
-    """The day's recorded outcome, else (records written before it was kept) from the metrics."""
-    if "candidate_beat_served" in record:
-        found = record["candidate_beat_served"]
-        return None if found is None else bool(found)
-    cand, served = _metric(record, "candidate", "save_hit_at_3"), _metric(record, "served", "save_hit_at_3")
-    return None if cand is None or served is None else cand > served
-
-
-def _gate_decision(record: Mapping[str, Any]) -> str | None:
-    found = record.get("gate_decision", record.get("decision"))
-    return found if isinstance(found, str) else None
-
-
 REGRET_RULE = (
     "Regret: each day D, the model served (the gate's choice of day D−1) against the better, on day D's "
     "impressions, of the two models that choice was between (the oracle) and against the fresh candidate "
@@ -57,69 +41,85 @@ REGRET_RULE = (
 )
 
 
-def forward_days(records: list[dict[str, Any]]) -> list[ForwardDay]:
+def forward_days(records: list[DayRecord]) -> list[ForwardDay]:
     """The days whose record scored the day before's gate choice (``served.forward``)."""
     out = []
     for r in records:
-        served = r.get("served") or {}
-        forward = served.get("forward")
-        if not forward:
+        forward = r.served.forward if r.served else None
+        if not forward or not r.served:
             continue
         out.append(
             ForwardDay(
-                day=r["day"],
-                served=_metric(r, "served", "save_hit_at_3"),
-                fresh=forward.get("fresh_save_hit_at_3"),
-                alternative=forward.get("other_save_hit_at_3"),
-                promoted_fresh=forward.get("promoted_fresh"),
-                age_days=served.get("age_days"),
+                day=r.day,
+                served=r.metric("served", "save_hit_at_3"),
+                fresh=forward.fresh_save_hit_at_3,
+                alternative=forward.other_save_hit_at_3,
+                promoted_fresh=forward.promoted_fresh,
+                age_days=r.served.age_days,
             )
         )
     return out
 
 
-def recipe_summary(records: list[dict[str, Any]]) -> dict[str, Any]:
-    """Promotions, staleness, training time, served/candidate means and the gate's calls."""
-    decided = [r for r in records if r.get("decision") is not None]
-    promotions = sum(1 for r in records if r.get("promoted"))
-    ages = [
-        r["served"]["age_days"]
-        for r in records
-        if r.get("served") and r["served"].get("age_days") is not None
-    ]
-    served_days = [r for r in records if _metric(r, "served", "save_hit_at_3") is not None]
-    # the gate's calls judged by the outcome on the same eval day: did the candidate beat the served model?
-    judged = [r for r in records if _beat(r) is not None and _gate_decision(r) in ("pass", "reject")]
+class GateCalls(BaseModel):
+    """The gate's calls judged by the outcome on the same eval day: did the candidate beat the served model?"""
 
-    train = [float(r["train_seconds"]) for r in records if isinstance(r.get("train_seconds"), int | float)]
-    pretrain = [
-        float(r["pretrain_seconds"]) for r in records if isinstance(r.get("pretrain_seconds"), int | float)
-    ]
-    return {
-        "days": len(records),
-        "failed_days": [r["day"] for r in records if r.get("exit_code") not in (0, 1)],
-        "served_days": len(served_days),
-        "served_mean": {m: _mean([_metric(r, "served", m) for r in served_days]) for m in METRICS},  # type: ignore[misc]
-        "candidate_mean": {m: _mean([_metric(r, "candidate", m) for r in records]) for m in METRICS},  # type: ignore[misc]
-        "promotions": promotions,
-        "promotion_rate": promotions / len(decided) if decided else None,
-        "longest_staleness_days": max(ages) if ages else None,
-        # the daily training plus the base model's pretraining (ranker pretrain), which it needs
-        "total_train_seconds": round(sum(train) + sum(pretrain), 1),
-        "pretrain_seconds": round(sum(pretrain), 1),
-        "pretrains": len(pretrain),
-        "regret": regret_summary(forward_days(records)),
-        "gate_calls": {
-            "judged_days": len(judged),
-            "candidate_beat_served": sum(1 for r in judged if _beat(r)),
-            "rejected_a_better_candidate": sum(
-                1 for r in judged if _gate_decision(r) == "reject" and _beat(r)
-            ),
-            "promoted_a_worse_candidate": sum(
-                1 for r in judged if _gate_decision(r) == "pass" and not _beat(r)
-            ),
-        },
-    }
+    judged_days: int
+    candidate_beat_served: int
+    rejected_a_better_candidate: int
+    promoted_a_worse_candidate: int
+
+
+class RecipeSummary(BaseModel):
+    """A recipe's replayed days summed up (``recipe_summary``)."""
+
+    days: int
+    failed_days: list[str]
+    served_days: int
+    served_mean: dict[str, float | None]
+    candidate_mean: dict[str, float | None]
+    promotions: int
+    promotion_rate: float | None
+    longest_staleness_days: int | None
+    total_train_seconds: Number
+    """the daily training plus the base model's pretraining (ranker pretrain), which it needs"""
+    pretrain_seconds: Number
+    pretrains: int
+    regret: Regret
+    gate_calls: GateCalls
+
+
+def recipe_summary(records: list[DayRecord]) -> RecipeSummary:
+    """Promotions, staleness, training time, served/candidate means and the gate's calls."""
+    decided = [r for r in records if r.decision is not None]
+    promotions = sum(1 for r in records if r.promoted)
+    ages = [r.served.age_days for r in records if r.served and r.served.age_days is not None]
+    served_days = [r for r in records if r.metric("served", "save_hit_at_3") is not None]
+    # the gate's calls judged by the outcome on the same eval day: did the candidate beat the served model?
+    judged = [r for r in records if r.beat() is not None and r.gate_call() in ("pass", "reject")]
+
+    train = [float(r.train_seconds) for r in records if r.train_seconds is not None]
+    pretrain = [float(r.pretrain_seconds) for r in records if r.pretrain_seconds is not None]
+    return RecipeSummary(
+        days=len(records),
+        failed_days=[r.day for r in records if r.failed],
+        served_days=len(served_days),
+        served_mean={m: _mean([r.metric("served", m) for r in served_days]) for m in METRICS},  # type: ignore[misc]
+        candidate_mean={m: _mean([r.metric("candidate", m) for r in records]) for m in METRICS},  # type: ignore[misc]
+        promotions=promotions,
+        promotion_rate=promotions / len(decided) if decided else None,
+        longest_staleness_days=max(ages) if ages else None,
+        total_train_seconds=round(sum(train) + sum(pretrain), 1),
+        pretrain_seconds=round(sum(pretrain), 1),
+        pretrains=len(pretrain),
+        regret=regret_summary(forward_days(records)),
+        gate_calls=GateCalls(
+            judged_days=len(judged),
+            candidate_beat_served=sum(1 for r in judged if r.beat()),
+            rejected_a_better_candidate=sum(1 for r in judged if r.gate_call() == "reject" and r.beat()),
+            promoted_a_worse_candidate=sum(1 for r in judged if r.gate_call() == "pass" and not r.beat()),
+        ),
+    )
 
 
 def finite_json(obj: Any) -> Any:
@@ -133,48 +133,104 @@ def finite_json(obj: Any) -> Any:
     return obj
 
 
+@dataclass(frozen=True)
+class DelayedUpdatePair:
+    """Two recipes that differ only in a frozen first epoch: the one with it against the one
+    without (``ranking.backtest.compare.delayed_update_pairs``), per model the report compares."""
+
+    with_frozen: str
+    without: str
+    # "served" | "candidate": the comparison (a candidate-only report has no served one)
+    comparisons: dict[str, Comparison | None]
+
+
+@dataclass(frozen=True)
+class BacktestReport:
+    """What ``ranker backtest`` reports (``build_report``): every recipe's summary, its paired
+    comparisons with the baseline, the non-learned heuristic and slice by slice, the delayed
+    update's pairs and the day records. ``to_json`` is the report's JSON (what the review weighs)."""
+
+    spec: BacktestSpec
+    recipes: dict[str, RecipeSummary]
+    vs_baseline: dict[str, Comparison | None]
+    candidates_vs_baseline: dict[str, Comparison | None]
+    # "served" | "candidate" -> recipe -> ...
+    vs_heuristic: dict[str, dict[str, Comparison | None]]
+    slices_vs_baseline: dict[str, dict[str, list[SliceComparison]]]
+    delayed_update: list[DelayedUpdatePair]
+    days: dict[str, list[DayRecord]]
+    wall_seconds: float
+    rules: dict[str, str] = field(init=False)
+
+    def __post_init__(self) -> None:
+        rules = {
+            "day1": DAY1_RULE,
+            "regret": REGRET_RULE,
+            "ci": CI_RULE.format(level=self.spec.ci_level, samples=self.spec.bootstrap_samples),
+        }
+        object.__setattr__(self, "rules", rules)
+
+    def to_json(self) -> dict[str, JsonValue]:
+        """The report as strict JSON (NaN and inf: null)."""
+
+        def comparison(c: Comparison | None) -> dict[str, JsonValue] | None:
+            return c.to_dict() if c else None
+
+        found: dict[str, JsonValue] = finite_json(
+            {
+                "spec": self.spec.to_dict(),
+                "baseline": self.spec.baseline,
+                "rules": self.rules,
+                "recipes": {name: s.model_dump() for name, s in self.recipes.items()},
+                "vs_baseline": {name: comparison(c) for name, c in self.vs_baseline.items()},
+                "candidates_vs_baseline": {
+                    name: comparison(c) for name, c in self.candidates_vs_baseline.items()
+                },
+                "vs_heuristic": {
+                    who: {name: comparison(c) for name, c in found.items()}
+                    for who, found in self.vs_heuristic.items()
+                },
+                "slices_vs_baseline": {
+                    who: {name: [asdict(row) for row in rows] for name, rows in found.items()}
+                    for who, found in self.slices_vs_baseline.items()
+                },
+                "delayed_update": [
+                    {"with": pair.with_frozen, "without": pair.without}
+                    | {who: comparison(c) for who, c in pair.comparisons.items()}
+                    for pair in self.delayed_update
+                ],
+                "days": {name: [r.to_json() for r in days] for name, days in self.days.items()},
+                "wall_seconds": self.wall_seconds,
+            }
+        )
+        return found
+
+
 def build_report(
-    spec: Mapping[str, Any],
-    records: Mapping[str, list[dict[str, Any]]],
+    spec: BacktestSpec,
+    records: Mapping[str, list[DayRecord]],
     comparisons: Mapping[str, Comparison | None],
     wall_seconds: float,
     candidate_comparisons: Mapping[str, Comparison | None] | None = None,
     heuristic_comparisons: Mapping[str, Mapping[str, Comparison | None]] | None = None,
-    slice_comparisons: Mapping[str, Mapping[str, list[dict[str, Any]]]] | None = None,
-    delayed_update: Sequence[Mapping[str, Any]] | None = None,
-) -> dict[str, Any]:
-    """The report's content; ``heuristic_comparisons``: ``{"served"|"candidate": {recipe:
-    comparison with the non-learned heuristic}}``; ``slice_comparisons``: ``{"served"|"candidate":
-    {recipe: each slice vs the baseline}}``; ``delayed_update``: ``[{"with", "without", "served"|
-    "candidate": comparison}]``, the recipes that differ only in a frozen first epoch."""
-    return {
-        "spec": dict(spec),
-        "baseline": spec["baseline"],
-        "rules": {
-            "day1": DAY1_RULE,
-            "regret": REGRET_RULE,
-            "ci": CI_RULE.format(level=spec["ci_level"], samples=spec["bootstrap_samples"]),
-        },
-        "recipes": {name: recipe_summary(days) for name, days in records.items()},
-        "vs_baseline": {name: (c.to_dict() if c else None) for name, c in comparisons.items()},
-        "candidates_vs_baseline": {
-            name: (c.to_dict() if c else None) for name, c in (candidate_comparisons or {}).items()
-        },
-        "vs_heuristic": {
-            who: {name: (c.to_dict() if c else None) for name, c in found.items()}
-            for who, found in (heuristic_comparisons or {}).items()
-        },
-        "slices_vs_baseline": {who: dict(found) for who, found in (slice_comparisons or {}).items()},
-        "delayed_update": [
-            {
-                k: (v.to_dict() if v is not None else None) if k in ("served", "candidate") else v
-                for k, v in pair.items()
-            }
-            for pair in delayed_update or []
-        ],
-        "days": dict(records),
-        "wall_seconds": round(wall_seconds, 1),
-    }
+    slice_comparisons: Mapping[str, Mapping[str, list[SliceComparison]]] | None = None,
+    delayed_update: Sequence[DelayedUpdatePair] | None = None,
+) -> BacktestReport:
+    """The report of replayed ``records``; ``heuristic_comparisons``: ``{"served"|"candidate":
+    {recipe: comparison with the non-learned heuristic}}``; ``slice_comparisons``:
+    ``{"served"|"candidate": {recipe: each slice vs the baseline}}``; ``delayed_update``: the
+    recipes that differ only in a frozen first epoch."""
+    return BacktestReport(
+        spec=spec,
+        recipes={name: recipe_summary(days) for name, days in records.items()},
+        vs_baseline=dict(comparisons),
+        candidates_vs_baseline=dict(candidate_comparisons or {}),
+        vs_heuristic={who: dict(found) for who, found in (heuristic_comparisons or {}).items()},
+        slices_vs_baseline={who: dict(found) for who, found in (slice_comparisons or {}).items()},
+        delayed_update=list(delayed_update or []),
+        days={name: list(days) for name, days in records.items()},
+        wall_seconds=round(wall_seconds, 1),
+    )
 
 
 def _f(x: Any, digits: int = 4) -> str:
@@ -185,7 +241,7 @@ def _pct(x: Any) -> str:
     return "—" if x is None or not math.isfinite(x) else f"{100 * x:+.2f}%"
 
 
-def _ci(ci: list[float] | None) -> str:
+def _ci(ci: Any) -> str:
     return "—" if not ci else f"[{100 * ci[0]:+.2f}%, {100 * ci[1]:+.2f}%]"
 
 
@@ -205,16 +261,16 @@ def _shown_path(path: str) -> str:
         return path
 
 
-def _hit_cell(c: Mapping[str, Any] | None) -> str:
+def _hit_cell(c: Comparison | None) -> str:
     """A comparison's save HIT@3 change, its CI and its days, as a table cell."""
     if not c:
         return "—"
-    return f"{_pct(c['relative_change']['save_hit_at_3'])} {_ci(c['ci']['save_hit_at_3'])} over {c['days']} d"
+    return f"{_pct(c.relative_change['save_hit_at_3'])} {_ci(c.ci['save_hit_at_3'])} over {c.days} d"
 
 
-def _heuristic_lines(report: Mapping[str, Any]) -> list[str]:
+def _heuristic_lines(report: BacktestReport) -> list[str]:
     """Each recipe's served and candidate models against the non-learned heuristic."""
-    found = report.get("vs_heuristic") or {}
+    found = report.vs_heuristic
     if not found:
         return []
     lines = [
@@ -226,13 +282,13 @@ def _heuristic_lines(report: Mapping[str, Any]) -> list[str]:
         "| recipe | served vs heuristic (CI) | candidate vs heuristic (CI) |",
         "| --- | --- | --- |",
     ]
-    for name in report["recipes"]:
+    for name in report.recipes:
         cells = [_hit_cell((found.get(who) or {}).get(name)) for who in ("served", "candidate")]
         lines.append(f"| `{name}` | " + " | ".join(cells) + " |")
     return lines
 
 
-def delayed_update_lines(pairs: Sequence[Mapping[str, Any]]) -> list[str]:
+def delayed_update_lines(pairs: Sequence[DelayedUpdatePair]) -> list[str]:
     """The delayed update's own share: each pair of recipes that differ only in a frozen first
     epoch, the one with it against the one without, served and candidate models."""
     if not pairs:
@@ -246,15 +302,16 @@ def delayed_update_lines(pairs: Sequence[Mapping[str, Any]]) -> list[str]:
         "| --- | --- | --- | --- |",
     ]
     for pair in pairs:
-        cells = [_hit_cell(pair.get(who)) for who in ("served", "candidate")]
-        lines.append(f"| `{pair['with']}` | `{pair['without']}` | " + " | ".join(cells) + " |")
+        cells = [_hit_cell(pair.comparisons.get(who)) for who in ("served", "candidate")]
+        lines.append(f"| `{pair.with_frozen}` | `{pair.without}` | " + " | ".join(cells) + " |")
     return lines
 
 
-def slice_table(by_recipe: Mapping[str, list[dict[str, Any]]]) -> list[str]:
+def slice_table(by_recipe: Mapping[str, Sequence[Mapping[str, JsonValue]]]) -> list[str]:
     """A table of each slice's save HIT@3 change vs the baseline (with its CI), a column per
-    recipe; empty when nothing was cut."""
-    names = sorted({row["name"] for rows in by_recipe.values() for row in rows})
+    recipe; empty when nothing was cut. The rows as the report's JSON holds them (``SliceComparison``;
+    the review renders its own copy of them)."""
+    names = sorted({str(row["name"]) for rows in by_recipe.values() for row in rows})
     if not names:
         return []
     recipes = list(by_recipe)
@@ -275,11 +332,11 @@ def slice_table(by_recipe: Mapping[str, list[dict[str, Any]]]) -> list[str]:
     return lines
 
 
-def _slice_lines(report: Mapping[str, Any]) -> list[str]:
+def _slice_lines(report: BacktestReport) -> list[str]:
     """Each recipe's served and candidate models against the baseline's, slice by slice."""
     lines: list[str] = []
-    for who, by_recipe in (report.get("slices_vs_baseline") or {}).items():
-        table = slice_table(by_recipe)
+    for who, by_recipe in report.slices_vs_baseline.items():
+        table = slice_table({name: [asdict(row) for row in rows] for name, rows in by_recipe.items()})
         if table:
             lines += [
                 "",
@@ -291,22 +348,21 @@ def _slice_lines(report: Mapping[str, Any]) -> list[str]:
     return lines
 
 
-def render_markdown(report: Mapping[str, Any]) -> str:
-    spec = report["spec"]
-    base = report["baseline"]
-    days = spec["days"]
-    recipes = ", ".join(f"`{n}` ({_shown_path(r['file'])})" for n, r in spec["recipes"].items())
+def render_markdown(report: BacktestReport) -> str:
+    spec = report.spec
+    base = spec.baseline
+    recipes = ", ".join(f"`{r.name}` ({_shown_path(str(r.path))})" for r in spec.recipes)
     lines = [
-        f"# Backtest {spec['id']}: {days} days from {spec['start']}",
+        f"# Backtest {spec.id}: {spec.days} days from {spec.start.isoformat()}",
         "",
-        f"Recipes: {recipes}; baseline `{base}`. Wall time {report['wall_seconds'] / 60:.1f} min.",
+        f"Recipes: {recipes}; baseline `{base}`. Wall time {report.wall_seconds / 60:.1f} min.",
         "",
         "Each day replays the daily retrain (`ranker run`: window → train → gate → promote | reject) in the "
         "recipe's own registry; *served* is the recipe's champion before that day's decision, scored on "
         "the day's eval impressions.",
         "",
-        f"- {report['rules']['day1']}",
-        f"- {report['rules']['ci']}",
+        f"- {report.rules['day1']}",
+        f"- {report.rules['ci']}",
         "",
         "## Summary",
         "",
@@ -314,22 +370,22 @@ def render_markdown(report: Mapping[str, Any]) -> str:
         "| promotions | longest staleness | training time |",
         "| --- | --- | --- | --- | --- | --- | --- | --- | --- |",
     ]
-    for name, s in report["recipes"].items():
-        c = report["vs_baseline"].get(name)
+    for name, s in report.recipes.items():
+        c = report.vs_baseline.get(name)
         rel = (
-            [f"{_pct(c['relative_change'][m])} {_ci(c['ci'][m])} over {c['days']} d" for m in METRICS]
+            [f"{_pct(c.relative_change[m])} {_ci(c.ci[m])} over {c.days} d" for m in METRICS]
             if c
             else ["(baseline)" if name == base else "— (no common served day)"] * 3
         )
-        rate = s["promotion_rate"]
+        rate = s.promotion_rate
         lines.append(
-            f"| `{name}` | {s['served_days']}/{s['days']} | {_f(s['served_mean']['save_hit_at_3'])} | "
+            f"| `{name}` | {s.served_days}/{s.days} | {_f(s.served_mean['save_hit_at_3'])} | "
             + " | ".join(rel)
-            + f" | {s['promotions']} ({'—' if rate is None else f'{rate:.0%}'}) | "
-            f"{'—' if s['longest_staleness_days'] is None else str(s['longest_staleness_days']) + ' d'} | "
-            f"{s['total_train_seconds'] / 60:.1f} min |"
+            + f" | {s.promotions} ({'—' if rate is None else f'{rate:.0%}'}) | "
+            f"{'—' if s.longest_staleness_days is None else str(s.longest_staleness_days) + ' d'} | "
+            f"{s.total_train_seconds / 60:.1f} min |"
         )
-    if report.get("candidates_vs_baseline"):
+    if report.candidates_vs_baseline:
         lines += [
             "",
             "Candidates: each day's freshly trained model (before the gate) against the baseline's candidate of"
@@ -340,19 +396,17 @@ def render_markdown(report: Mapping[str, Any]) -> str:
             "| recipe | candidate save HIT@3 | vs baseline (CI) | AUC vs baseline (CI) | NE vs baseline (CI) |",
             "| --- | --- | --- | --- | --- |",
         ]
-        for name, s in report["recipes"].items():
-            c = report["candidates_vs_baseline"].get(name)
+        for name, s in report.recipes.items():
+            c = report.candidates_vs_baseline.get(name)
             rel = (
-                [f"{_pct(c['relative_change'][m])} {_ci(c['ci'][m])} over {c['days']} d" for m in METRICS]
+                [f"{_pct(c.relative_change[m])} {_ci(c.ci[m])} over {c.days} d" for m in METRICS]
                 if c
                 else ["(baseline)" if name == base else "— (no common day)"] * 3
             )
-            lines.append(
-                f"| `{name}` | {_f(s['candidate_mean']['save_hit_at_3'])} | " + " | ".join(rel) + " |"
-            )
+            lines.append(f"| `{name}` | {_f(s.candidate_mean['save_hit_at_3'])} | " + " | ".join(rel) + " |")
     lines += _heuristic_lines(report)
     lines += _slice_lines(report)
-    lines += delayed_update_lines(report.get("delayed_update") or [])
+    lines += delayed_update_lines(report.delayed_update)
     lines += [
         "",
         "The gate's calls, judged on the same eval day (did the candidate's save HIT@3 beat the served model's?):",
@@ -360,11 +414,11 @@ def render_markdown(report: Mapping[str, Any]) -> str:
         "| recipe | judged days | candidate beat served | rejected a better candidate | promoted a worse one |",
         "| --- | --- | --- | --- | --- |",
     ]
-    for name, s in report["recipes"].items():
-        g = s["gate_calls"]
+    for name, s in report.recipes.items():
+        g = s.gate_calls
         lines.append(
-            f"| `{name}` | {g['judged_days']} | {g['candidate_beat_served']} | "
-            f"{g['rejected_a_better_candidate']} | {g['promoted_a_worse_candidate']} |"
+            f"| `{name}` | {g.judged_days} | {g.candidate_beat_served} | "
+            f"{g.rejected_a_better_candidate} | {g.promoted_a_worse_candidate} |"
         )
     lines += [
         "",
@@ -374,20 +428,20 @@ def render_markdown(report: Mapping[str, Any]) -> str:
         "promote | staleness median / max | rejected a better one (sizes) | promoted a worse one (sizes) |",
         "| --- | --- | --- | --- | --- | --- | --- | --- | --- | --- |",
     ]
-    for name, s in report["recipes"].items():
-        r = s.get("regret") or {}
-        if not r.get("days"):
+    for name, s in report.recipes.items():
+        r = s.regret
+        if not r.days:
             lines.append(f"| `{name}` | 0 | — | — | — | — | — | — | — | — |")
             continue
         lines.append(
-            f"| `{name}` | {r['days']} | {_f(r['served_mean'])} | {_f(r['oracle_mean'])} | "
-            f"{_f(r['always_promote_mean'])} | {_pct(r['regret_vs_oracle'])} | {_pct(r['vs_always_promote'])} | "
-            f"{_days(r['staleness_median_days'])} / {_days(r['staleness_max_days'])} | "
-            f"{r['rejected_a_better_candidate']} {_sizes(r['rejected_a_better_candidate_sizes'])} | "
-            f"{r['promoted_a_worse_one']} {_sizes(r['promoted_a_worse_one_sizes'])} |"
+            f"| `{name}` | {r.days} | {_f(r.served_mean)} | {_f(r.oracle_mean)} | "
+            f"{_f(r.always_promote_mean)} | {_pct(r.regret_vs_oracle)} | {_pct(r.vs_always_promote)} | "
+            f"{_days(r.staleness_median_days)} / {_days(r.staleness_max_days)} | "
+            f"{r.rejected_a_better_candidate} {_sizes(r.rejected_a_better_candidate_sizes)} | "
+            f"{r.promoted_a_worse_one} {_sizes(r.promoted_a_worse_one_sizes)} |"
         )
     lines += ["", "![served save HIT@3 per day](backtest.png)", ""]
-    for name, records in report["days"].items():
+    for name, records in report.days.items():
         lines += [
             f"## `{name}` day by day",
             "",
@@ -395,20 +449,18 @@ def render_markdown(report: Mapping[str, Any]) -> str:
             "| failed checks | train s |",
             "| --- | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- |",
         ]
-        for r in records:
-            served = r.get("served") or {}
-            cand = r.get("candidate") or {}
-            decision = r.get("decision") or ("failed" if r.get("exit_code") not in (0, 1) else "—")
-            if r.get("promoted"):
+        for day in records:
+            decision = day.decision or ("failed" if day.failed else "—")
+            if day.promoted:
                 decision += ", promoted"
-            age = served.get("age_days")
+            age = day.served.age_days if day.served else None
             lines.append(
-                f"| {r['day']} | {served.get('version') or '—'} | {'—' if age is None else age} | "
-                + " | ".join(_f(_metric(r, "served", m)) for m in METRICS)
-                + f" | {cand.get('version') or '—'} | "
-                + " | ".join(_f(_metric(r, "candidate", m)) for m in METRICS)
-                + f" | {decision} | {', '.join(r.get('failed_checks') or []) or '—'} | "
-                f"{_f(r.get('train_seconds'), 0)} |"
+                f"| {day.day} | {(day.served.version if day.served else None) or '—'} | {'—' if age is None else age} | "
+                + " | ".join(_f(day.metric("served", m)) for m in METRICS)
+                + f" | {(day.candidate.version if day.candidate else None) or '—'} | "
+                + " | ".join(_f(day.metric("candidate", m)) for m in METRICS)
+                + f" | {decision} | {', '.join(day.failed_checks) or '—'} | "
+                f"{_f(day.train_seconds, 0)} |"
             )
         lines.append("")
     direction = ", ".join(
@@ -418,7 +470,7 @@ def render_markdown(report: Mapping[str, Any]) -> str:
     return "\n".join(lines)
 
 
-def plot_report(report: Mapping[str, Any], path: Path) -> None:
+def plot_report(report: BacktestReport, path: Path) -> None:
     import datetime as dt
 
     import matplotlib
@@ -426,7 +478,7 @@ def plot_report(report: Mapping[str, Any], path: Path) -> None:
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
 
-    names = list(report["days"])
+    names = list(report.days)
     fig, (top, bottom) = plt.subplots(
         2,
         1,
@@ -435,19 +487,19 @@ def plot_report(report: Mapping[str, Any], path: Path) -> None:
         gridspec_kw={"height_ratios": [3, 1 + 0.25 * len(names)]},
     )
     for name in names:
-        records = report["days"][name]
-        xs = [dt.date.fromisoformat(r["day"]) for r in records]
-        ys = [_metric(r, "served", "save_hit_at_3") for r in records]
+        records = report.days[name]
+        xs = [dt.date.fromisoformat(r.day) for r in records]
+        ys = [r.metric("served", "save_hit_at_3") for r in records]
         top.plot(xs, [math.nan if y is None else y for y in ys], marker="o", label=name)
     top.set_ylabel("served save HIT@3")
-    top.set_title(f"backtest {report['spec']['id']}: the model each recipe would have served")
+    top.set_title(f"backtest {report.spec.id}: the model each recipe would have served")
     top.grid(alpha=0.3)
     top.legend()
     for row, name in enumerate(names):
-        records = report["days"][name]
-        promoted = [dt.date.fromisoformat(r["day"]) for r in records if r.get("promoted")]
-        rejected = [dt.date.fromisoformat(r["day"]) for r in records if r.get("decision") == "reject"]
-        failed = [dt.date.fromisoformat(r["day"]) for r in records if r.get("exit_code") not in (0, 1)]
+        records = report.days[name]
+        promoted = [dt.date.fromisoformat(r.day) for r in records if r.promoted]
+        rejected = [dt.date.fromisoformat(r.day) for r in records if r.decision == "reject"]
+        failed = [dt.date.fromisoformat(r.day) for r in records if r.failed]
         bottom.scatter(
             promoted,
             [row] * len(promoted),
@@ -476,7 +528,7 @@ def plot_report(report: Mapping[str, Any], path: Path) -> None:
     plt.close(fig)
 
 
-def write_report(report: Mapping[str, Any], out_dir: Path) -> dict[str, str]:
+def write_report(report: BacktestReport, out_dir: Path) -> dict[str, str]:
     out_dir.mkdir(parents=True, exist_ok=True)
     paths = {
         "markdown": out_dir / "backtest.md",
@@ -485,5 +537,33 @@ def write_report(report: Mapping[str, Any], out_dir: Path) -> dict[str, str]:
     }
     atomic_write_text(paths["markdown"], render_markdown(report))
     plot_report(report, paths["png"])
-    atomic_write_json(paths["json"], report)
+    atomic_write_json(paths["json"], report.to_json())
     return {k: str(v) for k, v in paths.items()}
+
+
+class Change(BaseModel):
+    """A comparison in brief: the relative change of each metric, its CI and the paired days."""
+
+    relative_change: dict[str, float]
+    ci: dict[str, list[float] | None]
+    days: int
+
+    @classmethod
+    def of(cls, c: Comparison | None) -> Change | None:
+        return None if c is None else cls(relative_change=c.relative_change, ci=c.ci, days=c.days)
+
+
+class BacktestSummary(BaseModel):
+    """What ``ranker backtest`` prints (``--json``): the report in brief and where it is; a
+    backtest whose days failed adds them and the error line."""
+
+    backtest_dir: str
+    report: dict[str, str]
+    """markdown, png, json: the report's files"""
+    baseline: str
+    recipes: dict[str, RecipeSummary]
+    vs_baseline: dict[str, Change | None]
+    candidates_vs_baseline: dict[str, Change | None]
+    wall_seconds: float
+    failed_days: dict[str, list[str]] | None = None
+    error: str | None = None

@@ -15,9 +15,17 @@ import json
 from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import TypedDict
 
-from ranking.config.loader import ConfigFileError, EffectiveConfig, Layer, file_values, parse_file, resolve
+from ranking.config.loader import (
+    ConfigFileError,
+    EffectiveConfig,
+    Layer,
+    RawValue,
+    file_values,
+    parse_file,
+    resolve,
+)
 from ranking.core.errors import RankerError
 from ranking.core.ids import validate_run_id
 from ranking.core.workspace import Workspace
@@ -35,7 +43,26 @@ class BacktestError(RankerError):
 class Recipe:
     name: str
     path: Path
-    values: Mapping[str, Any]  # dotted keys the recipe sets (paths resolved against its folder)
+    values: Mapping[str, RawValue]  # dotted keys the recipe sets (paths resolved against its folder)
+
+
+class RecipeEntry(TypedDict):
+    file: str
+    sets: dict[str, RawValue]
+    """what the recipe file sets, as written"""
+
+
+class SpecRecord(TypedDict):
+    """A backtest's spec as recorded (spec.json, the reports' ``spec``)."""
+
+    start: str
+    days: int
+    recipes: dict[str, RecipeEntry]
+    baseline: str
+    id: str
+    bootstrap_samples: int
+    ci_level: float
+    seed: int
 
 
 @dataclass(frozen=True)
@@ -71,7 +98,8 @@ class BacktestSpec:
     def id(self) -> str:
         return validate_run_id(self.name or f"from-{self.start.isoformat()}")
 
-    def to_dict(self) -> dict[str, Any]:
+    def to_dict(self) -> SpecRecord:
+        """The spec as spec.json and the reports record it."""
         return {
             "start": self.start.isoformat(),
             "days": self.days,
@@ -146,7 +174,7 @@ def read_recipe(name: str, path: Path) -> Recipe:
     return Recipe(name, path, file_values(path, parse_file(path)))
 
 
-def recipe_config(recipe: Recipe, base: Mapping[str, Any], base_source: str | None) -> EffectiveConfig:
+def recipe_config(recipe: Recipe, base: Mapping[str, RawValue], base_source: str | None) -> EffectiveConfig:
     """The recipe's effective config: defaults < the workspace's config < the recipe's sections;
     a backtest never pushes metrics anywhere and keeps its textfile inside the recipe's home."""
     shared = sorted(k for k in recipe.values if k.split(".")[0] in WORKSPACE_SECTIONS)

@@ -16,10 +16,11 @@ drawn) instead of materialising the resampled rows; with unit weights they equal
 from __future__ import annotations
 
 import math
-from dataclasses import dataclass, field
+from dataclasses import asdict, dataclass, field
 from typing import Any
 
 import numpy as np
+from pydantic import JsonValue
 
 from ranking.evaluation.metrics import hits_per_request
 
@@ -103,6 +104,16 @@ class PairedDay:
 
 
 @dataclass(frozen=True)
+class DayChange:
+    """One paired day of a comparison: each model's metrics and the relative change of each."""
+
+    day: str
+    baseline: dict[str, float]
+    other: dict[str, float]
+    relative_change: dict[str, float]
+
+
+@dataclass(frozen=True)
 class Comparison:
     days: int
     baseline_mean: dict[str, float]
@@ -111,19 +122,24 @@ class Comparison:
     ci: dict[str, list[float] | None]
     samples: int
     level: float
-    per_day: list[dict[str, Any]] = field(default_factory=list)
+    per_day: list[DayChange] = field(default_factory=list)
 
-    def to_dict(self) -> dict[str, Any]:
-        return {
-            "days": self.days,
-            "baseline_mean": self.baseline_mean,
-            "mean": self.mean,
-            "relative_change": self.relative_change,
-            "ci": self.ci,
-            "samples": self.samples,
-            "level": self.level,
-            "per_day": self.per_day,
-        }
+    def to_dict(self) -> dict[str, JsonValue]:  # the JSON edge (infra/backtest_pool.py prints it)
+        return asdict(self)
+
+
+@dataclass(frozen=True)
+class SliceComparison:
+    """One slice's save HIT@3, the recipe's against the baseline's, pooled over the days it was
+    cut (``compare_slices``); None where the slice held no saved pin."""
+
+    name: str
+    days: int
+    saves: int
+    baseline: float | None
+    other: float | None
+    relative_change: float | None
+    ci: list[float] | None
 
 
 def _rel(a: float, b: float) -> float:
@@ -167,7 +183,7 @@ def compare(days: list[PairedDay], *, samples: int, level: float, seed: int) -> 
             else None
         )
     per_day = [
-        {"day": d.day, "baseline": b, "other": o, "relative_change": {m: _rel(o[m], b[m]) for m in METRICS}}
+        DayChange(d.day, b, o, {m: _rel(o[m], b[m]) for m in METRICS})
         for d, b, o in zip(days, base_days, other_days, strict=True)
     ]
     return Comparison(n_days, base_mean, mean, rel, ci, samples, level, per_day)
@@ -226,7 +242,7 @@ class SliceDay:
         )
 
 
-def compare_slices(days: list[SliceDay], *, samples: int, level: float, seed: int) -> list[dict[str, Any]]:
+def compare_slices(days: list[SliceDay], *, samples: int, level: float, seed: int) -> list[SliceComparison]:
     """Each slice's save HIT@3 of the recipe vs the baseline pooled over the days it was cut
     (its saved pins over all those days: a slice of a few requests a day is not a noisy mean of
     daily ratios), with the same two-stage (day, request) bootstrap as :func:`compare`."""
@@ -260,16 +276,16 @@ def compare_slices(days: list[SliceDay], *, samples: int, level: float, seed: in
         base_hits, other_hits, saves = point[:, k]
         finite = changes[:, k][np.isfinite(changes[:, k])]
         out.append(
-            {
-                "name": name,
-                "days": sum(1 for d in days if name in d.names),
-                "saves": int(saves),
-                "baseline": float(base_hits / saves) if saves else None,
-                "other": float(other_hits / saves) if saves else None,
-                "relative_change": _rel(float(other_hits), float(base_hits)) if saves else None,
-                "ci": [float(np.quantile(finite, alpha)), float(np.quantile(finite, 1 - alpha))]
+            SliceComparison(
+                name=name,
+                days=sum(1 for d in days if name in d.names),
+                saves=int(saves),
+                baseline=float(base_hits / saves) if saves else None,
+                other=float(other_hits / saves) if saves else None,
+                relative_change=_rel(float(other_hits), float(base_hits)) if saves else None,
+                ci=[float(np.quantile(finite, alpha)), float(np.quantile(finite, 1 - alpha))]
                 if len(finite)
                 else None,
-            }
+            )
         )
     return out

@@ -32,15 +32,17 @@ import datetime as dt
 import logging
 import time
 from collections.abc import Callable, Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from pydantic import BaseModel, JsonValue
+
 from ranking.backtest import inject
 from ranking.backtest.engine import WindowBuilder, prepare_recipe_home
-from ranking.backtest.gates import ForwardDay, GateState, regret_summary, replay
+from ranking.backtest.gates import ForwardDay, GateState, Regret, ReplayDay, regret_summary, replay
 from ranking.backtest.replay import base_is_due
-from ranking.backtest.spec import BacktestError, RecipeRun
+from ranking.backtest.spec import BacktestError, BacktestSpec, RecipeRun
 from ranking.core.atomic import atomic_path, atomic_write_json, read_json
 from ranking.core.hashing import sha256_file
 from ranking.core.workspace import Workspace
@@ -134,6 +136,126 @@ class ScoreStore:
         return self._hits[(key, day)]
 
 
+@dataclass(frozen=True)
+class CleanValidation:
+    """How the eval days' clean windows fared in the data validation."""
+
+    days: int
+    fail: int
+    warn: int
+    failing_kinds: list[str]
+
+
+@dataclass(frozen=True)
+class ProbeDay:
+    """The recipe's candidate judged on its first day after the naive champions (with the leak
+    evidence; ``decision_without_evidence``: as the gate before issue 30 judged it)."""
+
+    day: str
+    champion: str | None
+    decision: str
+    decision_without_evidence: str
+    relative_change: float | None
+    ci: list[float] | None
+    failed_checks: list[str]
+    warnings: list[str]
+    leakage: str | None
+    """the leakage check's detail"""
+
+
+@dataclass(frozen=True)
+class ProbeVerdict:
+    """The real-improvement probe of one gate (``GateSuite._probe_verdict``)."""
+
+    days: list[ProbeDay]
+    promoted: int
+    large_lift: int
+    """days whose lift was above the gate's max_lift"""
+    large_lift_promoted: int
+    promoted_without_evidence: int
+
+
+@dataclass(frozen=True)
+class JudgedInjection:
+    """One bad candidate: stopped by its window's data validation, or judged by the gate."""
+
+    kind: str
+    day: str
+    validation: str | None
+    """the data validation's verdict (None: the kind is made after the window)"""
+    anomalies: list[str]
+    """the failing anomalies' kinds"""
+    named_anomaly: str | None
+    """the anomaly the kind should raise (inject.DATA_KINDS)"""
+    champion: str | None
+    decision: str
+    """pass | reject | stopped (by the validation)"""
+    stopped_by: str | None
+    """validation | gate | None (promoted)"""
+    failed_checks: list[str]
+    relative_change: float | None
+
+
+@dataclass(frozen=True)
+class GateReplay:
+    """One gate replayed over the suite's days (``GateSuite.replay_gates``)."""
+
+    config: GateConfig
+    days: list[ReplayDay]
+    forward: list[ForwardDay]
+    regret: Regret
+    promotions: int
+    injected: list[JudgedInjection]
+    stopped: dict[str, str]
+    """kind -> how many of its bad candidates were stopped, as 2/3"""
+    bad_promoted: int
+    stopped_by_validation: int
+    probe: ProbeVerdict | None
+    replay_seconds: float
+
+    def to_json(self) -> dict[str, JsonValue]:
+        """As suite.json holds it (not yet made finite)."""
+        return {
+            "config": self.config.to_dict(),
+            "days": [asdict(r) for r in self.days],
+            "forward": [asdict(f) for f in self.forward],
+            "regret": self.regret.model_dump(),
+            "promotions": self.promotions,
+            "injected": [asdict(b) for b in self.injected],
+            "stopped": dict(self.stopped),
+            "bad_promoted": self.bad_promoted,
+            "stopped_by_validation": self.stopped_by_validation,
+            "probe": asdict(self.probe) if self.probe else None,
+            "replay_seconds": self.replay_seconds,
+        }
+
+
+class GateBrief(BaseModel):
+    """One gate of the suite in ``ranker backtest --inject``'s summary."""
+
+    regret: Regret
+    stopped: dict[str, str]
+    bad_promoted: int
+
+
+# a recipe's entry in the summary: "report" -> its files, and each gate's name -> its brief
+SuiteRecipeBrief = dict[str, GateBrief | dict[str, str]]
+
+
+class SuiteSummary(BaseModel):
+    """What ``ranker backtest --inject`` prints (``--json``)."""
+
+    backtest_dir: str
+    recipes: dict[str, SuiteRecipeBrief]
+
+
+def suite_recipe_summary(paths: dict[str, str], result: Mapping[str, GateReplay]) -> SuiteRecipeBrief:
+    brief: SuiteRecipeBrief = {"report": paths}
+    for name, r in result.items():
+        brief[name] = GateBrief(regret=r.regret, stopped=r.stopped, bad_promoted=r.bad_promoted)
+    return brief
+
+
 @dataclass
 class GateSuite:
     ws: Workspace
@@ -151,11 +273,12 @@ class GateSuite:
         self.window_days = self.run.effective.config.window.days
         self.store = ScoreStore(self.folder / "scores", self._eval_parquet, self.scorer)
         self.validations: dict[str, ValidationSummary] = {}  # "clean@D" / injection key -> verdict
-        self.probe: dict[str, Any] | None = None
         self._extras_by_day: dict[dt.date, EvalExtras] = {}
 
     # ------------------------------------------------------------ data and training
 
+    # the manifest's JSON as written: the suite crafts a bad window by editing it and writing it
+    # back (untyped until features.window's WindowManifest model lands)
     def _manifest(self, end: dt.date) -> dict[str, Any]:
         path = self.ws.window_manifest(end, self.window_days)
         if not path.is_file():
@@ -258,7 +381,7 @@ class GateSuite:
         atomic_write_json(target, crafted)
         return home
 
-    @staticmethod
+    @staticmethod  # ``train``: the manifest's partition entries as written (see _manifest)
     def _transformed(kind: str, i: int, train: Sequence[Mapping[str, Any]]) -> Any:
         """Training partition ``i`` as the kind breaks it (None: left as it is)."""
         import pyarrow.parquet as pq
@@ -276,7 +399,7 @@ class GateSuite:
         }
         return transforms[kind](table)
 
-    @staticmethod
+    @staticmethod  # a manifest's partition entry as written, rewritten for the crafted file (see _manifest)
     def _write_partition(home: Path, part: Mapping[str, Any], table: Any) -> dict[str, Any]:
         import pyarrow.parquet as pq
 
@@ -342,17 +465,16 @@ class GateSuite:
             self._say(f"day {i + 1}/{len(self.days)} {day} built in {time.perf_counter() - started:.0f} s")
         self._build_probe()
 
-    def clean_validation(self) -> dict[str, Any]:
-        """How the eval days' clean windows fared in the data validation: days, failing, warning,
-        the failing kinds."""
+    def clean_validation(self) -> CleanValidation:
+        """How the eval days' clean windows fared in the data validation."""
         keys = (f"clean@{day.isoformat()}" for day in self.days)
         clean = [self.validations[k] for k in keys if k in self.validations]
-        return {
-            "days": len(clean),
-            "fail": sum(1 for v in clean if v.verdict == "fail"),
-            "warn": sum(1 for v in clean if v.verdict == "warn"),
-            "failing_kinds": sorted({a.kind for v in clean for a in v.anomalies if a.policy == "fail"}),
-        }
+        return CleanValidation(
+            days=len(clean),
+            fail=sum(1 for v in clean if v.verdict == "fail"),
+            warn=sum(1 for v in clean if v.verdict == "warn"),
+            failing_kinds=sorted({a.kind for v in clean for a in v.anomalies if a.policy == "fail"}),
+        )
 
     # ------------------------------------------------------------ the real-improvement probe
 
@@ -389,7 +511,7 @@ class GateSuite:
             self.store.add(Model(key, day, out / "model.pt", out / "eval_scores.parquet", evidence=evidence))
         self._say(f"probe: {len(self.days) - 1} naive candidates trained")
 
-    def _probe_verdict(self, config: GateConfig) -> dict[str, Any] | None:
+    def _probe_verdict(self, config: GateConfig) -> ProbeVerdict | None:
         """A switch from naive to the recipe on each eval day after the first PROBE_CHAMPIONS: the
         recipe's candidate judged in the state the gate reached serving naive the days before (a
         genuine improvement must be promoted on its first day), and again without the leak
@@ -397,7 +519,7 @@ class GateSuite:
         if self._probe_recipe() is None or len(self.days) <= self.PROBE_CHAMPIONS:
             return None
         with_evidence, without = self.judge(config), self.judge(config, evidence=False)
-        days: list[dict[str, Any]] = []
+        days: list[ProbeDay] = []
         changes: list[float | None] = []
         for i in range(self.PROBE_CHAMPIONS, len(self.days)):
             before, day = self.days[i - self.PROBE_CHAMPIONS : i], self.days[i]
@@ -409,28 +531,26 @@ class GateSuite:
             leak = next((c for c in report.checks if c.name == "leakage"), None)
             changes.append(report.relative_change)
             days.append(
-                {
-                    "day": day.isoformat(),
-                    "champion": states[-1].champion.key if states[-1].champion else None,
-                    "decision": report.decision,
-                    "decision_without_evidence": without(day, candidate, states[-1]).decision,
-                    "relative_change": report.relative_change,
-                    "ci": report.ci,
-                    "failed_checks": report.failed_checks,
-                    "warnings": report.warnings,
-                    "leakage": leak.detail if leak else None,
-                }
+                ProbeDay(
+                    day=day.isoformat(),
+                    champion=states[-1].champion.key if states[-1].champion else None,
+                    decision=report.decision,
+                    decision_without_evidence=without(day, candidate, states[-1]).decision,
+                    relative_change=report.relative_change,
+                    ci=report.ci,
+                    failed_checks=report.failed_checks,
+                    warnings=report.warnings,
+                    leakage=leak.detail if leak else None,
+                )
             )
-        lifts = [
-            d for d in days if d["relative_change"] is not None and d["relative_change"] > config.max_lift
-        ]
-        return {
-            "days": days,
-            "promoted": sum(1 for d in days if d["decision"] == "pass"),
-            "large_lift": len(lifts),
-            "large_lift_promoted": sum(1 for d in lifts if d["decision"] == "pass"),
-            "promoted_without_evidence": sum(1 for d in days if d["decision_without_evidence"] == "pass"),
-        }
+        lifts = [d for d in days if d.relative_change is not None and d.relative_change > config.max_lift]
+        return ProbeVerdict(
+            days=days,
+            promoted=sum(1 for d in days if d.decision == "pass"),
+            large_lift=len(lifts),
+            large_lift_promoted=sum(1 for d in lifts if d.decision == "pass"),
+            promoted_without_evidence=sum(1 for d in days if d.decision_without_evidence == "pass"),
+        )
 
     def _inject(
         self, injection: inject.Injection, clean: str, clean_dir: Path, warm: Path | None, config_file: Path
@@ -543,39 +663,39 @@ class GateSuite:
         injection: inject.Injection,
         judge: Callable[[dt.date, str, GateState], GateReport],
         state: GateState,
-    ) -> dict[str, Any]:
+    ) -> JudgedInjection:
         """One bad candidate: stopped by its window's data validation (named anomalies), or judged
         by the gate in the state the clean replay reached on its day."""
+        from dataclasses import replace
+
         validation = self.validations.get(injection.key)
         failing = sorted({a.kind for a in validation.anomalies if a.policy == "fail"}) if validation else []
-        entry: dict[str, Any] = {
-            "kind": injection.kind,
-            "day": injection.day.isoformat(),
-            "validation": validation.verdict if validation else None,
-            "anomalies": failing,
-            "named_anomaly": inject.DATA_KINDS.get(injection.kind),
-            "champion": state.champion.key if state.champion else None,
-        }
+        stopped = JudgedInjection(
+            kind=injection.kind,
+            day=injection.day.isoformat(),
+            validation=validation.verdict if validation else None,
+            anomalies=failing,
+            named_anomaly=inject.DATA_KINDS.get(injection.kind),
+            champion=state.champion.key if state.champion else None,
+            decision="stopped",
+            stopped_by="validation",
+            failed_checks=[],
+            relative_change=None,
+        )
         if validation is not None and validation.verdict == "fail":
-            return {
-                **entry,
-                "decision": "stopped",
-                "stopped_by": "validation",
-                "failed_checks": [],
-                "relative_change": None,
-            }
+            return stopped
         report = judge(injection.day, injection.key, state)
-        return {
-            **entry,
-            "decision": report.decision,
-            "stopped_by": "gate" if report.decision == "reject" else None,
-            "failed_checks": report.failed_checks,
-            "relative_change": report.relative_change,
-        }
+        return replace(
+            stopped,
+            decision=report.decision,
+            stopped_by="gate" if report.decision == "reject" else None,
+            failed_checks=report.failed_checks,
+            relative_change=report.relative_change,
+        )
 
-    def replay_gates(self) -> dict[str, Any]:
+    def replay_gates(self) -> dict[str, GateReplay]:
         candidates = {day: f"c-{day.isoformat()}" for day in self.days}
-        out: dict[str, Any] = {}
+        out: dict[str, GateReplay] = {}
         for name, config in self.gates.items():
             started = time.perf_counter()
             judge = self.judge(config)
@@ -604,21 +724,21 @@ class GateSuite:
                 self._judged_injection(injection, judge, states[list(self.days).index(injection.day)])
                 for injection in self.injections
             ]
-            stopped = {k: [b["stopped_by"] is not None for b in bad if b["kind"] == k] for k in inject.KINDS}
-            out[name] = {
-                "config": config.to_dict(),
-                "days": [r.to_dict() for r in records],
-                "forward": [f.__dict__ for f in forward],
-                "regret": regret_summary(forward),
-                "promotions": sum(1 for r in records if r.decision == "pass"),
-                "injected": bad,
-                "stopped": {k: f"{sum(v)}/{len(v)}" for k, v in stopped.items() if v},
-                "bad_promoted": sum(1 for b in bad if b["decision"] == "pass"),
-                "stopped_by_validation": sum(1 for b in bad if b["stopped_by"] == "validation"),
-                "probe": self._probe_verdict(config),
-                "replay_seconds": round(time.perf_counter() - started, 1),
-            }
-            self._say(f"gate {name} replayed in {out[name]['replay_seconds']} s")
+            stopped = {k: [b.stopped_by is not None for b in bad if b.kind == k] for k in inject.KINDS}
+            out[name] = GateReplay(
+                config=config,
+                days=records,
+                forward=forward,
+                regret=regret_summary(forward),
+                promotions=sum(1 for r in records if r.decision == "pass"),
+                injected=bad,
+                stopped={k: f"{sum(v)}/{len(v)}" for k, v in stopped.items() if v},
+                bad_promoted=sum(1 for b in bad if b.decision == "pass"),
+                stopped_by_validation=sum(1 for b in bad if b.stopped_by == "validation"),
+                probe=self._probe_verdict(config),
+                replay_seconds=round(time.perf_counter() - started, 1),
+            )
+            self._say(f"gate {name} replayed in {out[name].replay_seconds} s")
         return out
 
 
@@ -633,31 +753,32 @@ def _f(x: Any) -> str:
     return "—" if x is None else f"{x:.4f}"
 
 
-def _validation_lines(spec: Mapping[str, Any], result: Mapping[str, Any], gates: Sequence[str]) -> list[str]:
+def _validation_lines(
+    clean: CleanValidation | None, result: Mapping[str, GateReplay], gates: Sequence[str]
+) -> list[str]:
     """How the data validation stopped the bugs made in windows, and how the clean windows fared."""
     lines: list[str] = []
-    first = result[gates[0]]["injected"] if gates else []
-    data = [b for b in first if b.get("named_anomaly")]
+    first = result[gates[0]].injected if gates else []
+    data = [b for b in first if b.named_anomaly]
     if data:
-        named = sum(1 for b in data if b["named_anomaly"] in b["anomalies"])
+        named = sum(1 for b in data if b.named_anomaly in b.anomalies)
         lines += [
             "",
             f"Bugs made in the window the run reads are validated first, as `ranker run` does: {named} of"
             f" {len(data)} were stopped by the anomaly their kind names (`ranking/backtest/inject.py`"
             " DATA_KINDS), untrained; the others (and every kind made after the window) go to the gate.",
         ]
-    clean = spec.get("clean_validation") or {}
     if clean:
         lines += [
             "",
-            f"Clean windows validated: {clean['days']}, failing {clean['fail']}, warning {clean['warn']}"
-            + (f" (failing kinds: {', '.join(clean['failing_kinds'])})" if clean["failing_kinds"] else "")
+            f"Clean windows validated: {clean.days}, failing {clean.fail}, warning {clean.warn}"
+            + (f" (failing kinds: {', '.join(clean.failing_kinds)})" if clean.failing_kinds else "")
             + ".",
         ]
     return lines
 
 
-def _injected_lines(result: Mapping[str, Any], gates: Sequence[str]) -> list[str]:
+def _injected_lines(result: Mapping[str, GateReplay], gates: Sequence[str]) -> list[str]:
     lines: list[str] = []
     for name in gates:
         lines += [
@@ -668,21 +789,21 @@ def _injected_lines(result: Mapping[str, Any], gates: Sequence[str]) -> list[str
             "| failed checks |",
             "| --- | --- | --- | --- | --- | --- | --- |",
         ]
-        for b in result[name]["injected"]:
-            validation = b.get("validation") or "—"
-            if b.get("anomalies"):
-                validation += " (" + ", ".join(f"`{a}`" for a in b["anomalies"]) + ")"
+        for b in result[name].injected:
+            validation = b.validation or "—"
+            if b.anomalies:
+                validation += " (" + ", ".join(f"`{a}`" for a in b.anomalies) + ")"
             lines.append(
-                f"| {b['day']} | `{b['kind']}` | {validation} | {b['decision']} | {b.get('stopped_by') or '—'} | "
-                f"{_pct(b['relative_change'])} | {', '.join(b['failed_checks']) or '—'} |"
+                f"| {b.day} | `{b.kind}` | {validation} | {b.decision} | {b.stopped_by or '—'} | "
+                f"{_pct(b.relative_change)} | {', '.join(b.failed_checks) or '—'} |"
             )
     return lines
 
 
-def _probe_lines(result: Mapping[str, Any], gates: Sequence[str], recipe: str) -> list[str]:
+def _probe_lines(result: Mapping[str, GateReplay], gates: Sequence[str], recipe: str) -> list[str]:
     lines: list[str] = []
     for name in gates:
-        probe = result[name].get("probe")
+        probe = result[name].probe
         if not probe:
             continue
         lines += [
@@ -691,27 +812,33 @@ def _probe_lines(result: Mapping[str, Any], gates: Sequence[str], recipe: str) -
             "",
             f"A switch from the naive recipe to `{recipe}` on each day: the naive candidates of the days before"
             f" served as champions, then the `{recipe}` candidate was judged. Promoted on its first day:"
-            f" **{probe['promoted']}/{len(probe['days'])}**; lifts above `max_lift`: {probe['large_lift']},"
-            f" promoted {probe['large_lift_promoted']}; without the leak evidence (the gate before issue 30):"
-            f" promoted {probe['promoted_without_evidence']}/{len(probe['days'])}.",
+            f" **{probe.promoted}/{len(probe.days)}**; lifts above `max_lift`: {probe.large_lift},"
+            f" promoted {probe.large_lift_promoted}; without the leak evidence (the gate before issue 30):"
+            f" promoted {probe.promoted_without_evidence}/{len(probe.days)}.",
             "",
             "| day | champion | HIT@3 vs champion (CI) | decision | without the evidence | failed checks | warnings |",
             "| --- | --- | --- | --- | --- | --- | --- |",
         ]
-        for d in probe["days"]:
-            ci = d["ci"]
+        for d in probe.days:
+            ci = d.ci
             lines.append(
-                f"| {d['day']} | {d['champion'] or '—'} | {_pct(d['relative_change'])}"
-                f"{f' [{_pct(ci[0])}, {_pct(ci[1])}]' if ci else ''} | {d['decision']} | {d['decision_without_evidence']} | "
-                f"{', '.join(d['failed_checks']) or '—'} | {', '.join(d['warnings']) or '—'} |"
+                f"| {d.day} | {d.champion or '—'} | {_pct(d.relative_change)}"
+                f"{f' [{_pct(ci[0])}, {_pct(ci[1])}]' if ci else ''} | {d.decision} | {d.decision_without_evidence} | "
+                f"{', '.join(d.failed_checks) or '—'} | {', '.join(d.warnings) or '—'} |"
             )
     return lines
 
 
-def render_suite(spec: Mapping[str, Any], recipe: str, result: Mapping[str, Any], wall_seconds: float) -> str:
+def render_suite(
+    spec: BacktestSpec,
+    clean: CleanValidation | None,
+    recipe: str,
+    result: Mapping[str, GateReplay],
+    wall_seconds: float,
+) -> str:
     gates = list(result)
     lines = [
-        f"# Gate suite {spec['id']}: recipe `{recipe}`, {spec['days']} days from {spec['start']}",
+        f"# Gate suite {spec.id}: recipe `{recipe}`, {spec.days} days from {spec.start.isoformat()}",
         "",
         f"Wall time {wall_seconds / 60:.1f} min. Candidates trained once; each gate replayed on the stored scores. "
         "Served = the champion before the day's decision; always promote = yesterday's candidate; oracle = the "
@@ -724,15 +851,16 @@ def render_suite(spec: Mapping[str, Any], recipe: str, result: Mapping[str, Any]
         "| --- | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- |",
     ]
     for name in gates:
-        r = result[name]["regret"]
-        rb, pw = r["rejected_a_better_candidate_sizes"], r["promoted_a_worse_one_sizes"]
+        g = result[name]
+        r = g.regret
+        rb, pw = r.rejected_a_better_candidate_sizes, r.promoted_a_worse_one_sizes
         lines.append(
-            f"| `{name}` | {_f(r['served_mean'])} | {_f(r['oracle_mean'])} | {_f(r['always_promote_mean'])} | "
-            f"{_pct(r['regret_vs_oracle'])} | {_pct(r['vs_always_promote'])} | "
-            f"{r['staleness_median_days']} / {r['staleness_max_days']} d | {result[name]['promotions']}/{spec['days']} | "
-            f"{r['rejected_a_better_candidate']} ({_pct(rb[0]) if rb else '—'}) | "
-            f"{r['promoted_a_worse_one']} ({_pct(pw[0]) if pw else '—'}) | "
-            f"{result[name]['bad_promoted']}/{len(result[name]['injected'])} |"
+            f"| `{name}` | {_f(r.served_mean)} | {_f(r.oracle_mean)} | {_f(r.always_promote_mean)} | "
+            f"{_pct(r.regret_vs_oracle)} | {_pct(r.vs_always_promote)} | "
+            f"{r.staleness_median_days} / {r.staleness_max_days} d | {g.promotions}/{spec.days} | "
+            f"{r.rejected_a_better_candidate} ({_pct(rb[0]) if rb else '—'}) | "
+            f"{r.promoted_a_worse_one} ({_pct(pw[0]) if pw else '—'}) | "
+            f"{g.bad_promoted}/{len(g.injected)} |"
         )
     lines += [
         "",
@@ -744,9 +872,9 @@ def render_suite(spec: Mapping[str, Any], recipe: str, result: Mapping[str, Any]
     ]
     lines.append("| --- | --- | " + " | ".join("---" for _ in gates) + " |")
     for kind, doc in inject.KINDS.items():
-        cells = [result[g]["stopped"].get(kind, "—") for g in gates]
+        cells = [result[g].stopped.get(kind, "—") for g in gates]
         lines.append(f"| `{kind}` | {doc} | " + " | ".join(cells) + " |")
-    lines += _validation_lines(spec, result, gates)
+    lines += _validation_lines(clean, result, gates)
     lines += _injected_lines(result, gates)
     lines += _probe_lines(result, gates, recipe)
     for name in gates:
@@ -757,18 +885,18 @@ def render_suite(spec: Mapping[str, Any], recipe: str, result: Mapping[str, Any]
             "| day | served | candidate | decision | change vs champion (CI) | failed checks |",
             "| --- | --- | --- | --- | --- | --- |",
         ]
-        for d in result[name]["days"]:
-            ci = d["ci"]
+        for d in result[name].days:
+            ci = d.ci
             lines.append(
-                f"| {d['day']} | {d['champion'] or '—'} | {d['candidate'] or '—'} | {d['decision'] or '—'} | "
-                f"{_pct(d['relative_change'])} {'' if not ci else f'[{_pct(ci[0])}, {_pct(ci[1])}]'} | "
-                f"{', '.join(d['failed_checks']) or '—'} |"
+                f"| {d.day} | {d.champion or '—'} | {d.candidate or '—'} | {d.decision or '—'} | "
+                f"{_pct(d.relative_change)} {'' if not ci else f'[{_pct(ci[0])}, {_pct(ci[1])}]'} | "
+                f"{', '.join(d.failed_checks) or '—'} |"
             )
     lines.append("")
     return "\n".join(lines)
 
 
-def plot_suite(spec: Mapping[str, Any], recipe: str, result: Mapping[str, Any], path: Path) -> None:
+def plot_suite(spec: BacktestSpec, recipe: str, result: Mapping[str, GateReplay], path: Path) -> None:
     """Top: the save HIT@3 each gate served per day, with always-promote; bottom: each injected bad
     candidate per gate, stopped (green) or promoted (red)."""
     import matplotlib
@@ -782,21 +910,21 @@ def plot_suite(spec: Mapping[str, Any], recipe: str, result: Mapping[str, Any], 
     )
     always: dict[dt.date, float] = {}
     for name in gates:
-        forward = result[name]["forward"]
-        xs = [dt.date.fromisoformat(f["day"]) for f in forward]
-        top.plot(xs, [f["served"] for f in forward], marker="o", ms=3, label=f"served by gate `{name}`")
-        always.update({x: f["fresh"] for x, f in zip(xs, forward, strict=True) if f["fresh"] is not None})
+        forward = result[name].forward
+        xs = [dt.date.fromisoformat(f.day) for f in forward]
+        top.plot(xs, [f.served for f in forward], marker="o", ms=3, label=f"served by gate `{name}`")
+        always.update({x: f.fresh for x, f in zip(xs, forward, strict=True) if f.fresh is not None})
     days = sorted(always)
     top.plot(days, [always[d] for d in days], ls="--", color="grey", label="always promote")
     top.set_ylabel("save HIT@3 on the day")
-    top.set_title(f"gate suite {spec['id']} ({recipe}): what each gate served")
+    top.set_title(f"gate suite {spec.id} ({recipe}): what each gate served")
     top.grid(alpha=0.3)
     top.legend(fontsize=8)
     for row, name in enumerate(gates):
-        for b in result[name]["injected"]:
-            stopped = b["decision"] == "reject"
+        for b in result[name].injected:
+            stopped = b.decision == "reject"
             bottom.scatter(
-                [dt.date.fromisoformat(b["day"])],
+                [dt.date.fromisoformat(b.day)],
                 [row],
                 marker="o" if stopped else "X",
                 color="tab:green" if stopped else "tab:red",
@@ -814,22 +942,29 @@ def plot_suite(spec: Mapping[str, Any], recipe: str, result: Mapping[str, Any], 
 
 
 def write_suite_report(
-    folder: Path, spec: Mapping[str, Any], recipe: str, result: Mapping[str, Any], wall_seconds: float
+    folder: Path,
+    spec: BacktestSpec,
+    clean: CleanValidation | None,
+    recipe: str,
+    result: Mapping[str, GateReplay],
+    wall_seconds: float,
 ) -> dict[str, str]:
+    """suite.md, suite.png and suite.json (the spec with the clean windows' validation, each gate's replay)."""
     from ranking.backtest.report import finite_json
     from ranking.core.atomic import atomic_write_text
 
     folder.mkdir(parents=True, exist_ok=True)
     paths = {"markdown": folder / "suite.md", "json": folder / "suite.json", "png": folder / "suite.png"}
     plot_suite(spec, recipe, result, paths["png"])
-    atomic_write_text(paths["markdown"], render_suite(spec, recipe, result, wall_seconds))
+    atomic_write_text(paths["markdown"], render_suite(spec, clean, recipe, result, wall_seconds))
+    recorded_spec = spec.to_dict() | ({"clean_validation": asdict(clean)} if clean else {})
     atomic_write_json(
         paths["json"],
         finite_json(
             {
-                "spec": dict(spec),
+                "spec": recorded_spec,
                 "recipe": recipe,
-                "gates": dict(result),
+                "gates": {name: replayed.to_json() for name, replayed in result.items()},
                 "wall_seconds": round(wall_seconds, 1),
             }
         ),
@@ -851,7 +986,8 @@ def checkpoint_scorer(checkpoint: Path, eval_parquet: Path, reset_tables: bool) 
     payload = load_checkpoint(checkpoint)
     cfg = model_config_of(checkpoint, payload)
     state = dict(payload["model"])
-    seed = int(payload.get("seed", 0)) if isinstance(payload.get("seed", 0), int) else 0
+    recorded_seed = payload.get("seed", 0)  # not a key the trainer writes (CheckpointPayload): 0
+    seed = int(recorded_seed) if isinstance(recorded_seed, int) else 0
     for key, value in seed_tables(cfg, seed).items():
         if key not in state:
             raise BacktestError(f"{checkpoint}: no table {key} to reset")

@@ -9,7 +9,9 @@ import os
 import shutil
 import sys
 import time
+from collections.abc import Mapping
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from ranking.cli.common import (
     CALENDAR_DAYS,
@@ -28,6 +30,10 @@ from ranking.cli.common import (
     workspace,
 )
 from ranking.core.limits import MAX_NAME_LEN, MAX_PATH_LEN
+
+if TYPE_CHECKING:
+    from ranking.backtest.day import DayRecord
+    from ranking.gate.checks import GateConfig
 
 RECIPES_DIR = Path(__file__).resolve().parents[2] / "recipes"
 
@@ -116,13 +122,13 @@ def register(sub: argparse._SubParsersAction) -> None:  # type: ignore[type-arg]
     p.set_defaults(handler=_backtest, step="backtest")
 
 
-def _gates(values: list[str] | None) -> dict[str, object]:
+def _gates(values: list[str] | None) -> dict[str, GateConfig]:
     from ranking.config.loader import file_values, parse_file
     from ranking.config.model import GateSection
     from ranking.core.errors import RankerError
     from ranking.gate.checks import OLD_GATE, GateConfig
 
-    out: dict[str, object] = {}
+    out: dict[str, GateConfig] = {}
     for value in values or ["old", "new"]:
         name, sep, file = value.partition("=")
         if not sep:
@@ -145,14 +151,20 @@ def _gates(values: list[str] | None) -> dict[str, object]:
 def _suite(args: argparse.Namespace, ws, spec, bt, started: float) -> CommandResult:  # type: ignore[no-untyped-def]
     from ranking.backtest.inject import parse_injections
     from ranking.backtest.spec import source_days
-    from ranking.backtest.suite import GateSuite, checkpoint_scorer, write_suite_report
+    from ranking.backtest.suite import (
+        GateSuite,
+        SuiteSummary,
+        checkpoint_scorer,
+        suite_recipe_summary,
+        write_suite_report,
+    )
 
     span = source_days(ws)
     window_days = max(run.effective.config.window.days for run in bt.runs)
     earliest = span[0] + dt.timedelta(days=window_days) if span else None
     injections = parse_injections(args.inject, spec.eval_days, earliest)
     gates = _gates(args.gate)
-    summary: dict[str, object] = {"backtest_dir": str(bt.folder), "recipes": {}}
+    summary = SuiteSummary(backtest_dir=str(bt.folder), recipes={})
     lines = []
     bt.build_windows()  # every day's window and base range, in the backtested workspace, up front
     for run in bt.runs:
@@ -161,7 +173,7 @@ def _suite(args: argparse.Namespace, ws, spec, bt, started: float) -> CommandRes
             run,
             spec.eval_days,
             injections,
-            gates,  # type: ignore[arg-type]
+            gates,
             checkpoint_scorer,
             bt.window_builder,
             on_progress=lambda text: print(f"backtest: {text}", file=sys.stderr, flush=True),
@@ -170,7 +182,8 @@ def _suite(args: argparse.Namespace, ws, spec, bt, started: float) -> CommandRes
         result = suite.replay_gates()
         paths = write_suite_report(
             suite.folder / "report",
-            {**spec.to_dict(), "clean_validation": suite.clean_validation()},
+            spec,
+            suite.clean_validation(),
             run.recipe.name,
             result,
             time.perf_counter() - started,
@@ -179,23 +192,17 @@ def _suite(args: argparse.Namespace, ws, spec, bt, started: float) -> CommandRes
             args.report_dir.mkdir(parents=True, exist_ok=True)
             for path in paths.values():
                 shutil.copy2(path, args.report_dir / Path(path).name)
-        summary["recipes"][run.recipe.name] = {  # type: ignore[index]
-            "report": paths,
-            **{
-                name: {"regret": r["regret"], "stopped": r["stopped"], "bad_promoted": r["bad_promoted"]}
-                for name, r in result.items()
-            },
-        }
+        summary.recipes[run.recipe.name] = suite_recipe_summary(paths, result)
         lines.append(f"gate suite {run.recipe.name}: {paths['markdown']}")
         for name, r in result.items():
-            g = r["regret"]
-            probe = r.get("probe")
+            g = r.regret
+            probe = r.probe
             lines.append(
-                f"  {name}: regret vs oracle {g['regret_vs_oracle']}, staleness median {g['staleness_median_days']} d,"
-                f" bad candidates promoted {r['bad_promoted']}/{len(r['injected'])}"
-                f" ({r['stopped_by_validation']} stopped by the data validation)"
+                f"  {name}: regret vs oracle {g.regret_vs_oracle}, staleness median {g.staleness_median_days} d,"
+                f" bad candidates promoted {r.bad_promoted}/{len(r.injected)}"
+                f" ({r.stopped_by_validation} stopped by the data validation)"
                 + (
-                    f"; real-improvement probe: {probe['promoted']}/{len(probe['days'])} promoted on their first day"
+                    f"; real-improvement probe: {probe.promoted}/{len(probe.days)} promoted on their first day"
                     if probe
                     else ""
                 )
@@ -206,10 +213,10 @@ def _suite(args: argparse.Namespace, ws, spec, bt, started: float) -> CommandRes
 def _backtest(args: argparse.Namespace) -> CommandResult:
     # torch scores the served models in this process; one thread, as `ranker train` defaults to
     os.environ.setdefault("OMP_NUM_THREADS", "1")
-    from ranking.backtest.compare import backtest_report
+    from ranking.backtest.compare import report_of
     from ranking.backtest.engine import Backtest, window_builder_for
     from ranking.backtest.replay import CliReplayer
-    from ranking.backtest.report import write_report
+    from ranking.backtest.report import BacktestSummary, Change, write_report
     from ranking.backtest.spec import BacktestSpec, check_days_against_data, read_recipe
     from ranking.cli.config import effective_config
     from ranking.config.loader import file_values, find_config_file
@@ -245,67 +252,50 @@ def _backtest(args: argparse.Namespace) -> CommandResult:
     if args.inject is not None:  # an empty --inject is an error (parse_injections), not a plain backtest
         return _suite(args, ws, spec, bt, started)
     records = bt.run()
-    report = backtest_report(bt, records, time.perf_counter() - started)
+    report = report_of(bt, records, time.perf_counter() - started)
     paths = write_report(report, bt.folder / "report")
     if args.report_dir:
         args.report_dir.mkdir(parents=True, exist_ok=True)
         for path in paths.values():
             shutil.copy2(path, args.report_dir / Path(path).name)
-    summary = {
-        "backtest_dir": str(bt.folder),
-        "report": paths,
-        "baseline": spec.baseline,
-        "recipes": report["recipes"],
-        "vs_baseline": {
-            name: (
-                None
-                if c is None
-                else {"relative_change": c["relative_change"], "ci": c["ci"], "days": c["days"]}
-            )
-            for name, c in report["vs_baseline"].items()
-        },
-        "candidates_vs_baseline": {
-            name: (
-                None
-                if c is None
-                else {"relative_change": c["relative_change"], "ci": c["ci"], "days": c["days"]}
-            )
-            for name, c in report["candidates_vs_baseline"].items()
-        },
-        "wall_seconds": report["wall_seconds"],
-    }
+    summary = BacktestSummary(
+        backtest_dir=str(bt.folder),
+        report=paths,
+        baseline=spec.baseline,
+        recipes=report.recipes,
+        vs_baseline={name: Change.of(c) for name, c in report.vs_baseline.items()},
+        candidates_vs_baseline={name: Change.of(c) for name, c in report.candidates_vs_baseline.items()},
+        wall_seconds=report.wall_seconds,
+    )
     lines = [f"backtest report: {paths['markdown']}"]
-    for name, s in report["recipes"].items():
-        c = report["vs_baseline"].get(name)
-        hit = s["served_mean"]["save_hit_at_3"]
+    for name, s in report.recipes.items():
+        c = summary.vs_baseline.get(name)
+        hit = s.served_mean["save_hit_at_3"]
         line = (
-            f"  {name}: served save HIT@3 {'—' if hit is None else f'{hit:.4f}'} over {s['served_days']} days, "
-            f"{s['promotions']} promotions, longest staleness {s['longest_staleness_days']} d"
+            f"  {name}: served save HIT@3 {'—' if hit is None else f'{hit:.4f}'} over {s.served_days} days, "
+            f"{s.promotions} promotions, longest staleness {s.longest_staleness_days} d"
         )
-        if c and c["relative_change"]["save_hit_at_3"] is not None and c["ci"]["save_hit_at_3"]:
-            lo, hi = c["ci"]["save_hit_at_3"]
-            line += (
-                f"; vs {spec.baseline}: {100 * c['relative_change']['save_hit_at_3']:+.2f}%"
-                f" [{100 * lo:+.2f}%, {100 * hi:+.2f}%]"
-            )
+        change, ci = (
+            (c.relative_change.get("save_hit_at_3"), c.ci.get("save_hit_at_3")) if c else (None, None)
+        )
+        if change is not None and ci:
+            lo, hi = ci
+            line += f"; vs {spec.baseline}: {100 * change:+.2f}% [{100 * lo:+.2f}%, {100 * hi:+.2f}%]"
         lines.append(line)
     failed = failed_days(records)
     if failed:
         # the report covers the days that ran; the command still fails, so a script or CI that
         # reads only the exit code never takes a partial comparison for a complete one
         message = failed_days_message(failed, bt.folder)
-        summary.update(failed_days=failed, error=message)
+        summary.failed_days, summary.error = failed, message
         lines.append(message)  # `ranker` prints the summary's error on stderr, as for any failure
         return CommandResult(summary=summary, exit_code=2, text="\n".join(lines))
     return CommandResult(summary=summary, text="\n".join(lines))
 
 
-def failed_days(records: dict[str, list[dict[str, object]]]) -> dict[str, list[str]]:
+def failed_days(records: Mapping[str, list[DayRecord]]) -> dict[str, list[str]]:
     """Per recipe, the eval days whose `ranker run` failed (exit neither 0 nor 1)."""
-    out = {
-        name: [str(r["day"]) for r in days if r.get("exit_code") not in (0, 1)]
-        for name, days in records.items()
-    }
+    out = {name: [r.day for r in days if r.failed] for name, days in records.items()}
     return {name: days for name, days in out.items() if days}
 
 

@@ -17,7 +17,7 @@ from scoresets import make_eval_day, noisy, with_scores
 
 from ranking.backtest.compare import compare_to_baseline
 from ranking.backtest.engine import Backtest
-from ranking.backtest.report import build_report, finite_json, write_report
+from ranking.backtest.report import build_report, write_report
 from ranking.backtest.spec import BacktestError, BacktestSpec, read_recipe
 from ranking.core.atomic import atomic_write_json
 from ranking.core.workspace import Workspace
@@ -110,7 +110,8 @@ class ScriptedReplayer:
         (run / "eval.json").write_text("{}")
         version = reg.register(run, run_id)
         reg.set_base(version, reason="test")
-        return 0, {"version": version, "base_range": [None, end], "duration_seconds": 4.0}
+        start = (day - dt.timedelta(days=40)).isoformat()
+        return 0, {"version": version, "base_range": [start, end], "duration_seconds": 4.0}
 
     def score(self, checkpoint: Path, eval_parquet: Path) -> pd.DataFrame:
         payload = json.loads(Path(checkpoint).read_text())
@@ -159,7 +160,7 @@ def test_each_recipe_replays_in_its_own_registry_sharing_windows(tmp_path: Path)
         assert Registry(str(home / "registry")).version_ids() == ["v0001", "v0002", "v0003", "v0004"]
         assert len(list((home / "runs").iterdir())) == 4
         assert (home / "windows").resolve() == (tmp_path / "home" / "windows").resolve()
-        assert [r["day"] for r in records[name]] == [
+        assert [r.day for r in records[name]] == [
             (START + dt.timedelta(days=i)).isoformat() for i in range(4)
         ]
     assert not (tmp_path / "home" / "registry").exists()  # the backtested workspace's registry is untouched
@@ -173,17 +174,17 @@ def test_each_recipe_replays_in_its_own_registry_sharing_windows(tmp_path: Path)
 def test_served_is_the_champion_before_the_days_decision(tmp_path: Path) -> None:
     replayer = ScriptedReplayer(rejects={("default", START + dt.timedelta(days=1))})
     records = _backtest(tmp_path, replayer).run()["default"]
-    served = [(r["served"] or {}).get("version") for r in records]
-    before = [r["champion_before"] for r in records]
+    served = [r.served.version if r.served else None for r in records]
+    before = [r.champion_before for r in records]
     # day 1 promotes v0001; day 2 rejects v0002: v0001 still serves on day 3 (age 2); day 3 promotes v0003
     assert served == [None, "v0001", "v0001", "v0003"] == before
-    assert [(r["served"] or {}).get("age_days") for r in records] == [None, 1, 2, 1]
-    assert [r["promoted"] for r in records] == [True, False, True, True]
-    assert records[1]["failed_checks"] == ["save_hit_at_3_change"]
+    assert [r.served.age_days if r.served else None for r in records] == [None, 1, 2, 1]
+    assert [r.promoted for r in records] == [True, False, True, True]
+    assert records[1].failed_checks == ["save_hit_at_3_change"]
     # the served metrics are those of that model on that day (v0001: the fake's call 5, after naive's four)
     frame, propensity = _eval_day(START + dt.timedelta(days=2))
     want = compute_metrics(frame["request_id"], frame["saved"], noisy(propensity, NOISE["default"], seed=5))
-    assert records[2]["served"]["metrics"]["save_hit_at_3"] == pytest.approx(want.save_hit_at_3)
+    assert records[2].metric("served", "save_hit_at_3") == pytest.approx(want.save_hit_at_3)
     assert replayer.calls[4:] == [
         ("default", START, None),
         ("default", START + dt.timedelta(days=1), "v0001"),
@@ -198,14 +199,14 @@ def test_the_first_days_rule_days_without_a_served_model_are_left_out(tmp_path: 
     replayer = ScriptedReplayer(rejects={("naive", START)})
     bt = _backtest(tmp_path, replayer)
     records = bt.run()
-    assert [r["served"] for r in records["naive"][:2]] == [None, None]
+    assert [r.served for r in records["naive"][:2]] == [None, None]
     comparisons = compare_to_baseline(bt, records)
     c = comparisons["default"]
-    assert c is not None and c.days == 2 and [d["day"] for d in c.per_day] == ["2026-03-03", "2026-03-04"]
-    report = finite_json(build_report(bt.spec.to_dict(), records, comparisons, 1.0))
-    assert report["recipes"]["naive"]["served_days"] == 2 and report["recipes"]["default"]["served_days"] == 3
-    assert report["recipes"]["naive"]["promotions"] == 3
-    assert report["recipes"]["naive"]["promotion_rate"] == pytest.approx(0.75)
+    assert c is not None and c.days == 2 and [d.day for d in c.per_day] == ["2026-03-03", "2026-03-04"]
+    report = build_report(bt.spec, records, comparisons, 1.0)
+    assert report.recipes["naive"].served_days == 2 and report.recipes["default"].served_days == 3
+    assert report.recipes["naive"].promotions == 3
+    assert report.recipes["naive"].promotion_rate == pytest.approx(0.75)
     # the better-constructed recipe serves better than the baseline, and the CI says so
     assert c.relative_change["save_hit_at_3"] > 0 and c.ci["save_hit_at_3"][0] > 0  # type: ignore[index]
     paths = write_report(report, tmp_path / "report")
@@ -297,15 +298,15 @@ def test_a_recipe_on_the_base_pretrains_before_day_one_and_every_n_days(tmp_path
     )
     # only the recipe that uses the base pretrains: on day 1, then when the base is 3 days old
     assert replayer.pretrains == [("based", START + dt.timedelta(days=i)) for i in (0, 3, 6)]
-    pretrained = [r["day"] for r in records["based"] if r["pretrain"]]
+    pretrained = [r.day for r in records["based"] if r.pretrain]
     assert pretrained == [(START + dt.timedelta(days=i)).isoformat() for i in (0, 3, 6)]
-    assert all(r["pretrain"] is None for r in records["naive"] + records["default"])
+    assert all(r.pretrain is None for r in records["naive"] + records["default"])
     reg = Registry(str(bt.folder / "based" / "home" / "registry"))
-    assert len(reg.history("base")) == 3 and reg.base() == records["based"][6]["pretrain"]["version"]
-    report = build_report(bt.spec.to_dict(), records, compare_to_baseline(bt, records), 1.0)
-    summary = report["recipes"]["based"]
-    assert summary["pretrains"] == 3 and summary["pretrain_seconds"] == 12.0
-    assert summary["total_train_seconds"] == 12.0 + 7 * 2.5  # the fake's train step takes 2.5 s
+    assert len(reg.history("base")) == 3 and reg.base() == records["based"][6].pretrain.version  # type: ignore[union-attr]
+    report = build_report(bt.spec, records, compare_to_baseline(bt, records), 1.0)
+    summary = report.recipes["based"]
+    assert summary.pretrains == 3 and summary.pretrain_seconds == 12.0
+    assert summary.total_train_seconds == 12.0 + 7 * 2.5  # the fake's train step takes 2.5 s
 
 
 def test_candidates_are_compared_day_by_day_on_their_own_scores(tmp_path: Path) -> None:
@@ -317,16 +318,12 @@ def test_candidates_are_compared_day_by_day_on_their_own_scores(tmp_path: Path) 
     candidates = compare_to_baseline(bt, records, who="candidate")["default"]
     assert served is not None and served.days == 1  # naive served only on day 4
     assert candidates is not None and candidates.days == 4
-    assert all((bt.folder / "default" / r["candidate"]["scores"]).is_file() for r in records["default"])
+    assert all((bt.folder / "default" / str(r.scores_of("candidate"))).is_file() for r in records["default"])
     # the candidate scores are the registered version's eval scores
     v1 = Registry(str(bt.folder / "naive" / "home" / "registry")).read_file("v0001", "eval_scores.parquet")
-    assert (bt.folder / "naive" / records["naive"][0]["candidate"]["scores"]).read_bytes() == v1
+    assert (bt.folder / "naive" / str(records["naive"][0].scores_of("candidate"))).read_bytes() == v1
     assert candidates.relative_change["save_hit_at_3"] > 0
-    md_report = finite_json(
-        build_report(
-            bt.spec.to_dict(), records, compare_to_baseline(bt, records), 1.0, {"default": candidates}
-        )
-    )
+    md_report = build_report(bt.spec, records, compare_to_baseline(bt, records), 1.0, {"default": candidates})
     paths = write_report(md_report, tmp_path / "report")
     assert "Candidates: each day's freshly trained model" in Path(paths["markdown"]).read_text()
 

@@ -4,11 +4,14 @@
 from __future__ import annotations
 
 import datetime as dt
+from pathlib import Path
 
 import pytest
 
+from ranking.backtest.day import DayCandidate, DayRecord, ForwardChoice, RecordedMetrics, ServedModel
 from ranking.backtest.gates import ForwardDay, GateState, regret_summary, replay, state_on
 from ranking.backtest.report import build_report, forward_days, recipe_summary, render_markdown
+from ranking.backtest.spec import BacktestSpec, Recipe
 from ranking.gate.checks import Check, GateConfig, GateReport
 
 D0 = dt.date(2026, 11, 10)
@@ -30,17 +33,17 @@ def test_regret_counts_each_miss_with_its_size() -> None:
         ForwardDay("d4", served=0.20, fresh=0.10, alternative=0.10, promoted_fresh=False, age_days=5),
     ]
     r = regret_summary(days)
-    assert r["days"] == 4
-    assert r["served_mean"] == pytest.approx((0.40 + 0.30 + 0.50 + 0.20) / 4)
-    assert r["oracle_mean"] == pytest.approx((0.44 + 0.33 + 0.50 + 0.20) / 4)
-    assert r["always_promote_mean"] == pytest.approx((0.44 + 0.30 + 0.50 + 0.10) / 4)
-    assert r["regret_vs_oracle"] == pytest.approx(1.47 / 1.40 - 1)
-    assert r["vs_always_promote"] == pytest.approx(1.40 / 1.34 - 1)
-    assert r["rejected_a_better_candidate"] == 1
-    assert r["rejected_a_better_candidate_sizes"] == [pytest.approx(0.10)]
-    assert r["promoted_a_worse_one"] == 1
-    assert r["promoted_a_worse_one_sizes"] == [pytest.approx(0.30 / 0.33 - 1)]
-    assert r["staleness_median_days"] == 1.5 and r["staleness_max_days"] == 5
+    assert r.days == 4
+    assert r.served_mean == pytest.approx((0.40 + 0.30 + 0.50 + 0.20) / 4)
+    assert r.oracle_mean == pytest.approx((0.44 + 0.33 + 0.50 + 0.20) / 4)
+    assert r.always_promote_mean == pytest.approx((0.44 + 0.30 + 0.50 + 0.10) / 4)
+    assert r.regret_vs_oracle == pytest.approx(1.47 / 1.40 - 1)
+    assert r.vs_always_promote == pytest.approx(1.40 / 1.34 - 1)
+    assert r.rejected_a_better_candidate == 1
+    assert r.rejected_a_better_candidate_sizes == [pytest.approx(0.10)]
+    assert r.promoted_a_worse_one == 1
+    assert r.promoted_a_worse_one_sizes == [pytest.approx(0.30 / 0.33 - 1)]
+    assert r.staleness_median_days == 1.5 and r.staleness_max_days == 5
 
 
 def test_days_after_an_injection_are_left_out_of_the_clean_comparison() -> None:
@@ -51,16 +54,16 @@ def test_days_after_an_injection_are_left_out_of_the_clean_comparison() -> None:
         ),
     ]
     r = regret_summary(days)
-    assert r["clean_days"] == 1
-    assert r["vs_always_promote_clean_days"] == pytest.approx(0.0)
-    assert r["vs_always_promote"] == pytest.approx(0.80 / 0.45 - 1)
+    assert r.clean_days == 1
+    assert r.vs_always_promote_clean_days == pytest.approx(0.0)
+    assert r.vs_always_promote == pytest.approx(0.80 / 0.45 - 1)
 
 
 def test_no_forward_days_is_no_regret_not_zero() -> None:
     r = regret_summary(
         [ForwardDay("d1", served=None, fresh=0.4, alternative=None, promoted_fresh=None, age_days=None)]
     )
-    assert r["days"] == 0 and r["regret_vs_oracle"] is None and r["staleness_median_days"] is None
+    assert r.days == 0 and r.regret_vs_oracle is None and r.staleness_median_days is None
 
 
 # ---------------------------------------------------------------- replay
@@ -124,27 +127,31 @@ def test_state_on_names_no_trend_when_the_old_champion_still_serves() -> None:
 # ---------------------------------------------------------------- in the backtest report
 
 
-def record(
-    i: int, served: float | None, forward: dict[str, object] | None, age: int | None
-) -> dict[str, object]:
-    return {
-        "day": day(i).isoformat(),
-        "exit_code": 0,
-        "served": None
+def record(i: int, served: float | None, forward: ForwardChoice | None, age: int | None) -> DayRecord:
+    return DayRecord(
+        day=day(i).isoformat(),
+        exit_code=0,
+        served=None
         if served is None
-        else {"version": f"v{i}", "age_days": age, "metrics": {"save_hit_at_3": served}, "forward": forward},
-        "candidate": {"version": f"v{i + 1}", "metrics": {"save_hit_at_3": 0.3}},
-        "decision": "pass",
-    }
+        else ServedModel(
+            version=f"v{i}",
+            trained_for=None,
+            age_days=age,
+            metrics=RecordedMetrics(save_hit_at_3=served),
+            forward=forward,
+        ),
+        candidate=DayCandidate(version=f"v{i + 1}", metrics=RecordedMetrics(save_hit_at_3=0.3), scores=None),
+        decision="pass",
+    )
 
 
 def test_every_backtest_report_carries_the_regret_of_its_recipe() -> None:
     records = [
         record(0, None, None, None),  # day 1: nothing served, nothing to regret
-        record(1, 0.40, {"fresh": "v1", "promoted_fresh": True, "fresh_save_hit_at_3": 0.40,
-                         "other": None, "other_save_hit_at_3": None}, 1),
-        record(2, 0.40, {"fresh": "v2", "promoted_fresh": False, "fresh_save_hit_at_3": 0.50,
-                         "other": "v2", "other_save_hit_at_3": 0.50}, 2),
+        record(1, 0.40, ForwardChoice(fresh="v1", promoted_fresh=True, fresh_save_hit_at_3=0.40,
+                                      other=None, other_save_hit_at_3=None), 1),
+        record(2, 0.40, ForwardChoice(fresh="v2", promoted_fresh=False, fresh_save_hit_at_3=0.50,
+                                      other="v2", other_save_hit_at_3=0.50), 2),
     ]  # fmt: skip
     days = forward_days(records)
     assert [(d.day, d.served, d.fresh, d.alternative, d.promoted_fresh, d.age_days) for d in days] == [
@@ -152,10 +159,12 @@ def test_every_backtest_report_carries_the_regret_of_its_recipe() -> None:
         (day(2).isoformat(), 0.40, 0.50, 0.50, False, 2),
     ]
     summary = recipe_summary(records)
-    assert summary["regret"]["rejected_a_better_candidate"] == 1
-    assert summary["regret"]["regret_vs_oracle"] == pytest.approx(0.90 / 0.80 - 1)
-    spec = {"id": "t", "days": 3, "start": day(0).isoformat(), "baseline": "r", "ci_level": 0.9,
-            "bootstrap_samples": 10, "recipes": {"r": {"file": "recipes/r.toml"}}}  # fmt: skip
+    assert summary.regret.rejected_a_better_candidate == 1
+    assert summary.regret.regret_vs_oracle == pytest.approx(0.90 / 0.80 - 1)
+    recipe = Recipe("r", Path("recipes/r.toml"), {})
+    spec = BacktestSpec(
+        start=day(0), days=3, recipes=(recipe,), baseline="r", bootstrap_samples=10, ci_level=0.9, seed=0
+    )
     text = render_markdown(build_report(spec, {"r": records}, {"r": None}, 1.0))
     assert "Gate regret" in text
     row = next(line for line in text.splitlines() if line.startswith("| `r` | 2 |") and " d / " in line)

@@ -141,14 +141,12 @@ def test_slices_pool_each_slice_s_saved_pins_over_the_days() -> None:
             (bh, s), (oh, _) = _slice_hit(frame, base, mask), _slice_hit(frame, other, mask)
             by_hand[name] += (bh, oh, s)
         days.append(SliceDay.of(str(seed), frame["request_id"], frame["saved"], (base, other), masks))
-    rows = {r["name"]: r for r in compare_slices(days, samples=200, level=0.9, seed=0)}
+    rows = {r.name: r for r in compare_slices(days, samples=200, level=0.9, seed=0)}
     assert sorted(rows) == ["even", "odd"]
     for name, (bh, oh, s) in by_hand.items():
-        assert rows[name]["saves"] == s and rows[name]["days"] == 3
-        assert rows[name]["baseline"] == pytest.approx(bh / s) and rows[name]["other"] == pytest.approx(
-            oh / s
-        )
-        assert rows[name]["relative_change"] == pytest.approx(oh / bh - 1)
+        assert rows[name].saves == s and rows[name].days == 3
+        assert rows[name].baseline == pytest.approx(bh / s) and rows[name].other == pytest.approx(oh / s)
+        assert rows[name].relative_change == pytest.approx(oh / bh - 1)
 
 
 def test_a_slice_ranked_at_random_is_found_and_the_others_are_untouched() -> None:
@@ -161,6 +159,6 @@ def test_a_slice_ranked_at_random_is_found_and_the_others_are_untouched() -> Non
         other = np.where(broken, np.random.default_rng(seed).random(len(base)), base)
         masks = {"broken": broken, "rest": ~broken}
         days.append(SliceDay.of(str(seed), frame["request_id"], frame["saved"], (base, other), masks))
-    rows = {r["name"]: r for r in compare_slices(days, samples=300, level=0.9, seed=1)}
-    assert rows["broken"]["ci"][1] < 0  # the random slice lost, and the interval says so
-    assert rows["rest"]["relative_change"] == 0 and rows["rest"]["ci"] == [0, 0]
+    rows = {r.name: r for r in compare_slices(days, samples=300, level=0.9, seed=1)}
+    assert rows["broken"].ci[1] < 0  # the random slice lost, and the interval says so
+    assert rows["rest"].relative_change == 0 and rows["rest"].ci == [0, 0]
