@@ -117,9 +117,9 @@ def _study(args: argparse.Namespace) -> CommandResult:
     text = "\n".join(
         [f"study report: {outcome.paths['markdown']}"]
         + [
-            f"  [{c['init']}] {c['finding']}: seed {c['seed_pct']:+.2f}% ours "
-            f"{c['ours_pct_mean']:+.2f}% ± {c['ours_pct_sd']:.2f} -> {c['verdict']}"
-            for c in outcome.report["seed_comparison"]
+            f"  [{c.init}] {c.finding}: seed {c.seed_pct:+.2f}% ours "
+            f"{c.ours_pct_mean:+.2f}% ± {c.ours_pct_sd:.2f} -> {c.verdict}"
+            for c in outcome.report.seed_comparison
         ]
     )
     return CommandResult(summary=outcome.summary(), text=text)

@@ -6,12 +6,14 @@ import os
 import shutil
 import time
 from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import asdict, dataclass
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
+
+from pydantic import JsonValue
 
 from ranking.core.workspace import Workspace
-from ranking.study.report import build_report, write_report
+from ranking.study.report import StudyReport, build_report, write_report
 from ranking.study.runner import StudyRunner
 from ranking.study.spec import StudySpec, study_dir_for
 
@@ -42,16 +44,17 @@ class StudyRequest:
 class StudyOutcome:
     study_dir: Path
     paths: dict[str, str]  # json | markdown | plot -> file
-    report: dict[str, Any]
+    report: StudyReport
 
-    def summary(self) -> dict[str, Any]:
+    def summary(self) -> dict[str, JsonValue]:
+        """What ``ranker study`` prints (``--json``; a seed's unreported change stays NaN)."""
         return {
             "study_dir": str(self.study_dir),
-            "report": self.paths,
-            "runs": self.report["runs"],
-            "reused": self.report["reused"],
-            "wall_seconds": self.report["wall_seconds"],
-            "seed_comparison": self.report["seed_comparison"],
+            "report": dict(self.paths),
+            "runs": self.report.runs,
+            "reused": self.report.reused,
+            "wall_seconds": self.report.wall_seconds,
+            "seed_comparison": [asdict(c) for c in self.report.seed_comparison],
         }
 
 

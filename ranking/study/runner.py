@@ -16,7 +16,9 @@ from collections.abc import Callable, Iterable
 from concurrent.futures import ThreadPoolExecutor, as_completed
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
+
+from pydantic import BaseModel, ConfigDict, Field
 
 from ranking.core.atomic import atomic_write_json, read_json
 from ranking.core.hashing import sha256_file
@@ -26,6 +28,41 @@ from ranking.study.spec import BASELINE_SCHEDULE, WARM_INITS, Cell, StudyError, 
 if TYPE_CHECKING:
     from features.build_checks import WindowChecks
     from features.feast_repo import StoreSettings
+
+
+class EpochEval(BaseModel):
+    """A cell's model after one epoch on the eval day, as ``ranker train --json`` printed it
+    (``EvalSummary``): the metrics the study compares; the others are kept as written."""
+
+    model_config = ConfigDict(extra="allow")
+
+    # as written: a JSON integer stays one
+    save_hit_at_3: float | int
+    auc: float | int
+    ne: float | int
+
+    def value(self, metric: str) -> float:
+        return float(getattr(self, metric))
+
+
+class CellResult(BaseModel):
+    """A finished cell (``runs/<key>/result.json``), reused while its fingerprint matches."""
+
+    # a result.json written by an older version keeps the keys this one no longer writes
+    model_config = ConfigDict(extra="allow")
+
+    cell: Cell
+    key: str
+    fingerprint: str
+    window_id: str
+    warm_from: str | None
+    eval_by_epoch: list[EpochEval]
+    loss_by_epoch: list[float | int]
+    schedule: str
+    seconds: float
+    run_dir: str
+    # this run found the cell finished (not recorded in result.json nor in the report's results)
+    reused: bool = Field(default=False, exclude=True)
 
 
 @dataclass
@@ -58,18 +95,18 @@ class StudyRunner:
         }
         return hashlib.sha256(json.dumps(spec, sort_keys=True).encode()).hexdigest()[:16]
 
-    def cached(self, cell: Cell, fingerprint: str) -> dict[str, Any] | None:
+    def cached(self, cell: Cell, fingerprint: str) -> CellResult | None:
         path = self.cell_dir(cell) / "result.json"
         if not path.exists():
             return None
-        result: dict[str, Any] = read_json(path)
-        return result if result.get("fingerprint") == fingerprint else None
+        result = CellResult.model_validate(read_json(path))
+        return result if result.fingerprint == fingerprint else None
 
-    def run_cell(self, cell: Cell, end: dt.date, window_id: str, warm_from: Path | None) -> dict[str, Any]:
+    def run_cell(self, cell: Cell, end: dt.date, window_id: str, warm_from: Path | None) -> CellResult:
         fingerprint = self._fingerprint(cell, window_id, str(warm_from) if warm_from else None)
         hit = self.cached(cell, fingerprint)
         if hit is not None:
-            hit["reused"] = True
+            hit.reused = True
             return hit
         out = self.cell_dir(cell)
         if out.exists():  # an unfinished or stale run: start it again from scratch
@@ -111,27 +148,26 @@ class StudyRunner:
         if proc.returncode != 0:
             tail = proc.stderr.strip().splitlines()[-5:]
             raise StudyError(f"study run {cell.key} failed (exit {proc.returncode}): {' | '.join(tail)}")
-        summary = json.loads(proc.stdout.strip().splitlines()[-1])
-        result = {
-            "cell": asdict(cell),
-            "key": cell.key,
-            "fingerprint": fingerprint,
-            "window_id": window_id,
-            "warm_from": str(warm_from) if warm_from else None,
-            "eval_by_epoch": [e["eval"] for e in summary["epochs"]],
-            "loss_by_epoch": [e["loss"] for e in summary["epochs"]],
-            "schedule": summary["schedule"],
-            "seconds": time.perf_counter() - start,
-            "run_dir": str(out),
-        }
-        atomic_write_json(out / "result.json", result)
-        result["reused"] = False
+        summary = json.loads(proc.stdout.strip().splitlines()[-1])  # the train summary, as printed
+        result = CellResult(
+            cell=cell,
+            key=cell.key,
+            fingerprint=fingerprint,
+            window_id=window_id,
+            warm_from=str(warm_from) if warm_from else None,
+            eval_by_epoch=[EpochEval.model_validate(e["eval"]) for e in summary["epochs"]],
+            loss_by_epoch=[e["loss"] for e in summary["epochs"]],
+            schedule=summary["schedule"],
+            seconds=time.perf_counter() - start,
+            run_dir=str(out),
+        )
+        atomic_write_json(out / "result.json", result.model_dump())
         return result
 
     def _run_all(
         self, jobs: Iterable[tuple[Cell, dt.date, str, Path | None]], done: int, total: int
-    ) -> tuple[dict[str, dict[str, Any]], int]:
-        results: dict[str, dict[str, Any]] = {}
+    ) -> tuple[dict[str, CellResult], int]:
+        results: dict[str, CellResult] = {}
         t0 = time.perf_counter()
         with ThreadPoolExecutor(max_workers=self.parallel) as pool:
             futures = {pool.submit(self.run_cell, *job): job[0] for job in jobs}
@@ -143,7 +179,7 @@ class StudyRunner:
                     self.on_progress(cell.key, done, total, time.perf_counter() - t0)
         return results, done
 
-    def run(self) -> dict[str, dict[str, Any]]:
+    def run(self) -> dict[str, CellResult]:
         from features.window import build_window
 
         spec = self.spec
@@ -166,7 +202,7 @@ class StudyRunner:
             if cell.init not in WARM_INITS:
                 return None
             base = Cell(cell.window_days, BASELINE_SCHEDULE, cell.seed, "base")
-            return Path(results[base.key]["run_dir"]) / "model.pt"
+            return Path(results[base.key].run_dir) / "model.pt"
 
         jobs = [(c, spec.end, windows[(spec.end, c.window_days)], warm_from(c)) for c in cells]
         more, _ = self._run_all(jobs, done, total)

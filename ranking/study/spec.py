@@ -6,9 +6,9 @@ and the learning rate does not depend on the epoch count)."""
 from __future__ import annotations
 
 import datetime as dt
-from dataclasses import asdict, dataclass
+from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import TypedDict
 
 from ranking.core.errors import RankerError
 from ranking.core.workspace import Workspace, validate_run_id
@@ -22,6 +22,21 @@ BASELINE_SCHEDULE = "joint"  # the 1-epoch joint model is the baseline of every 
 
 class StudyError(RankerError):
     """A study could not be planned or one of its runs failed."""
+
+
+class StudySpecRecord(TypedDict):
+    """A study's spec as study.json records it (the eval day as ISO text)."""
+
+    end: str
+    windows: tuple[int, ...]
+    epochs: tuple[int, ...]
+    schedules: tuple[str, ...]
+    seeds: int
+    inits: tuple[str, ...]
+    warm_offset_days: int | None
+    pipeline: str
+    batch_size: int
+    model_config: str | None
 
 
 @dataclass(frozen=True)
@@ -64,10 +79,20 @@ class StudySpec:
     def warm_end(self, window_days: int) -> dt.date:
         return self.end - dt.timedelta(days=self.warm_offset_days or window_days)
 
-    def to_dict(self) -> dict[str, Any]:
-        d = asdict(self)
-        d["end"] = self.end.isoformat()
-        return d
+    def to_dict(self) -> StudySpecRecord:
+        """The spec as study.json records it."""
+        return {
+            "end": self.end.isoformat(),
+            "windows": self.windows,
+            "epochs": self.epochs,
+            "schedules": self.schedules,
+            "seeds": self.seeds,
+            "inits": self.inits,
+            "warm_offset_days": self.warm_offset_days,
+            "pipeline": self.pipeline,
+            "batch_size": self.batch_size,
+            "model_config": self.model_config,
+        }
 
 
 @dataclass(frozen=True)

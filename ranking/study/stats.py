@@ -4,8 +4,12 @@
 from __future__ import annotations
 
 import math
-from typing import Any
+from collections.abc import Mapping
+from dataclasses import asdict, dataclass
 
+from pydantic import JsonValue
+
+from ranking.study.runner import CellResult
 from ranking.study.spec import BASELINE_SCHEDULE, Cell, StudySpec, letters
 
 METRICS = ("save_hit_at_3", "auc", "ne")
@@ -21,24 +25,70 @@ def _mean_sd(values: list[float]) -> tuple[float, float]:
     return mean, math.sqrt(sum((v - mean) ** 2 for v in vals) / (len(vals) - 1))
 
 
-def relative_table(results: dict[str, dict[str, Any]], spec: StudySpec) -> list[dict[str, Any]]:
+@dataclass(frozen=True)
+class MetricChange:
+    """One metric of a row: each seed's change vs the baseline (%), their mean and sd, and the
+    metric's own mean and sd over the seeds."""
+
+    rel_pct_mean: float
+    rel_pct_sd: float
+    rel_pct_by_seed: list[float]
+    mean: float
+    sd: float
+    n: int
+
+
+@dataclass(frozen=True)
+class RelativeRow:
+    """One (init, window, schedule, epochs) of the study against its 1-epoch joint baseline."""
+
+    init: str
+    window_days: int
+    schedule: str
+    epochs: int
+    letters: str
+    changes: dict[str, MetricChange]
+    """metric (METRICS) -> its change"""
+
+    def to_json(self) -> dict[str, JsonValue]:
+        """As study.json holds it: each metric's change under the metric's name."""
+        head: dict[str, JsonValue] = {
+            "init": self.init,
+            "window_days": self.window_days,
+            "schedule": self.schedule,
+            "epochs": self.epochs,
+            "letters": self.letters,
+        }
+        return head | {metric: asdict(change) for metric, change in self.changes.items()}
+
+
+@dataclass(frozen=True)
+class SeedFinding:
+    """A finding of the seed next to this study's number for it, and the verdict."""
+
+    init: str
+    finding: str
+    window_days: int
+    schedule: str
+    seed_pct: float
+    ours_pct_mean: float
+    ours_pct_sd: float
+    n: int
+    verdict: str
+
+
+def relative_table(results: Mapping[str, CellResult], spec: StudySpec) -> list[RelativeRow]:
     """Rows (init, window, schedule, epochs) with each metric's per-seed change vs the 1-epoch
     joint baseline of the same (init, window, seed), and mean ± sd over seeds.
 
     save HIT@3 and AUC: relative change in % (higher is better); NE: relative change in %
     (lower is better)."""
-    rows: list[dict[str, Any]] = []
+    rows: list[RelativeRow] = []
     for init in spec.inits:
         for w in spec.windows:
             for schedule in spec.schedules:
                 for epochs in sorted(spec.epochs):
-                    row: dict[str, Any] = {
-                        "init": init,
-                        "window_days": w,
-                        "schedule": schedule,
-                        "epochs": epochs,
-                        "letters": letters(schedule, epochs),
-                    }
+                    changed: dict[str, MetricChange] = {}
                     for metric in METRICS:
                         changes, absolute = [], []
                         for seed in range(spec.seeds):
@@ -46,21 +96,14 @@ def relative_table(results: dict[str, dict[str, Any]], spec: StudySpec) -> list[
                             base = results.get(Cell(w, BASELINE_SCHEDULE, seed, init).key)
                             if run is None or base is None:
                                 continue
-                            value = run["eval_by_epoch"][epochs - 1][metric]
-                            ref = base["eval_by_epoch"][0][metric]
+                            value = run.eval_by_epoch[epochs - 1].value(metric)
+                            ref = base.eval_by_epoch[0].value(metric)
                             absolute.append(value)
                             changes.append(100.0 * (value - ref) / ref if ref else float("nan"))
                         mean, sd = _mean_sd(changes)
                         abs_mean, abs_sd = _mean_sd(absolute)
-                        row[metric] = {
-                            "rel_pct_mean": mean,
-                            "rel_pct_sd": sd,
-                            "rel_pct_by_seed": changes,
-                            "mean": abs_mean,
-                            "sd": abs_sd,
-                            "n": len(changes),
-                        }
-                    rows.append(row)
+                        changed[metric] = MetricChange(mean, sd, changes, abs_mean, abs_sd, len(changes))
+                    rows.append(RelativeRow(init, w, schedule, epochs, letters(schedule, epochs), changed))
     return rows
 
 
@@ -97,9 +140,9 @@ def verdict(seed_pct: float, mean: float, sd: float, n: int) -> str:
     return "does not reproduce" + ("" if clear else " (within noise)")
 
 
-def seed_comparison(rows: list[dict[str, Any]], spec: StudySpec) -> list[dict[str, Any]]:
+def seed_comparison(rows: list[RelativeRow], spec: StudySpec) -> list[SeedFinding]:
     """For each init mode, each seed finding next to our number."""
-    index = {(r["init"], r["window_days"], r["schedule"], r["epochs"]): r for r in rows}
+    index = {(r.init, r.window_days, r.schedule, r.epochs): r for r in rows}
     out = []
     default_window = max(spec.windows)
     for init in spec.inits:
@@ -108,18 +151,18 @@ def seed_comparison(rows: list[dict[str, Any]], spec: StudySpec) -> list[dict[st
             row = index.get((init, w, schedule, epochs))
             if row is None:
                 continue
-            m = row["save_hit_at_3"]
+            m = row.changes["save_hit_at_3"]
             out.append(
-                {
-                    "init": init,
-                    "finding": label,
-                    "window_days": w,
-                    "schedule": row["letters"],
-                    "seed_pct": seed_pct,
-                    "ours_pct_mean": m["rel_pct_mean"],
-                    "ours_pct_sd": m["rel_pct_sd"],
-                    "n": m["n"],
-                    "verdict": verdict(seed_pct, m["rel_pct_mean"], m["rel_pct_sd"], m["n"]),
-                }
+                SeedFinding(
+                    init=init,
+                    finding=label,
+                    window_days=w,
+                    schedule=row.letters,
+                    seed_pct=seed_pct,
+                    ours_pct_mean=m.rel_pct_mean,
+                    ours_pct_sd=m.rel_pct_sd,
+                    n=m.n,
+                    verdict=verdict(seed_pct, m.rel_pct_mean, m.rel_pct_sd, m.n),
+                )
             )
     return out

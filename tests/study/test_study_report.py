@@ -17,7 +17,7 @@ def test_report_names_every_seed_finding_it_can_answer() -> None:
             c = Cell(w, schedule, 0, "scratch")
             results[c.key] = result(c, [0.2, 0.21, 0.22])
     report = build_report(spec, results, 1.0)
-    findings = {c["finding"] for c in seed_comparison(report["rows"], spec)}
+    findings = {c.finding for c in seed_comparison(report.rows, spec)}
     assert any("10-day window: joint in epoch 1" in f for f in findings)
     assert any("20-day window: delayed update (F,J,J), 3 epochs" in f for f in findings)
     assert not any("4 epochs" in f for f in findings)  # epoch 4 was not run

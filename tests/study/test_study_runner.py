@@ -59,10 +59,10 @@ def test_a_cell_trains_its_schedule_for_the_longest_epoch_count_and_records_ever
     assert (opt["--end"], opt["--days"], opt["--seed"]) == (END.isoformat(), "20", "0")
     assert opt["--warm-start"] == str(warm) and opt["--warm-start-scope"] == "dense"
     assert {"--no-register", "--no-progress", "--json"} <= set(argv)
-    assert [e["save_hit_at_3"] for e in result["eval_by_epoch"]] == pytest.approx([0.2, 0.21, 0.22])
-    assert result["reused"] is False and result["warm_from"] == str(warm)
+    assert [e.save_hit_at_3 for e in result.eval_by_epoch] == pytest.approx([0.2, 0.21, 0.22])
+    assert result.reused is False and result.warm_from == str(warm)
     on_disk = json.loads((runner.cell_dir(cell) / "result.json").read_text())
-    assert on_disk["fingerprint"] == result["fingerprint"] and "reused" not in on_disk
+    assert on_disk["fingerprint"] == result.fingerprint and "reused" not in on_disk
 
 
 def test_a_base_run_trains_one_joint_epoch_from_scratch(runner: StudyRunner) -> None:
@@ -76,10 +76,10 @@ def test_a_finished_cell_is_reused_until_its_inputs_change(runner: StudyRunner) 
     cell = Cell(20, "frozen", 0, "scratch")
     first = runner.run_cell(cell, END, "window-a", None)
     again = runner.run_cell(cell, END, "window-a", None)
-    assert again["reused"] is True and again["fingerprint"] == first["fingerprint"]
+    assert again.reused is True and again.fingerprint == first.fingerprint
     assert len(calls(runner)) == 1
     changed = runner.run_cell(cell, END, "window-b", None)  # the window was rebuilt
-    assert changed["reused"] is False and changed["fingerprint"] != first["fingerprint"]
+    assert changed.reused is False and changed.fingerprint != first.fingerprint
     assert len(calls(runner)) == 2
 
 

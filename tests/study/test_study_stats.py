@@ -25,18 +25,18 @@ def test_relative_numbers_are_paired_per_seed_against_one_epoch_joint() -> None:
         results[Cell(20, "delayed", seed, "scratch").key] = result(
             Cell(20, "delayed", seed, "scratch"), delayed
         )
-    rows = {(r["schedule"], r["epochs"]): r for r in relative_table(results, spec)}
-    joint1 = rows[("joint", 1)]["save_hit_at_3"]
-    assert joint1["rel_pct_by_seed"] == [0.0, 0.0]
-    joint2 = rows[("joint", 2)]["save_hit_at_3"]
-    assert joint2["rel_pct_by_seed"] == pytest.approx([-5.0, -5.0])
-    assert joint2["rel_pct_mean"] == pytest.approx(-5.0) and joint2["rel_pct_sd"] == pytest.approx(0.0)
-    delayed2 = rows[("delayed", 2)]["save_hit_at_3"]
-    assert delayed2["rel_pct_by_seed"] == pytest.approx([10.0, 4.0])
-    assert delayed2["rel_pct_mean"] == pytest.approx(7.0)
-    assert delayed2["rel_pct_sd"] == pytest.approx(math.sqrt(18.0))  # sample sd of (10, 4)
-    assert delayed2["mean"] == pytest.approx(0.24) and delayed2["n"] == 2
-    assert rows[("delayed", 2)]["letters"] == "F,J"
+    rows = {(r.schedule, r.epochs): r for r in relative_table(results, spec)}
+    joint1 = rows[("joint", 1)].changes["save_hit_at_3"]
+    assert joint1.rel_pct_by_seed == [0.0, 0.0]
+    joint2 = rows[("joint", 2)].changes["save_hit_at_3"]
+    assert joint2.rel_pct_by_seed == pytest.approx([-5.0, -5.0])
+    assert joint2.rel_pct_mean == pytest.approx(-5.0) and joint2.rel_pct_sd == pytest.approx(0.0)
+    delayed2 = rows[("delayed", 2)].changes["save_hit_at_3"]
+    assert delayed2.rel_pct_by_seed == pytest.approx([10.0, 4.0])
+    assert delayed2.rel_pct_mean == pytest.approx(7.0)
+    assert delayed2.rel_pct_sd == pytest.approx(math.sqrt(18.0))  # sample sd of (10, 4)
+    assert delayed2.mean == pytest.approx(0.24) and delayed2.n == 2
+    assert rows[("delayed", 2)].letters == "F,J"
 
 
 def test_missing_runs_are_counted_not_invented() -> None:
@@ -44,10 +44,10 @@ def test_missing_runs_are_counted_not_invented() -> None:
         end=END, windows=(20,), epochs=(1,), schedules=("joint", "delayed"), seeds=2, inits=("scratch",)
     )
     results = {Cell(20, "joint", 0, "scratch").key: result(Cell(20, "joint", 0, "scratch"), [0.2])}
-    rows = {r["schedule"]: r for r in relative_table(results, spec)}
-    assert rows["joint"]["save_hit_at_3"]["n"] == 1
-    assert rows["delayed"]["save_hit_at_3"]["n"] == 0
-    assert math.isnan(rows["delayed"]["save_hit_at_3"]["rel_pct_mean"])
+    rows = {r.schedule: r for r in relative_table(results, spec)}
+    assert rows["joint"].changes["save_hit_at_3"].n == 1
+    assert rows["delayed"].changes["save_hit_at_3"].n == 0
+    assert math.isnan(rows["delayed"].changes["save_hit_at_3"].rel_pct_mean)
 
 
 def test_verdict_separates_signal_from_noise() -> None:
