@@ -14,7 +14,7 @@ import json
 import logging
 import math
 import time
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -37,6 +37,7 @@ from ranking.core.summaries import (
 )
 from ranking.trainer.checkpointing.checkpoint import (
     CheckpointError,
+    CheckpointMeta,
     StateDict,
     checkpoint_meta,
     epoch_checkpoint_path,
@@ -98,12 +99,9 @@ def trained_window(manifest: WindowManifest) -> TrainWindow:
     )
 
 
-def architecture_of(cfg: ModelConfig) -> dict[str, Any]:
-    """The parts of a ModelConfig that shape the weights (optimizers excluded)."""
-    d = cfg.to_dict()
-    d.pop("table_optimizer")
-    d.pop("dense_optimizer")
-    return d
+def same_architecture(a: ModelConfig, b: ModelConfig) -> bool:
+    """The parts of the configs that shape the weights are equal (optimizers excluded)."""
+    return replace(a, table_optimizer=b.table_optimizer, dense_optimizer=b.dense_optimizer) == b
 
 
 def _check_run_dir(req: TrainRequest) -> None:
@@ -131,7 +129,7 @@ def _load_warm_start(req: TrainRequest) -> tuple[StateDict | None, StateDict | N
     from ranking.trainer.evaluation.scoring import model_config_of
 
     theirs = model_config_of(req.warm_start, payload)
-    if architecture_of(theirs) != architecture_of(req.model_config):
+    if not same_architecture(theirs, req.model_config):
         raise CheckpointError(
             f"warm-start checkpoint {req.warm_start} has another architecture (tables/layers) than "
             "this run's model config: pass --warm-start none or the same --model-config"
@@ -193,7 +191,7 @@ def _latest_on_rank0(run_dir: Path) -> tuple[int, Path] | None:
     return found
 
 
-def _load_resume(req: TrainRequest) -> tuple[Path, dict[str, Any]] | None:
+def _load_resume(req: TrainRequest) -> tuple[Path, CheckpointMeta] | None:
     """The newest complete epoch checkpoint of the run and its meta (plain values)."""
     from ranking.trainer.checkpointing.state import read_meta
 
@@ -205,14 +203,14 @@ def _load_resume(req: TrainRequest) -> tuple[Path, dict[str, Any]] | None:
         return None
     epoch, path = found
     meta = read_meta(path)
-    expected: dict[str, Any] = {
-        "train_config": req.train_config.to_dict(),
-        "model_config": req.model_config.to_dict(),
-        "window_id": req.manifest.window_id,
-    }
-    for key, want in expected.items():
+    expected = (
+        ("train_config", meta.get("train_config"), req.train_config.to_dict()),
+        ("model_config", meta.get("model_config"), req.model_config.to_dict()),
+        ("window_id", meta.get("window_id"), req.manifest.window_id),
+    )
+    for key, recorded, want in expected:
         # compare as JSON: tuples and lists are the same setting
-        if json.dumps(meta.get(key), sort_keys=True) != json.dumps(want, sort_keys=True):
+        if json.dumps(recorded, sort_keys=True) != json.dumps(want, sort_keys=True):
             raise CheckpointError(f"--resume: {path} was written with another {key}; use a new --out")
     log.info(
         "--resume: continuing after epoch %d (%s, written by %s ranks)", epoch, path, meta.get("world_size")
@@ -345,7 +343,7 @@ class _Trainer:
         self.dmp, self.task, self.optimizer = stack.dmp, stack.task, stack.optimizer
         self.sharding = stack.sharding
 
-    def _restore(self, path: Path) -> dict[str, Any]:
+    def _restore(self, path: Path) -> CheckpointMeta:
         from ranking.trainer.checkpointing.state import restore_epoch
 
         return restore_epoch(path, self.dmp, self.optimizer)
@@ -365,7 +363,7 @@ class _Trainer:
         return apply_epoch_start(self.tc.remedy, self.dmp, self.cfg, self.tc.seed)
 
     # -------------------------------------------------------------- state out
-    def _meta(self, epoch: int, epochs: list[EpochSummary]) -> dict[str, Any]:
+    def _meta(self, epoch: int, epochs: list[EpochSummary]) -> CheckpointMeta:
         return {
             "model_config": self.cfg.to_dict(),
             "train_config": self.tc.to_dict(),

@@ -16,7 +16,9 @@ from __future__ import annotations
 import logging
 import re
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, TypeAlias
+from typing import TYPE_CHECKING, TypeAlias, TypedDict, cast
+
+from pydantic import JsonValue
 
 from ranking.core.atomic import atomic_path, atomic_write_text
 from ranking.core.hashing import sha256_file
@@ -25,10 +27,45 @@ from ranking.trainer.checkpointing.errors import CheckpointError
 if TYPE_CHECKING:
     import torch
 
+    from ranking.trainer.checkpointing.compact import SparseRecord
+    from ranking.trainer.models.config import ModelConfigRecord, TrainConfigRecord
+
 log = logging.getLogger(__name__)
 
 # a module's (or an optimizer's flat) tensors by name: what torch calls a state dict
 StateDict: TypeAlias = "dict[str, torch.Tensor]"
+
+
+class CheckpointMeta(TypedDict, total=False):
+    """A checkpoint's plain values: an epoch checkpoint's ``meta.json`` (ranking.trainer.checkpointing.state)
+    and the export's non-tensor keys. Older files lack the newer keys."""
+
+    format: int
+    model_config: ModelConfigRecord
+    train_config: TrainConfigRecord
+    epoch: int
+    epochs: list[JsonValue]  # the EpochSummary bodies so far (a resume parses them)
+    window_id: str
+    feature_version: str
+    table_init: dict[str, int]  # table -> the seed whose init its untouched rows hold
+    eval: JsonValue  # the final EvalSummary body (the export only)
+    world_size: int
+    dense_param_groups: list[JsonValue]  # torch's param_groups of the dense optimizer (meta.json only)
+
+
+class CheckpointPayload(CheckpointMeta, total=False):
+    """What ``model.pt`` holds: the meta and the tensors (format 3: tables' unchanged rows left
+    out, ``sparse`` records their changed rows; ranking.trainer.checkpointing.compact)."""
+
+    model: StateDict
+    table_optimizer: StateDict
+    # torch's Optimizer.state_dict(): {"state": {param index: {name: tensor}}, "param_groups": [...]}
+    dense_optimizer: OptimizerStateDict
+    sparse: dict[str, dict[str, SparseRecord]]
+
+
+# torch's own alias for an optimizer's state_dict (torch.optim.optimizer.StateDict): torch's shape
+OptimizerStateDict: TypeAlias = "torch.optim.optimizer.StateDict"
 
 # 2: + dense_optimizer, written from a sharded checkpoint; 3: rows equal to their init stored
 # as nothing (ranking.trainer.checkpointing.compact), rebuilt by load_checkpoint
@@ -42,7 +79,7 @@ def checksum_path(path: Path) -> Path:
     return path.with_name(path.name + CHECKSUM_SUFFIX)
 
 
-def save_checkpoint(path: Path, payload: dict[str, Any]) -> str:
+def save_checkpoint(path: Path, payload: CheckpointPayload) -> str:
     """Write ``payload`` atomically, then its checksum; returns the sha256."""
     import torch
 
@@ -73,7 +110,7 @@ def verify_checkpoint(path: Path) -> str:
     return actual
 
 
-def _load_file(path: Path, verify: bool) -> dict[str, Any]:
+def _load_file(path: Path, verify: bool) -> CheckpointPayload:
     """The payload as stored (a format-3 file's compact tensors still compact)."""
     import torch
 
@@ -101,10 +138,10 @@ def _load_file(path: Path, verify: bool) -> dict[str, Any]:
         raise CheckpointError(
             f"{path} is a format-{written} checkpoint; this ranker reads formats up to {FORMAT_VERSION}"
         )
-    return payload
+    return cast(CheckpointPayload, payload)
 
 
-def load_checkpoint(path: Path, verify: bool = True) -> dict[str, Any]:
+def load_checkpoint(path: Path, verify: bool = True) -> CheckpointPayload:
     """Load a checkpoint (tensors + plain values only), every tensor dense whatever the format
     (format 3's compact tables are rebuilt from their init, ranking.trainer.checkpointing.compact). With
     ``verify`` a sidecar checksum, when present, must match; a file without a sidecar (e.g.
@@ -118,10 +155,10 @@ def load_checkpoint(path: Path, verify: bool = True) -> dict[str, Any]:
         raise CheckpointError(f"cannot load checkpoint {path}: {exc}") from None
 
 
-def checkpoint_meta(path: Path) -> dict[str, Any]:
+def checkpoint_meta(path: Path) -> CheckpointMeta:
     """A checkpoint's plain values (config, seeds, ``table_init``, eval ...) without rebuilding
     its tensors; not checked against its sidecar (for a file already loaded or verified)."""
-    return {k: v for k, v in _load_file(path, verify=False).items() if k not in _PARTS}
+    return cast(CheckpointMeta, {k: v for k, v in _load_file(path, verify=False).items() if k not in _PARTS})
 
 
 def epoch_checkpoint_path(run_dir: Path, epoch: int) -> Path:

@@ -32,7 +32,7 @@ from __future__ import annotations
 import hashlib
 import math
 from collections.abc import Callable, Mapping
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, Literal, TypedDict
 
 from ranking.trainer.checkpointing.errors import CheckpointError
 from ranking.trainer.models.config import TableConfig
@@ -41,8 +41,10 @@ from ranking.trainer.models.init import BLOCK_ROWS, table_rows
 if TYPE_CHECKING:
     import torch
 
+    from ranking.trainer.checkpointing.checkpoint import CheckpointMeta, CheckpointPayload, StateDict
+
 SPARSE = "sparse"  # the payload key of the compact tensors
-PARTS = ("model", "table_optimizer")
+PARTS: tuple[Literal["model"], Literal["table_optimizer"]] = ("model", "table_optimizer")
 TABLE_INIT = "table_init"  # meta: {table name: seed of the init its untouched rows hold}
 TABLE_KEY_PREFIX = "sparse_arch.embedding_bags."  # RankerModel keys of the tables
 TABLE_KEY_SUFFIX = ".weight"
@@ -51,10 +53,28 @@ _INDEX_BYTES = 4  # int32 row indices while the rows fit
 Reference = Callable[[int, int], "torch.Tensor | None"]  # rows [lo, hi) of the reference; None: zeros
 
 
+class ReferenceRecord(TypedDict, total=False):
+    """What a sparse record's unchanged rows hold: zeros, or a table's init from a seed."""
+
+    kind: Literal["zeros", "table"]
+    table: str
+    seed: int
+
+
+class SparseRecord(TypedDict):
+    """One tensor stored as its changed rows over a reference (``payload["sparse"][part][key]``)."""
+
+    shape: list[int]
+    rows: torch.Tensor
+    values: torch.Tensor
+    init: ReferenceRecord
+    sha256: str  # of the dense tensor
+
+
 # ---------------------------------------------------------------- the reference
 
 
-def table_init_seeds(meta: Mapping[str, Any]) -> dict[str, int]:
+def table_init_seeds(meta: CheckpointMeta) -> dict[str, int]:
     """{table: seed} whose init a checkpoint's untouched table rows hold: its ``table_init``, and
     for a table it does not name (a format-2 file) its own training seed."""
     seeds: dict[str, int] = {}
@@ -143,7 +163,7 @@ def changed_rows(tensor: torch.Tensor, reference: Reference) -> tuple[torch.Tens
 # ---------------------------------------------------------------- export side
 
 
-def _sparse_entry(tensor: torch.Tensor, init: dict[str, Any], reference: Reference) -> dict[str, Any] | None:
+def _sparse_entry(tensor: torch.Tensor, init: ReferenceRecord, reference: Reference) -> SparseRecord | None:
     """The sparse record of ``tensor`` against ``reference``, or None when dense is smaller."""
     import torch
 
@@ -165,7 +185,7 @@ def _sparse_entry(tensor: torch.Tensor, init: dict[str, Any], reference: Referen
 
 def _reference_of(
     part: str, key: str, tensor: torch.Tensor, seeds: Mapping[str, int]
-) -> tuple[dict[str, Any], Reference] | None:
+) -> tuple[ReferenceRecord, Reference] | None:
     """(init record, reference rows) of one tensor of the export, or None: stored dense."""
     import torch
 
@@ -181,14 +201,14 @@ def _reference_of(
 
 
 def compact_state(
-    state: dict[str, dict[str, torch.Tensor]], meta: Mapping[str, Any]
-) -> tuple[dict[str, dict[str, torch.Tensor]], dict[str, dict[str, Any]]]:
+    state: dict[str, StateDict], meta: CheckpointMeta
+) -> tuple[dict[str, StateDict], dict[str, dict[str, SparseRecord]]]:
     """Split ``{"model": {...}, "table_optimizer": {...}}`` into what stays dense and the sparse
     records (``payload["sparse"]``): tables against the init of ``table_init_seeds(meta)``, the
     table optimizer's state against zeros."""
     seeds = table_init_seeds(meta)
-    dense: dict[str, dict[str, torch.Tensor]] = {}
-    sparse: dict[str, dict[str, Any]] = {}
+    dense: dict[str, StateDict] = {}
+    sparse: dict[str, dict[str, SparseRecord]] = {}
     for part in PARTS:
         dense[part], sparse[part] = {}, {}
         for key, tensor in state.get(part, {}).items():
@@ -204,7 +224,7 @@ def compact_state(
 # ---------------------------------------------------------------- load side
 
 
-def _shape_of(key: str, record: Mapping[str, Any]) -> tuple[int, ...]:
+def _shape_of(key: str, record: Mapping[str, Any]) -> tuple[int, ...]:  # a loaded record, checked here
     shape = record.get("shape")
     if not isinstance(shape, list) or not shape or not all(type(n) is int and n >= 0 for n in shape):
         raise CheckpointError(f"compact tensor {key}: bad shape {shape!r}")
@@ -267,7 +287,7 @@ def _table_shapes(model_config: Any) -> dict[str, tuple[int, int]]:
     return out
 
 
-def _check_shapes(sparse: Mapping[str, Any], model_config: Any) -> None:
+def _check_shapes(sparse: Mapping[str, Any], model_config: Any) -> None:  # as loaded, checked here
     """Every sparse record's shape against the model config, before anything is allocated: a
     record recomputed with a table of 2**36 rows asked for 274 GB before its digest was checked
     (issue 32). A table's weights have its rows; no tensor of a table (its optimizer state,
@@ -290,10 +310,10 @@ def _check_shapes(sparse: Mapping[str, Any], model_config: Any) -> None:
                 )
 
 
-def expand(payload: dict[str, Any]) -> dict[str, Any]:
+def expand(payload: CheckpointPayload) -> CheckpointPayload:
     """The dense payload of a loaded checkpoint: a format-3 file's sparse records rebuilt into
     ``model`` / ``table_optimizer`` (keys sorted, as written); other formats as they are."""
-    sparse = payload.pop(SPARSE, None)
+    sparse = payload.pop("sparse", None)
     if sparse is None:
         return payload
     if not isinstance(sparse, dict):

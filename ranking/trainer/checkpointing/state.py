@@ -52,16 +52,21 @@ import traceback
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from pydantic import JsonValue
+
 from ranking.core.atomic import atomic_write_json, atomic_write_text
 from ranking.core.hashing import sha256_file
 from ranking.registry.janitor import EXPORT_LOCK_FILE, EXPORT_SCRATCH_PREFIX
 from ranking.trainer.checkpointing.checkpoint import (
     CheckpointError,
+    CheckpointMeta,
+    CheckpointPayload,
+    OptimizerStateDict,
     StateDict,
     checksum_path,
     save_checkpoint,
 )
-from ranking.trainer.checkpointing.compact import SPARSE, compact_state
+from ranking.trainer.checkpointing.compact import compact_state
 
 if TYPE_CHECKING:
     import torch
@@ -156,8 +161,8 @@ def live_state(dmp: Any, optimizer: Any | None = None) -> StateDict:
     return state
 
 
-def _dense_optimizer(flat: dict[str, Any], param_groups: list[dict[str, Any]]) -> dict[str, Any]:
-    state: dict[int, dict[str, Any]] = {}
+def _dense_optimizer(flat: StateDict, param_groups: list[JsonValue]) -> OptimizerStateDict:
+    state: dict[int, StateDict] = {}
     for key, value in flat.items():
         index, name = key[len(DENSE_OPT) :].split(".", 1)
         state.setdefault(int(index), {})[name] = value
@@ -201,7 +206,7 @@ def _write_error(path: Path, exc: Any) -> BaseException:
     return CheckpointError(f"writing checkpoint {path} failed: {_first_failure(exc)}")
 
 
-def save_epoch(path: Path, dmp: Any, optimizer: Any, meta: dict[str, Any]) -> None:
+def save_epoch(path: Path, dmp: Any, optimizer: Any, meta: CheckpointMeta) -> None:
     """Every rank writes its shards of the training state to the folder ``path``; rank 0 then
     writes ``meta.json`` and the checksum sidecar that marks the checkpoint complete. Collective."""
     import torch.distributed as dist
@@ -227,7 +232,8 @@ def save_epoch(path: Path, dmp: Any, optimizer: Any, meta: dict[str, Any]) -> No
         dist.gather_object(mine, parts if rank == 0 else None, dst=0)  # file digests only
     if rank == 0:
         param_groups = optimizer.state_dict()["param_groups"]
-        atomic_write_json(path / META_FILE, {**meta, "dense_param_groups": param_groups, "world_size": world})
+        written: CheckpointMeta = {**meta, "dense_param_groups": param_groups, "world_size": world}
+        atomic_write_json(path / META_FILE, written)
         digests: dict[str, str] = {}
         for part in parts:
             digests.update(part)
@@ -238,15 +244,15 @@ def save_epoch(path: Path, dmp: Any, optimizer: Any, meta: dict[str, Any]) -> No
         dist.barrier()
 
 
-def read_meta(path: Path) -> dict[str, Any]:
+def read_meta(path: Path) -> CheckpointMeta:
     try:
-        meta: dict[str, Any] = json.loads((path / META_FILE).read_text())
+        meta: CheckpointMeta = json.loads((path / META_FILE).read_text())
     except (OSError, ValueError) as exc:
         raise CheckpointError(f"checkpoint {path}: unreadable {META_FILE} ({type(exc).__name__})") from None
     return meta
 
 
-def restore_epoch(path: Path, dmp: Any, optimizer: Any) -> dict[str, Any]:
+def restore_epoch(path: Path, dmp: Any, optimizer: Any) -> CheckpointMeta:
     """Load a folder checkpoint into the live (sharded) model, table optimizer and dense
     optimizer, whatever world size wrote it (DCP reads the overlapping parts of each shard).
     Returns its meta. Collective."""
@@ -369,7 +375,7 @@ def _release_frames(exc: BaseException) -> None:
         pending += [error.__cause__, error.__context__]
 
 
-def _export_through(scratch: Path, src: Path, out: Path, extra: dict[str, Any] | None) -> str:
+def _export_through(scratch: Path, src: Path, out: Path, extra: CheckpointMeta | None) -> str:
     """The export itself, its tensors mapped onto files in ``scratch`` (they live in this
     frame only, so nothing maps the scratch once it returns or its exception's frames are cleared)."""
     import torch.distributed.checkpoint as dcp
@@ -387,7 +393,9 @@ def _export_through(scratch: Path, src: Path, out: Path, extra: dict[str, Any] |
         dcp.load(flat, storage_reader=_reader(src), no_dist=True)
     except dcp.api.CheckpointException as exc:
         raise CheckpointError(f"cannot export checkpoint {src}: {_first_failure(exc)}") from None
-    info = {**{k: v for k, v in meta.items() if k != "dense_param_groups"}, **(extra or {})}
+    info = meta.copy()
+    info.pop("dense_param_groups", None)
+    info.update(extra or {})
     dense, sparse = compact_state(
         {
             "model": {k[len(MODEL) :]: v for k, v in sorted(flat.items()) if k.startswith(MODEL)},
@@ -397,13 +405,14 @@ def _export_through(scratch: Path, src: Path, out: Path, extra: dict[str, Any] |
         },
         info,
     )
-    payload = {
-        **dense,
+    payload: CheckpointPayload = {
+        "model": dense["model"],
+        "table_optimizer": dense["table_optimizer"],
         "dense_optimizer": _dense_optimizer(
             {k: v for k, v in flat.items() if k.startswith(DENSE_OPT)}, meta.get("dense_param_groups", [])
         ),
         **info,
-        SPARSE: sparse,
+        "sparse": sparse,
     }
     try:
         return save_checkpoint(out, payload)
@@ -411,7 +420,7 @@ def _export_through(scratch: Path, src: Path, out: Path, extra: dict[str, Any] |
         raise _os_error_behind(exc, out) from None
 
 
-def export_checkpoint(src: Path, out: Path, extra: dict[str, Any] | None = None) -> str:
+def export_checkpoint(src: Path, out: Path, extra: CheckpointMeta | None = None) -> str:
     """Write the consolidated ``model.pt`` of the folder checkpoint ``src`` (format above) in one
     process, without holding the model in memory. Returns its sha256.
 

@@ -13,7 +13,12 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 
 from ranking.evaluation.scores import SCORE_COLUMNS
-from ranking.trainer.checkpointing.checkpoint import CheckpointError, StateDict, load_checkpoint
+from ranking.trainer.checkpointing.checkpoint import (
+    CheckpointError,
+    CheckpointMeta,
+    StateDict,
+    load_checkpoint,
+)
 from ranking.trainer.datasets.window import (
     check_parquet,
     eval_chunks,
@@ -29,10 +34,11 @@ if TYPE_CHECKING:
     from ranking.trainer.models.model import RankerModel
 
 
-def model_config_of(checkpoint: Path, payload: dict[str, Any]) -> ModelConfig:
+def model_config_of(checkpoint: Path, payload: CheckpointMeta) -> ModelConfig:
     """The config inside the checkpoint, else ``model_config.json`` beside it."""
-    if isinstance(payload.get("model_config"), dict):
-        return ModelConfig.from_dict(payload["model_config"])
+    recorded = payload.get("model_config")
+    if isinstance(recorded, dict):
+        return ModelConfig.from_dict(dict(recorded))
     beside = checkpoint.parent / "model_config.json"
     if beside.is_file():
         import json

@@ -9,9 +9,10 @@ from __future__ import annotations
 
 import json
 import math
+from collections.abc import Sequence
 from dataclasses import asdict, dataclass, field, fields, replace
 from pathlib import Path
-from typing import Any
+from typing import Any, TypedDict, cast
 
 from features.schema import DENSE_FEATURES, SPARSE_FEATURES
 from ranking.core.errors import RankerError
@@ -30,6 +31,48 @@ _DEFAULT_ROWS = {
     "user_stats__country": 256,
     "pin_stats__category": 512,
 }
+
+
+class TableConfigRecord(TypedDict):
+    name: str
+    feature: str
+    num_embeddings: int
+    embedding_dim: int
+
+
+class OptimizerConfigRecord(TypedDict):
+    name: str
+    lr: float
+    eps: float
+    weight_decay: float
+
+
+class ModelConfigRecord(TypedDict):
+    """A ModelConfig as JSON (``model_config.json``, a checkpoint's ``model_config``)."""
+
+    tables: Sequence[TableConfigRecord]
+    dense_features: Sequence[str]
+    dense_arch: Sequence[int]
+    cross_layers: int
+    cross_rank: int
+    over_arch: Sequence[int]
+    table_optimizer: OptimizerConfigRecord
+    dense_optimizer: OptimizerConfigRecord
+
+
+class TrainConfigRecord(TypedDict):
+    """A TrainConfig as JSON (a checkpoint's ``train_config``)."""
+
+    schedule: Sequence[Phase]
+    schedule_spec: str
+    pipeline: str
+    batch_size: int
+    eval_batch_size: int
+    shuffle_buffer_rows: int
+    seed: int
+    eval_each_epoch: bool
+    timing: bool
+    remedy: str
 
 
 class ConfigError(RankerError):
@@ -110,17 +153,17 @@ class ModelConfig:
     def sparse_features(self) -> tuple[str, ...]:
         return tuple(t.feature for t in self.tables)
 
-    def to_dict(self) -> dict[str, Any]:
-        return asdict(self)
+    def to_dict(self) -> ModelConfigRecord:
+        return cast(ModelConfigRecord, asdict(self))
 
     @classmethod
-    def from_dict(cls, raw: dict[str, Any]) -> ModelConfig:
+    def from_dict(cls, raw: dict[str, Any]) -> ModelConfig:  # a user's JSON/YAML file: checked here
         known = {f.name for f in fields(cls)}
         unknown = set(raw) - known
         if unknown:
             raise ConfigError(f"unknown model config keys: {sorted(unknown)}")
         try:
-            kw: dict[str, Any] = dict(raw)
+            kw: dict[str, Any] = dict(raw)  # raw's values, each replaced by its type below
             kw["tables"] = tuple(TableConfig(**t) for t in raw["tables"])
             for key in ("dense_features", "dense_arch", "over_arch"):
                 if key in kw:
@@ -205,14 +248,8 @@ class TrainConfig:
     def epochs(self) -> int:
         return len(self.schedule)
 
-    def to_dict(self) -> dict[str, Any]:
-        return asdict(self)
-
-    @classmethod
-    def from_dict(cls, raw: dict[str, Any]) -> TrainConfig:
-        kw = dict(raw)
-        kw["schedule"] = tuple(kw["schedule"])
-        return cls(**kw)
+    def to_dict(self) -> TrainConfigRecord:
+        return cast(TrainConfigRecord, asdict(self))
 
 
 def resolve_pipeline(pipeline: str, device_type: str) -> str:
