@@ -17,6 +17,9 @@ import pyarrow as pa
 
 from ranking.core.errors import DataValidationError
 
+# a window's training days when none are given (the config's [window] days reads it: the one place)
+DEFAULT_DAYS = 20
+
 
 @dataclass(frozen=True)
 class WindowChecks:

@@ -25,7 +25,7 @@ import pyarrow.parquet as pq
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_validator
 
 from features import build_checks, feast_repo, sources
-from features.build_checks import WindowChecks
+from features.build_checks import DEFAULT_DAYS, WindowChecks
 from features.partitions import partition_problem, read_record
 from features.schema import EXAMPLE_COLUMNS, FEATURE_SERVICE, IMPRESSION_SCHEMA, LABEL
 from features.validation import statistics as day_statistics
@@ -54,7 +54,6 @@ _ARROW_TYPES = {
     "Bool": pa.bool_(),
     "UnixTimestamp": pa.timestamp("us", tz="UTC"),
 }
-DEFAULT_DAYS = 20
 MAX_DAYS = 3660  # ten years: beyond it a window is a typo, and dates run out of range
 ROW_GROUP_ROWS = 65_536
 

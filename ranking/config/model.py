@@ -22,7 +22,7 @@ from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, JsonValue, ValidationInfo, field_validator, model_validator
 
-from features.build_checks import WindowChecks
+from features.build_checks import DEFAULT_DAYS, WindowChecks
 from features.feast_repo import OFFLINE_STORES, ONLINE_STORES, StoreSettings, valid_redis_url
 from features.validation.anomalies import KINDS as ANOMALY_KINDS
 from features.validation.anomalies import WEEKLY_CHOICES, Policy, ValidationConfig
@@ -42,8 +42,6 @@ from ranking.trainer.models.config import (
 )
 from ranking.trainer.schedule import DEFAULT_EPOCHS, NAMED_SCHEDULES
 
-# `features.window.DEFAULT_DAYS` (importing features.window would import Feast); a test pins them equal
-DEFAULT_WINDOW_DAYS = 20
 # warm-start sources other than a checkpoint path (base: the registry's base alias, ranker pretrain)
 WARM_START_SOURCES = ("none", "champion", "base")
 WARM_START_SCOPES = ("all", "dense")
@@ -123,7 +121,7 @@ class WindowSection(_Section):
 
     What is checked in its data is the ``[validation]`` section's."""
 
-    days: int = Field(default=DEFAULT_WINDOW_DAYS, ge=1, le=365)
+    days: int = Field(default=DEFAULT_DAYS, ge=1, le=365)
     """training days, the ones before the eval day"""
     min_coverage: float = Field(default=_W.min_coverage, ge=0, le=1)
     """share of training days that must have impressions"""

@@ -55,9 +55,6 @@ DEFINITIONS = frozenset(
 # fails on any other copy, and on these once they come back after being removed
 LEFT_TO_OWNERS = frozenset(
     {
-        # features.window.DEFAULT_DAYS: build_window's default; the config's DEFAULT_WINDOW_DAYS is the one
-        # (importing features.window would import Feast into the config)
-        "features/window.py:57: window.days = 20",
         # PretrainRequest's schedule: the [pretrain] section's (ranking.config.requests builds it)
         "ranking/pipeline/pretrain.py:54: pretrain.schedule = 'joint'",
         # the training loop's own warm-start scope default: [recipe] warm_start_scope's
