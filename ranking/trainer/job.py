@@ -4,7 +4,7 @@
 the registry's champion, or none) and the model config, then trains here (CPU or one GPU) or,
 with ``nproc > 1``, launches the same job under torchrun (``torch.distributed.run``, gloo on CPU,
 nccl on GPU) and relays rank 0's summary; last it registers the run. The workers get the job
-itself, serialized into the run folder (:func:`job_to_dict`, ``ranking.trainer.worker``), not a
+itself, serialized into the run folder (:func:`job_to_json`, ``ranking.trainer.worker``), not a
 command line. Launched by an external ``torchrun -m ranking.cli train ...`` (multi-node) every
 rank trains and rank 0 reports.
 """
@@ -13,13 +13,16 @@ from __future__ import annotations
 
 import contextlib
 import datetime as dt
+import json
 import logging
 import os
 import subprocess
 import time
 from dataclasses import dataclass, field, replace
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Annotated, Any
+
+from pydantic import PlainSerializer, PlainValidator, TypeAdapter, ValidationError
 
 from ranking.core.errors import RankerError, TrainingFailed
 from ranking.core.ids import validate_run_id
@@ -39,13 +42,23 @@ LAUNCH_SUMMARY = ".launch-summary.json"  # in the run folder: rank 0 of a launch
 WORKER_JOB = ".worker-job.json"  # in the run folder: the job every launched worker runs
 
 
+def _workspace(value: object) -> Workspace:
+    return value if isinstance(value, Workspace) else Workspace(Path(str(value)))
+
+
+# a job's workspace travels to a launched worker as its root folder
+WorkspaceRoot = Annotated[
+    Workspace, PlainValidator(_workspace), PlainSerializer(lambda ws: str(ws.root), return_type=str)
+]
+
+
 @dataclass(frozen=True)
 class TrainJob:
     """Everything ``ranker train`` was asked to do. What the recipe decides has no default here:
     a job is built from the pipeline config (``ranking.config.requests.train_job``), whose
     ``[recipe]`` and ``[window]`` hold each default once."""
 
-    workspace: Workspace
+    workspace: WorkspaceRoot
     end: dt.date  # window end (exclusive): the eval day
     days: int
     schedule: str  # a name (delayed, joint, ...) or an explicit list such as F,J,J
@@ -80,7 +93,9 @@ class TrainJob:
     summary_file: Path | None = None  # set for launched workers: rank 0 writes its summary here
     # the effective pipeline config and each value's source, recorded in the run folder
     # (provenance of the job, not part of what it asks for: left out of equality)
-    effective_config: dict[str, Any] | None = field(default=None, compare=False)
+    effective_config: dict[str, Any] | None = field(
+        default=None, compare=False
+    )  # EffectiveConfig.to_dict(), recorded as is
 
 
 def run_train_job(job: TrainJob) -> TrainSummary | None:
@@ -262,7 +277,7 @@ def days_since(manifest: WindowManifest, since: dt.date) -> WindowManifest:
     return manifest.model_copy(update={"train": kept})
 
 
-def review_source(effective_config: dict[str, Any] | None) -> str | None:
+def review_source(effective_config: dict[str, Any] | None) -> str | None:  # the record above
     """The review whose recipe the run trained (``review:<id>:<recipe>``, the source of its
     ``[recipe]`` keys under ``[review] recipe = "auto"``), or None: a first candidate of a review's
     switch is expected to differ from the champion by more than a day's noise."""
@@ -369,35 +384,25 @@ def worker_job(job: TrainJob, run_dir: Path, warm: Path | None) -> TrainJob:
     )
 
 
-_DATES = ("end", "train_since")
-_PATHS = ("out", "model_config", "summary_file")
-_OPTIMIZERS = ("table_optimizer", "dense_optimizer")
+def _job_adapter() -> TypeAdapter[TrainJob]:
+    return TypeAdapter(TrainJob)
 
 
-def job_to_dict(job: TrainJob) -> dict[str, Any]:
-    """The job as JSON values (what a launched worker reads back with :func:`job_from_dict`)."""
-    from dataclasses import asdict, fields
-
-    out: dict[str, Any] = {}
-    for f in fields(job):
-        value = getattr(job, f.name)
-        if f.name == "workspace":
-            value = str(value.root)
-        elif value is None:
-            pass
-        elif f.name in _DATES:
-            value = value.isoformat()
-        elif f.name in _PATHS:
-            value = str(value)
-        elif f.name in _OPTIMIZERS:
-            value = asdict(value)
-        out[f.name] = value
-    return out
+def job_to_json(job: TrainJob) -> str:
+    """The job as JSON: what a launched worker reads back with :func:`job_from_json`."""
+    return json.dumps(_job_adapter().dump_python(job, mode="json"), indent=2, sort_keys=True)
 
 
-def job_from_dict(raw: dict[str, Any]) -> TrainJob:
+def job_from_json(text: str) -> TrainJob:
+    """The job :func:`job_to_json` wrote; RankerError (one line) for anything else."""
     from dataclasses import MISSING, fields
 
+    try:
+        raw = json.loads(text)
+    except ValueError as exc:
+        raise RankerError(f"not a train job: not JSON ({exc})") from None
+    if not isinstance(raw, dict):
+        raise RankerError("not a train job: not a JSON object")
     known = {f.name for f in fields(TrainJob)}
     required = {f.name for f in fields(TrainJob) if f.default is MISSING and f.default_factory is MISSING}
     if set(raw) - known or required - set(raw):
@@ -405,32 +410,23 @@ def job_from_dict(raw: dict[str, Any]) -> TrainJob:
         raise RankerError(
             f"not a train job: {'unknown keys ' + str(unknown) if unknown else 'missing ' + str(missing)}"
         )
-    values: dict[str, Any] = {}
-    for name, value in raw.items():
-        if name == "workspace":
-            value = Workspace(Path(value))
-        elif value is None:
-            pass
-        elif name in _DATES:
-            value = dt.date.fromisoformat(value)
-        elif name in _PATHS:
-            value = Path(value)
-        elif name in _OPTIMIZERS:
-            value = OptimizerConfig(**value)
-        values[name] = value
-    return TrainJob(**values)
+    try:
+        return _job_adapter().validate_python(raw)
+    except ValidationError as exc:
+        first = exc.errors()[0]
+        raise RankerError(f"not a train job: {'.'.join(map(str, first['loc']))}: {first['msg']}") from None
 
 
 def _launch(job: TrainJob, run_dir: Path, warm: Path | None) -> TrainSummary:
     """Run the job under torchrun with ``nproc`` workers; return rank 0's summary."""
-    from ranking.core.atomic import atomic_write_json, read_json
+    from ranking.core.atomic import atomic_write_text, read_json
     from ranking.trainer.distributed.setup import torchrun_command
 
     worker = worker_job(job, run_dir, warm)
     summary_file = run_dir / LAUNCH_SUMMARY
     run_dir.mkdir(parents=True, exist_ok=True)
     summary_file.unlink(missing_ok=True)
-    atomic_write_json(run_dir / WORKER_JOB, job_to_dict(worker))
+    atomic_write_text(run_dir / WORKER_JOB, job_to_json(worker) + "\n")
     cmd = torchrun_command(job.nproc, [str(run_dir / WORKER_JOB)], module="ranking.trainer.worker")
     log.info("launching %d workers: %s", job.nproc, " ".join(cmd))
     env = {**os.environ, "OMP_NUM_THREADS": os.environ.get("OMP_NUM_THREADS", "1")}

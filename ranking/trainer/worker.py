@@ -14,15 +14,14 @@ from ranking.core.errors import EXIT_CRASH, as_user_error
 
 
 def main(argv: list[str]) -> int:
-    from ranking.core.atomic import read_json
-    from ranking.trainer.job import job_from_dict, run_train_job
+    from ranking.trainer.job import job_from_json, run_train_job
 
     logging.basicConfig(level=logging.INFO, format="%(asctime)s %(levelname)s %(name)s: %(message)s")
     if len(argv) != 1:
         print("usage: python -m ranking.trainer.worker JOB_FILE", file=sys.stderr)
         return 2
     try:
-        run_train_job(job_from_dict(read_json(Path(argv[0]))))
+        run_train_job(job_from_json(Path(argv[0]).read_text()))
     except Exception as exc:
         user_error = as_user_error(exc)
         if user_error is None:

@@ -16,7 +16,7 @@ from ranking.cli.train import train_job
 from ranking.config.model import PipelineConfig
 from ranking.core.errors import RankerError
 from ranking.trainer.checkpointing.checkpoint import load_checkpoint
-from ranking.trainer.job import TrainJob, job_from_dict, job_to_dict, worker_job
+from ranking.trainer.job import TrainJob, job_from_json, job_to_json, worker_job
 from tests.trainer.conftest import DAYS, END, ranker_cmd, ranker_env
 
 EPOCH_FIELDS = {
@@ -94,17 +94,19 @@ def test_a_worker_reads_back_the_job_it_was_launched_with(tmp_path: Path, argv: 
     reads back to the same job, through JSON."""
     job = _job("--home", str(tmp_path), "--end", "2026-11-10", "--nproc", "3", *argv)
     worker = worker_job(job, tmp_path / "runs" / "r", tmp_path / "champion" / "model.pt")
-    assert job_from_dict(json.loads(json.dumps(job_to_dict(worker)))) == worker
+    assert job_from_json(job_to_json(worker)) == worker
 
 
 def test_a_job_file_missing_a_recipe_key_or_with_an_unknown_one_is_one_error(tmp_path: Path) -> None:
     """TrainJob has no defaults for what the recipe decides: a job file without one is refused
     (a RankerError: the worker's one line, exit 2), not a TypeError (a crash)."""
-    raw = job_to_dict(_job("--home", str(tmp_path), "--end", "2026-11-10"))
+    raw = json.loads(job_to_json(_job("--home", str(tmp_path), "--end", "2026-11-10")))
     with pytest.raises(RankerError, match=r"not a train job: missing \['batch_size'\]"):
-        job_from_dict({k: v for k, v in raw.items() if k != "batch_size"})
+        job_from_json(json.dumps({k: v for k, v in raw.items() if k != "batch_size"}))
     with pytest.raises(RankerError, match=r"not a train job: unknown keys \['lr'\]"):
-        job_from_dict({**raw, "lr": 0.1})
+        job_from_json(json.dumps({**raw, "lr": 0.1}))
+    with pytest.raises(RankerError, match=r"not a train job: end: "):
+        job_from_json(json.dumps({**raw, "end": "someday"}))
 
 
 @pytest.mark.slow
