@@ -22,7 +22,7 @@ from typing import TYPE_CHECKING, Any
 import pandas as pd
 import pyarrow as pa
 import pyarrow.parquet as pq
-from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_validator
+from pydantic import BaseModel, ConfigDict, Field, JsonValue, ValidationError, model_validator
 
 from features import build_checks, feast_repo, sources
 from features.build_checks import DEFAULT_DAYS, WindowChecks
@@ -178,7 +178,8 @@ class WindowManifest(BaseModel):
             return None
         return sum(p.rows * (p.label_rate or 0.0) for p in self.train) / self.train_rows
 
-    def record(self) -> dict[str, Any]:  # the file's JSON: what is written, nothing read from it
+    def record(self) -> dict[str, JsonValue]:
+        """The file's JSON (what is written)."""
         return self.model_dump(mode="json", by_alias=True, exclude_unset=True)
 
 
@@ -209,7 +210,9 @@ def read_window_manifest(path: Path) -> WindowManifest:
         raise DataValidationError(f"window manifest {path}: {where}: {first['msg']}") from None
 
 
-def load_manifest(ws: Workspace, end: dt.date, days: int = DEFAULT_DAYS) -> dict[str, Any]:
+def load_manifest(
+    ws: Workspace, end: dt.date, days: int = DEFAULT_DAYS
+) -> dict[str, Any]:  # as the file holds it
     """The manifest of the window ``(end, days)`` as the file holds it, unparsed: the data validation
     (features.validation.step.manifest_problems) reports what is wrong with a manifest rather than
     refusing it. Everything else reads :func:`read_window_manifest`."""
@@ -219,13 +222,12 @@ def load_manifest(ws: Workspace, end: dt.date, days: int = DEFAULT_DAYS) -> dict
             f"no window manifest at {path}: run `ranker features window --end {end.isoformat()} --days {days}`"
         )
     try:
-        manifest: dict[str, Any] = read_json(path)
+        return read_json(path)
     except ValueError as exc:
         raise DataValidationError(
             f"window manifest {path} is not valid JSON ({exc}): rebuild it with"
             f" `ranker features window --end {end.isoformat()} --days {days}`"
         ) from None
-    return manifest
 
 
 # bump when the join or the partition layout changes: every partition is rebuilt once
@@ -535,14 +537,13 @@ WINDOW_SUMMARY_FIELDS = (
 )
 
 
-def window_step(req: WindowRequest) -> dict[str, Any]:
+def window_step(req: WindowRequest) -> WindowSummary:
     """Build the window; the ``window`` step summary."""
     manifest = build_window(req.workspace, req.end, req.days, req.checks, req.settings)
-    summary = WindowSummary(
+    return WindowSummary(
         **{k: manifest[k] for k in WINDOW_SUMMARY_FIELDS},
         manifest=str(req.workspace.window_manifest(req.end, req.days)),
     )
-    return summary.body()
 
 
 @dataclass(frozen=True)
@@ -554,7 +555,7 @@ class FreshnessRequest:
     max_lag_hours: float | None = None  # fail when the lag is larger (None: report only)
 
 
-def freshness(req: FreshnessRequest) -> dict[str, Any]:
+def freshness(req: FreshnessRequest) -> FreshnessSummary:
     """The ``freshness`` step summary; DataValidationError when ``end`` has not landed or the
     source lags more than ``max_lag_hours``."""
     ws, end, max_lag_hours = req.workspace, req.end, req.max_lag_hours
@@ -574,7 +575,7 @@ def freshness(req: FreshnessRequest) -> dict[str, Any]:
         lag_seconds=lag,
         reference=reference.replace(microsecond=0),
         max_lag_hours=max_lag_hours,
-    ).body()
+    )
     if end is not None and latest < end:
         raise DataValidationError(
             f"source data ends at {latest.isoformat()}; {end.isoformat()} has not landed"

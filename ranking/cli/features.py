@@ -97,7 +97,7 @@ def _freshness(args: argparse.Namespace) -> CommandResult:
 
     max_lag = args.max_lag_hours if args.max_lag_hours is not None else _env_lag_hours()
     summary = freshness(FreshnessRequest(workspace(args), args.end, max_lag))
-    text = f"latest source day {summary['latest_source_date']}, lag {summary['lag_seconds'] / 3600:.1f} h"
+    text = f"latest source day {summary.latest_source_date}, lag {summary.lag_seconds / 3600:.1f} h"
     return CommandResult(summary, text=text)
 
 

@@ -111,7 +111,7 @@ def test_a_producer_that_adds_a_field_fails(monkeypatch: pytest.MonkeyPatch, tmp
     }
     monkeypatch.setattr(window, "build_window", lambda *a, **k: manifest)
     request = window.WindowRequest(Workspace.resolve(tmp_path), dt.date(2026, 1, 6), 4)
-    body = window.window_step(request)
+    body = window.window_step(request).body()
     assert s.parse_summary({**body, "step": "window"}, strict=True).model_dump()["rows_train"] == 10
     monkeypatch.setattr(window, "WINDOW_SUMMARY_FIELDS", (*window.WINDOW_SUMMARY_FIELDS, "created_at"))
     with pytest.raises(ValidationError, match="created_at"):
