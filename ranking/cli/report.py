@@ -88,27 +88,23 @@ def _report(args: argparse.Namespace) -> CommandResult:
     judged = gate if isinstance(gate, GateSummary) else None  # a gate that errored judged nothing
     folder = _run_folder(train, run_id)
     champion = judged.champion if judged is not None else None
-    train_fields = train.model_dump(mode="json")
     plot_curve(
         folder / "curve.png",
-        train_fields["epochs"],
-        labels=curve_labels(train_fields, run_id),
+        train.epochs,
+        labels=curve_labels(train, run_id),
         champion_metric=champion.save_hit_at_3 if champion is not None else None,
         champion_version=champion.version if champion is not None else None,
     )
-    gate_fields = judged.model_dump(mode="json") if judged is not None else None
     slices_png = None
-    if gate_fields is not None and gate_fields.get("slices"):
+    if judged is not None and judged.slices:
         slices_png = folder / "slices.png"
         plot_slices(
             slices_png,
-            gate_fields["slices"],
-            tolerance=gate_fields["config"].get("slice_tolerance")
-            if gate_fields["config"].get("slice_guard")
-            else None,
-            title=curve_labels(train_fields, run_id).title(),
+            judged.slices,
+            tolerance=judged.config.slice_tolerance if judged.config.slice_guard else None,
+            title=curve_labels(train, run_id).title(),
         )
-    atomic_write_text(folder / "report.md", render_report(train_fields, gate_fields, run_id))
+    atomic_write_text(folder / "report.md", render_report(train, judged, run_id))
     summary = {
         "run_id": run_id,
         "report": str(folder / "report.md"),

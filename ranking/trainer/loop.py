@@ -577,7 +577,7 @@ class _Trainer:
         atomic_write_json(
             run_dir / "eval.json", {**final_eval.body(), "eval_date": req.manifest.eval.date.isoformat()}
         )
-        plot_curve(run_dir / "curve.png", [e.body() for e in epochs])
+        plot_curve(run_dir / "curve.png", epochs)
         # typed before anything marks the run finished: a field that does not fit fails here
         summary = TrainSummary(
             run_dir=str(run_dir),

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import datetime as dt
 import json
 from pathlib import Path
 from typing import Any
@@ -10,33 +11,51 @@ import pytest
 from summary_examples import example_summaries
 
 from ranking.cli.main import main
+from ranking.core.summaries import (
+    CandidateMetrics,
+    EpochSummary,
+    EvalSummary,
+    GateCheck,
+    GateSummary,
+    ModelMetrics,
+    SliceSummary,
+    TrainSummary,
+    TrainWindow,
+    WarmStart,
+)
 from ranking.trainer.reports.plots import AXIS_RANGES, CurveLabels, curve_figure
 from ranking.trainer.reports.run_report import curve_labels, render_report
 
 
-def _epochs(losses: list[float], hits: list[float]) -> list[dict[str, Any]]:
+def _epochs(losses: list[float], hits: list[float]) -> list[EpochSummary]:
+    """What the curve reads of each epoch (the rest left out: model_construct)."""
     return [
-        {
-            "epoch": i + 1,
-            "phase": "frozen" if i == 0 else "joint",
-            "loss": loss,
-            "eval": {"save_hit_at_3": hit},
-        }
+        EpochSummary.model_construct(
+            epoch=i + 1,
+            phase="frozen" if i == 0 else "joint",
+            loss=loss,
+            eval=EvalSummary.model_construct(save_hit_at_3=hit),
+        )
         for i, (loss, hit) in enumerate(zip(losses, hits, strict=True))
     ]
 
 
-TRAIN: dict[str, Any] = {
-    "run_dir": "",
-    "version": "v0002",
-    "schedule": "F,J",
-    "pipeline": "semisync",
-    "epochs": _epochs([0.31, 0.27], [0.361, 0.3851]),
-    "eval": {"save_hit_at_3": 0.3851, "auc": 0.71, "ne": 0.93},
-    "window": {"end": "2026-01-25", "eval_date": "2026-01-25", "train_dates": ["2026-01-05", "2026-01-24"]},
-    "warm_start": {"source": "base v0001", "scope": "all"},
-}
-GATE: dict[str, Any] = {
+# what the report reads of a train and a gate summary
+TRAIN = TrainSummary.model_construct(
+    run_dir="",
+    version="v0002",
+    schedule="F,J",
+    pipeline="semisync",
+    epochs=_epochs([0.31, 0.27], [0.361, 0.3851]),
+    eval=EvalSummary.model_construct(save_hit_at_3=0.3851, auc=0.71, ne=0.93),
+    window=TrainWindow.model_construct(
+        end=dt.date(2026, 1, 25),
+        eval_date=dt.date(2026, 1, 25),
+        train_dates=[dt.date(2026, 1, 5), dt.date(2026, 1, 24)],
+    ),
+    warm_start=WarmStart.model_construct(source="base v0001", scope="all"),
+)
+GATE_FIELDS: dict[str, Any] = {
     "decision": "reject",
     "eval_date": "2026-01-25",
     "candidate": {"version": "v0002", "save_hit_at_3": 0.3851, "auc": 0.71, "ne": 0.93},
@@ -55,6 +74,15 @@ GATE: dict[str, Any] = {
     ],
     "failed_checks": ["save_hit_at_3_change"],
 }
+GATE = GateSummary.model_construct(
+    **GATE_FIELDS
+    | {
+        "candidate": CandidateMetrics.model_construct(**GATE_FIELDS["candidate"]),
+        "champion": ModelMetrics.model_construct(**GATE_FIELDS["champion"]),
+        "checks": [GateCheck(**c) for c in GATE_FIELDS["checks"]],
+        "eval_date": dt.date(2026, 1, 25),
+    }
+)
 
 
 def test_every_curve_uses_the_metrics_fixed_axis_ranges() -> None:
@@ -82,7 +110,7 @@ def test_the_curve_names_version_run_window_and_day_and_draws_the_champion() -> 
 
     labels = curve_labels(TRAIN, "manual__2026-01-26")
     assert labels == CurveLabels("v0002", "manual__2026-01-26", "2026-01-05..2026-01-24 (2 d)", "2026-01-25")
-    fig = curve_figure(TRAIN["epochs"], labels=labels, champion_metric=0.3884, champion_version="v0003")
+    fig = curve_figure(TRAIN.epochs, labels=labels, champion_metric=0.3884, champion_version="v0003")
     try:
         title = fig.axes[0].get_title()
         for part in (
@@ -124,7 +152,7 @@ def _workspace(tmp_path: Path, run_id: str, gate: bool) -> Path:
     if gate:
         judged = examples["gate"].model_dump(mode="json")
         (steps / "gate.json").write_text(
-            json.dumps(judged | {k: GATE[k] for k in ("decision", "checks", "failed_checks")})
+            json.dumps(judged | {k: GATE_FIELDS[k] for k in ("decision", "checks", "failed_checks")})
         )
     return home
 
@@ -151,20 +179,22 @@ def test_the_slices_plot_draws_each_change_with_its_interval_and_the_guard() -> 
     from ranking.trainer.reports.plots import slices_figure
 
     slices = [
-        {
-            "name": "user:first_seen",
-            "requests_with_save": 61,
-            "relative_change": -0.3,
-            "ci": [-0.5, -0.1],
-            "judged": True,
-        },
-        {
-            "name": "pin:tail",
-            "requests_with_save": 12,
-            "relative_change": 0.05,
-            "ci": [-0.2, 0.3],
-            "judged": False,
-        },
+        SliceSummary(
+            name="user:first_seen",
+            requests_with_save=61,
+            candidate=None,
+            relative_change=-0.3,
+            ci=(-0.5, -0.1),
+            judged=True,
+        ),
+        SliceSummary(
+            name="pin:tail",
+            requests_with_save=12,
+            candidate=None,
+            relative_change=0.05,
+            ci=(-0.2, 0.3),
+            judged=False,
+        ),
     ]
     fig = slices_figure(slices, tolerance=0.1)
     try:
@@ -180,7 +210,7 @@ def test_the_slices_plot_draws_each_change_with_its_interval_and_the_guard() -> 
     finally:
         plt.close(fig)
     first_run = slices_figure(
-        [{"name": "user:returning", "requests_with_save": 5, "candidate": 0.4, "heuristic": 0.3}],
+        [SliceSummary(name="user:returning", requests_with_save=5, candidate=0.4, heuristic=0.3)],
         tolerance=None,
     )
     try:

@@ -8,6 +8,7 @@ from pathlib import Path
 
 import pytest
 
+from ranking.core.summaries import EpochSummary, EvalSummary
 from ranking.trainer.distributed.timing import IntervalUnion, LookupShare, SectionClock
 from ranking.trainer.reports.plots import plot_curve
 from ranking.trainer.reports.progress import EpochProgress
@@ -71,8 +72,12 @@ def test_lookup_share_ratios_and_a_disabled_clock() -> None:
 
 def test_curve_png(tmp_path: Path) -> None:
     epochs = [
-        {"epoch": 1, "phase": "frozen", "loss": 0.5, "eval": {"save_hit_at_3": 0.3}},
-        {"epoch": 2, "phase": "joint", "loss": 0.4, "eval": {"save_hit_at_3": 0.35}},
+        EpochSummary.model_construct(
+            epoch=1, phase="frozen", loss=0.5, eval=EvalSummary.model_construct(save_hit_at_3=0.3)
+        ),
+        EpochSummary.model_construct(
+            epoch=2, phase="joint", loss=0.4, eval=EvalSummary.model_construct(save_hit_at_3=0.35)
+        ),
     ]
     plot_curve(tmp_path / "curve.png", epochs)
     assert (tmp_path / "curve.png").read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"

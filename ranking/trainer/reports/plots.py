@@ -10,9 +10,12 @@ from __future__ import annotations
 from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from ranking.core.atomic import atomic_path
+
+if TYPE_CHECKING:
+    from ranking.core.summaries import EpochSummary, SliceSummary
 
 # one y range per metric, whatever the run: HIT@3 of the synthetic and real feeds sits in 0.1-0.45,
 # AUC above 0.5, NE around 1, the BCE loss of a few-percent save rate well under 0.8
@@ -59,7 +62,7 @@ def axis_range(metric: str, values: Sequence[float]) -> tuple[float, float, bool
 
 def plot_curve(
     path: Path,
-    epochs: Sequence[dict[str, Any]],
+    epochs: Sequence[EpochSummary],
     metric: str = "save_hit_at_3",
     *,
     labels: CurveLabels | None = None,
@@ -78,7 +81,7 @@ def plot_curve(
 
 
 def curve_figure(
-    epochs: Sequence[dict[str, Any]],
+    epochs: Sequence[EpochSummary],
     metric: str = "save_hit_at_3",
     *,
     labels: CurveLabels | None = None,
@@ -92,14 +95,14 @@ def curve_figure(
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
 
-    xs = [e["epoch"] for e in epochs]
-    losses = [e["loss"] for e in epochs]
+    xs = [e.epoch for e in epochs]
+    losses = [e.loss for e in epochs]
     fig, ax = plt.subplots(figsize=(7, 4.2), dpi=100)
     ax.plot(xs, losses, "o-", color="tab:blue", label="train loss")
     for e in epochs:
         ax.annotate(
-            "F" if e["phase"] == "frozen" else "J",
-            (e["epoch"], e["loss"]),
+            "F" if e.phase == "frozen" else "J",
+            (e.epoch, e.loss),
             textcoords="offset points",
             xytext=(0, 6),
             ha="center",
@@ -110,7 +113,9 @@ def curve_figure(
     ax.set_ylim(low, high)
     ax.set_ylabel("train loss (BCE)" + (" (range widened)" if widened else ""), color="tab:blue")
     ax.set_xticks(xs)
-    values = [(e["epoch"], e["eval"][metric]) for e in epochs if e.get("eval") and metric in e["eval"]]
+    values = [
+        (e.epoch, getattr(e.eval, metric)) for e in epochs if e.eval is not None and hasattr(e.eval, metric)
+    ]
     if values or champion_metric is not None:
         ax2 = ax.twinx()
         if values:
@@ -138,7 +143,7 @@ def curve_figure(
 
 
 def plot_slices(
-    path: Path, slices: Sequence[dict[str, Any]], *, tolerance: float | None, title: str | None = None
+    path: Path, slices: Sequence[SliceSummary], *, tolerance: float | None, title: str | None = None
 ) -> None:
     """Write :func:`slices_figure` as a PNG (atomically) at ``path``."""
     import matplotlib.pyplot as plt
@@ -150,7 +155,7 @@ def plot_slices(
 
 
 def slices_figure(
-    slices: Sequence[dict[str, Any]], *, tolerance: float | None, title: str | None = None
+    slices: Sequence[SliceSummary], *, tolerance: float | None, title: str | None = None
 ) -> Any:
     """Who the candidate serves better or worse: each slice's save HIT@3 change vs the champion
     with its interval (a forest plot; the slices the guard judged in black, the others grey, the
@@ -162,17 +167,17 @@ def slices_figure(
     import matplotlib.pyplot as plt
 
     rows = list(slices)[::-1]  # the first slice on top
-    names = [f"{s['name']} ({s['requests_with_save']})" for s in rows]
+    names = [f"{s.name} ({s.requests_with_save})" for s in rows]
     fig, ax = plt.subplots(figsize=(7, 0.32 * len(rows) + 1.4), dpi=100)
     ys = list(range(len(rows)))
-    compared = [s for s in rows if s.get("relative_change") is not None]
+    compared = [s for s in rows if s.relative_change is not None]
     if compared:
         for y, s in zip(ys, rows, strict=True):
-            change = s.get("relative_change")
+            change = s.relative_change
             if change is None:
                 continue
-            color = "black" if s.get("judged") else "tab:gray"
-            ci = s.get("ci")
+            color = "black" if s.judged else "tab:gray"
+            ci = s.ci
             if ci:
                 ax.plot(ci, [y, y], "-", color=color, linewidth=1.5)
             ax.plot([change], [y], "o", color=color)
@@ -185,13 +190,11 @@ def slices_figure(
         ax.set_xlabel("save HIT@3 change vs the champion (grey: not judged by the guard)")
     else:
         height = 0.38
-        ax.barh(
-            [y + height / 2 for y in ys], [s.get("candidate") or 0.0 for s in rows], height, label="candidate"
-        )
-        if any(s.get("heuristic") is not None for s in rows):
+        ax.barh([y + height / 2 for y in ys], [s.candidate or 0.0 for s in rows], height, label="candidate")
+        if any(s.heuristic is not None for s in rows):
             ax.barh(
                 [y - height / 2 for y in ys],
-                [s.get("heuristic") or 0.0 for s in rows],
+                [s.heuristic or 0.0 for s in rows],
                 height,
                 label="heuristic",
             )

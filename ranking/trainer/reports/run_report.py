@@ -8,102 +8,102 @@ threshold and verdict). :func:`render_report` and :func:`curve_labels` are pure;
 
 from __future__ import annotations
 
-from collections.abc import Mapping
-from typing import Any
-
+from ranking.core.summaries import EvalSummary, GateSummary, SliceSummary, TrainSummary
 from ranking.trainer.reports.plots import CurveLabels
 
 METRICS = (("save_hit_at_3", "save HIT@3"), ("auc", "AUC"), ("ne", "normalized entropy"))
 
 
-def curve_labels(train: Mapping[str, Any], run_id: str) -> CurveLabels:
+def curve_labels(train: TrainSummary, run_id: str) -> CurveLabels:
     """Version, run, window (first..last training day, length) and eval day of a train summary."""
-    window = train.get("window") or {}
-    dates = list(window.get("train_dates") or [])
+    dates = train.window.train_dates
     span = f"{dates[0]}..{dates[-1]} ({len(dates)} d)" if dates else None
     return CurveLabels(
-        version=train.get("version"),
+        version=train.version,
         run_id=run_id,
         window=span,
-        eval_date=window.get("eval_date") or window.get("end"),
+        eval_date=str(train.window.eval_date or train.window.end),
     )
 
 
-def outcome(gate: Mapping[str, Any] | None) -> str:
-    if not gate:
+def outcome(gate: GateSummary | None) -> str:
+    if gate is None:
         return "not gated yet"
-    return "passed the gate" if gate.get("decision") == "pass" else "REJECTED by the gate"
+    return "passed the gate" if gate.decision == "pass" else "REJECTED by the gate"
 
 
-def render_report(train: Mapping[str, Any], gate: Mapping[str, Any] | None, run_id: str) -> str:
+def _metric(model: EvalSummary | None, key: str) -> float | int | str | None:
+    return getattr(model, key, None) if model is not None else None
+
+
+def render_report(train: TrainSummary, gate: GateSummary | None, run_id: str) -> str:
     """The markdown report of one run (``gate`` None: trained, not judged yet)."""
     labels = curve_labels(train, run_id)
-    warm = train.get("warm_start") or {}
-    version = train.get("version") or "(not registered)"
+    warm = train.warm_start
+    version = train.version or "(not registered)"
     lines = [
         f"# Run {run_id}: {version}, {outcome(gate)}",
         "",
         f"- eval day: {labels.eval_date or '?'}; window: {labels.window or '?'}",
-        f"- recipe: schedule {train.get('schedule') or '?'}, {len(train.get('epochs') or [])} epochs, "
-        f"pipeline {train.get('pipeline') or '?'}, warm start {warm.get('source') or 'none'}"
-        + (f" (scope {warm['scope']})" if warm.get("scope") else ""),
+        f"- recipe: schedule {train.schedule or '?'}, {len(train.epochs or [])} epochs, "
+        f"pipeline {train.pipeline or '?'}, warm start {warm.source or 'none'}"
+        + (f" (scope {warm.scope})" if warm.scope else ""),
         "",
         "![training curve](curve.png)",
         "",
     ]
-    if not gate:
-        final = train.get("eval") or {}
+    if gate is None:
         lines += ["| metric | candidate |", "| --- | --- |"]
-        lines += [f"| {label} | {_number(final.get(key))} |" for key, label in METRICS]
+        lines += [f"| {label} | {_number(_metric(train.eval, key))} |" for key, label in METRICS]
         return "\n".join(lines) + "\n"
-    candidate, champion = gate.get("candidate") or {}, gate.get("champion") or {}
-    heuristic = gate.get("heuristic") or {}
-    champion_name = champion.get("version") or "none (first run)"
+    candidate, champion, heuristic = gate.candidate, gate.champion, gate.heuristic
+    champion_name = champion.version if champion is not None else "none (first run)"
     lines += [
-        f"## Candidate vs champion on {gate.get('eval_date') or labels.eval_date}",
+        f"## Candidate vs champion on {gate.eval_date or labels.eval_date}",
         "",
-        f"| metric | candidate {candidate.get('version') or version} | champion {champion_name}"
-        f" | heuristic {heuristic.get('name') or '(not scored)'} |",
+        f"| metric | candidate {candidate.version or version} | champion {champion_name}"
+        f" | heuristic {heuristic.name if heuristic is not None else '(not scored)'} |",
         "| --- | --- | --- | --- |",
     ]
     lines += [
-        f"| {label} | {_number(candidate.get(key))} | {_number(champion.get(key))} | {_number(heuristic.get(key))} |"
+        f"| {label} | {_number(_metric(candidate, key))} | {_number(_metric(champion, key))}"
+        f" | {_number(_metric(heuristic, key))} |"
         for key, label in METRICS
     ]
-    change, ci = gate.get("relative_change"), gate.get("ci")
+    change, ci = gate.relative_change, gate.ci
     if change is not None:
         interval = f" [{ci[0]:+.2%}, {ci[1]:+.2%}]" if ci else ""
         lines += ["", f"Relative change of save HIT@3: {change:+.2%}{interval}"]
-    lift, lift_ci = heuristic.get("relative_change"), heuristic.get("ci")
-    if lift is not None:
+    lift = heuristic.relative_change if heuristic is not None else None
+    if heuristic is not None and lift is not None:
+        lift_ci = heuristic.ci
         interval = f" [{lift_ci[0]:+.2%}, {lift_ci[1]:+.2%}]" if lift_ci else ""
-        served = heuristic.get("champion_relative_change")
+        served = heuristic.champion_relative_change
         lines += [
             "",
             f"Over the non-learned heuristic (the pin's smoothed 28-day save rate): candidate {lift:+.2%}{interval}"
             + (f", champion {served:+.2%}" if served is not None else ""),
         ]
-    lines += _slice_lines(gate)
-    failed = list(gate.get("failed_checks") or [])
+    lines += _slice_lines(gate.slices or [])
+    failed = list(gate.failed_checks or [])
     lines += [
         "",
-        f"## Gate: {gate.get('decision')}" + (f" (failed: {', '.join(failed)})" if failed else ""),
+        f"## Gate: {gate.decision}" + (f" (failed: {', '.join(failed)})" if failed else ""),
         "",
         "| check | result | value | threshold | detail |",
         "| --- | --- | --- | --- | --- |",
     ]
-    for check in gate.get("checks") or []:
+    for check in gate.checks or []:
         lines.append(
-            f"| {check.get('name')} | {'pass' if check.get('passed') else '**FAIL**'} "
-            f"| {_number(check.get('value'))} | {_number(check.get('threshold'))} "
-            f"| {_cell(str(check.get('detail', '')))} |"
+            f"| {check.name} | {'pass' if check.passed else '**FAIL**'} "
+            f"| {_number(check.value)} | {_number(check.threshold)} "
+            f"| {_cell(str(check.detail))} |"
         )
     return "\n".join(lines) + "\n"
 
 
-def _slice_lines(gate: Mapping[str, Any]) -> list[str]:
+def _slice_lines(slices: list[SliceSummary]) -> list[str]:
     """Each slice's save HIT@3 for the models and the candidate's change, with the plot."""
-    slices = gate.get("slices") or []
     if not slices:
         return []
     lines = [
@@ -116,17 +116,17 @@ def _slice_lines(gate: Mapping[str, Any]) -> list[str]:
         "| --- | --- | --- | --- | --- | --- | --- |",
     ]
     for s in slices:
-        change, ci = s.get("relative_change"), s.get("ci")
+        change, ci = s.relative_change, s.ci
         shown = "–" if change is None else f"{change:+.2%}" + (f" [{ci[0]:+.2%}, {ci[1]:+.2%}]" if ci else "")
-        judged = f"yes (p {s['loss_p']:.3g})" if s.get("judged") and s.get("loss_p") is not None else "no"
+        judged = f"yes (p {s.loss_p:.3g})" if s.judged and s.loss_p is not None else "no"
         lines.append(
-            f"| {_cell(str(s.get('name')))} | {s.get('requests_with_save')} | {_number(s.get('candidate'))} "
-            f"| {_number(s.get('champion'))} | {_number(s.get('heuristic'))} | {shown} | {judged} |"
+            f"| {_cell(str(s.name))} | {s.requests_with_save} | {_number(s.candidate)} "
+            f"| {_number(s.champion)} | {_number(s.heuristic)} | {shown} | {judged} |"
         )
     return lines
 
 
-def _number(value: Any) -> str:
+def _number(value: object) -> str:
     if value is None:
         return "–"
     if isinstance(value, list | tuple):
