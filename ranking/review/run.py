@@ -12,15 +12,15 @@ finished days; ``review-<end>-candidates/`` for a candidate-only review), ``<hom
 from __future__ import annotations
 
 import datetime as dt
+import math
 import os
 import time
 from collections.abc import Callable, Mapping
-from dataclasses import dataclass
+from dataclasses import asdict, dataclass
 from pathlib import Path
-from typing import Any, NotRequired, cast
+from typing import TYPE_CHECKING, Any
 
 from pydantic import BaseModel, ConfigDict, Field, JsonValue
-from typing_extensions import TypedDict  # what pydantic reads on Python 3.11 (typing's from 3.12)
 
 from ranking.backtest.engine import Backtest
 from ranking.backtest.replay import Replayer
@@ -51,60 +51,17 @@ from ranking.review.switch import (
     read_state,
 )
 
+if TYPE_CHECKING:
+    from ranking.backtest.report import BacktestReport
+    from ranking.backtest.stats import Comparison
+
 SHIPPED_RECIPES = Path(__file__).resolve().parents[2] / "recipes"
 # what the daily recipe is told apart by: how the model trains and its base model
 RECIPE_IDENTITY = ("recipe", "pretrain")
 
 
-# ---------------------------------------------------------------- what the review reads of the
-# backtest report (ranking.backtest.report.build_report, made finite: null where not finite)
-
-
-class ComparisonJson(TypedDict):
-    """A comparison as the report holds it (``ranking.backtest.stats.Comparison.to_dict``)."""
-
-    days: int
-    relative_change: dict[str, float | None]
-    ci: dict[str, list[float | None] | None]
-
-
-class RecipeResultJson(TypedDict):
-    """A recipe's line of the report (``ranking.backtest.report.recipe_summary``)."""
-
-    days: int
-    total_train_seconds: float
-    failed_days: list[str]
-    promotion_rate: NotRequired[float | None]
-
-
-# two recipes that differ only in a frozen first epoch, compared ("with" is a Python keyword)
-DelayedPairJson = TypedDict(
-    "DelayedPairJson",
-    {
-        "with": str,
-        "without": str,
-        "served": NotRequired[ComparisonJson | None],
-        "candidate": NotRequired[ComparisonJson | None],
-    },
-)
-
-
-class BacktestSpecJson(TypedDict):
-    ci_level: float
-
-
-# each slice's comparison, as the backtest writes it and its slice_table reads it
+# each slice's comparison with the baseline, as the backtest report writes it (its slice_table reads it)
 SliceRows = list[dict[str, JsonValue]]
-
-
-class BacktestReportJson(TypedDict):
-    spec: BacktestSpecJson
-    recipes: dict[str, RecipeResultJson]
-    vs_baseline: dict[str, ComparisonJson | None]
-    candidates_vs_baseline: dict[str, ComparisonJson | None]
-    vs_heuristic: NotRequired[dict[str, dict[str, ComparisonJson | None]]]
-    slices_vs_baseline: NotRequired[dict[str, dict[str, SliceRows]]]
-    delayed_update: NotRequired[list[DelayedPairJson]]
 
 
 # ---------------------------------------------------------------- the review's summary
@@ -264,15 +221,20 @@ def plan_review(settings: ReviewSection, end: dt.date, bootstrap: BacktestSectio
 DETECT_EFFECT = 0.01
 
 
-def _lift(comparison: ComparisonJson | None, level: float) -> Lift | None:
-    """Save HIT@3 lift, its CI, its days and the minimum detectable effect at that many days."""
+def _finite(x: float | None) -> bool:
+    return x is not None and math.isfinite(x)
+
+
+def _lift(comparison: Comparison | None, level: float) -> Lift | None:
+    """Save HIT@3 lift, its CI, its days and the minimum detectable effect at that many days
+    (None where the report's JSON holds null: nothing compared, or not finite)."""
     if not comparison:
         return None
-    lift = (comparison.get("relative_change") or {}).get("save_hit_at_3")
-    ci = (comparison.get("ci") or {}).get("save_hit_at_3")
-    if lift is None or not ci or ci[0] is None or ci[1] is None:
+    lift = comparison.relative_change.get("save_hit_at_3")
+    ci = comparison.ci.get("save_hit_at_3")
+    if lift is None or not math.isfinite(lift) or not ci or not all(_finite(x) for x in ci):
         return None
-    days = int(comparison["days"])
+    days = int(comparison.days)
     low, high = float(ci[0]), float(ci[1])
     mde = minimum_detectable_effect((low, high), level)
     return Lift(
@@ -284,18 +246,20 @@ def _lift(comparison: ComparisonJson | None, level: float) -> Lift | None:
     )
 
 
-def weigh(report: BacktestReportJson, baseline: str, candidate_only: bool) -> dict[str, RecipeWeight]:
+def weigh(report: BacktestReport, baseline: str, candidate_only: bool) -> dict[str, RecipeWeight]:
     """Per recipe: served and candidate lift over the baseline (the baseline's: 0, [0, 0]) with
     its minimum detectable effect, training seconds per day, failed days and the gate's promotion
     rate, from a backtest report (pure)."""
-    level = float(report["spec"]["ci_level"])
+    from ranking.backtest.report import finite_json
+
+    level = float(report.spec.ci_level)
     out: dict[str, RecipeWeight] = {}
-    for name, summary in report["recipes"].items():
-        days = summary["days"] or 1
+    for name, summary in report.recipes.items():
+        days = summary.days or 1
         lifts: dict[str, Lift | None] = {}
         for model, compared in (
-            ("served", report["vs_baseline"]),
-            ("candidate", report["candidates_vs_baseline"]),
+            ("served", report.vs_baseline),
+            ("candidate", report.candidates_vs_baseline),
         ):
             if model == "served" and candidate_only:
                 lifts[model] = None
@@ -306,40 +270,40 @@ def weigh(report: BacktestReportJson, baseline: str, candidate_only: bool) -> di
             else:
                 lifts[model] = _lift(compared.get(name), level)
         out[name] = RecipeWeight(
-            seconds_per_day=summary["total_train_seconds"] / days,
-            failed_days=summary["failed_days"],
-            promotion_rate=summary.get("promotion_rate"),
+            seconds_per_day=summary.total_train_seconds / days,
+            failed_days=summary.failed_days,
+            promotion_rate=summary.promotion_rate if _finite(summary.promotion_rate) else None,
             served=lifts["served"],
             candidate=lifts["candidate"],
             # the recipe's models against the non-learned heuristic (issue 31)
             vs_heuristic={
-                model: _lift((report.get("vs_heuristic") or {}).get(model, {}).get(name), level)
+                model: _lift(report.vs_heuristic.get(model, {}).get(name), level)
                 for model in ("served", "candidate")
             },
-            # and against the baseline's, slice by slice (issue 31)
+            # and against the baseline's, slice by slice (issue 31), as the report's JSON holds them
             slices={
-                model: found[name]
-                for model, found in (report.get("slices_vs_baseline") or {}).items()
+                model: finite_json([asdict(row) for row in found[name]])
+                for model, found in report.slices_vs_baseline.items()
                 if name != baseline and name in found
             },
         )
     return out
 
 
-def weigh_delayed_update(report: BacktestReportJson) -> list[DelayedUpdateLift]:
+def weigh_delayed_update(report: BacktestReport) -> list[DelayedUpdateLift]:
     """The delayed update's own share: each pair of recipes that differ only in a frozen first
     epoch (``ranking.backtest.compare.delayed_update_pairs``), served and candidate lifts (pure)."""
-    level = float(report["spec"]["ci_level"])
+    level = float(report.spec.ci_level)
     return [
         DelayedUpdateLift.model_validate(
             {
-                "with": pair["with"],
-                "without": pair["without"],
-                "served": _lift(pair.get("served"), level),
-                "candidate": _lift(pair.get("candidate"), level),
+                "with": pair.with_frozen,
+                "without": pair.without,
+                "served": _lift(pair.comparisons.get("served"), level),
+                "candidate": _lift(pair.comparisons.get("candidate"), level),
             }
         )
-        for pair in report.get("delayed_update") or []
+        for pair in report.delayed_update
     ]
 
 
@@ -489,15 +453,12 @@ def _replay(bt: Backtest, plan: ReviewPlan, started: float, review: Review) -> R
     return None
 
 
-def _replay_report(bt: Backtest, plan: ReviewPlan, started: float) -> BacktestReportJson:
+def _replay_report(bt: Backtest, plan: ReviewPlan, started: float) -> BacktestReport:
     """Run the replay; its backtest report (every recipe against the baseline)."""
-    from ranking.backtest.compare import backtest_report
+    from ranking.backtest.compare import report_of
 
     records = bt.run()
-    report = backtest_report(
-        bt, records, time.perf_counter() - started, candidate_only=plan.settings.candidate_only
-    )
-    return cast(BacktestReportJson, report)
+    return report_of(bt, records, time.perf_counter() - started, candidate_only=plan.settings.candidate_only)
 
 
 def _verdict(
