@@ -24,9 +24,9 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from pydantic import BaseModel, ConfigDict, JsonValue
+from pydantic import BaseModel, ConfigDict
 
-from ranking.backtest.replay import Replayer
+from ranking.backtest.replay import PrintedJson, Replayer
 from ranking.config.loader import Layer, file_values, resolve
 
 # [recipe] keys the base's training step sets itself (execute_pretrain's `ranker train` flags)
@@ -52,10 +52,6 @@ def base_settings(home: Path) -> str:
     dumped.pop("metrics", None)
     dumped["recipe"] = {k: v for k, v in dumped["recipe"].items() if k not in PRETRAIN_OVERRIDES}
     return json.dumps(dumped, sort_keys=True)
-
-
-# a replayed command's summary as it printed it (``ranking.backtest.replay``'s edge)
-PrintedJson = dict[str, JsonValue]
 
 
 class _Pretrained(BaseModel):
