@@ -224,7 +224,9 @@ def compact_state(
 # ---------------------------------------------------------------- load side
 
 
-def _shape_of(key: str, record: Mapping[str, Any]) -> tuple[int, ...]:  # a loaded record, checked here
+def _shape_of(
+    key: str, record: Mapping[str, Any]
+) -> tuple[int, ...]:  # file content, untrusted until checked
     shape = record.get("shape")
     if not isinstance(shape, list) or not shape or not all(type(n) is int and n >= 0 for n in shape):
         raise CheckpointError(f"compact tensor {key}: bad shape {shape!r}")
@@ -287,7 +289,7 @@ def _table_shapes(model_config: Any) -> dict[str, tuple[int, int]]:
     return out
 
 
-def _check_shapes(sparse: Mapping[str, Any], model_config: Any) -> None:  # as loaded, checked here
+def _check_shapes(sparse: Mapping[str, Any], model_config: Any) -> None:  # file content, checked here
     """Every sparse record's shape against the model config, before anything is allocated: a
     record recomputed with a table of 2**36 rows asked for 274 GB before its digest was checked
     (issue 32). A table's weights have its rows; no tensor of a table (its optimizer state,

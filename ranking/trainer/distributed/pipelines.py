@@ -21,7 +21,7 @@ timers around its lookup stages.
 from __future__ import annotations
 
 from collections.abc import Callable, Iterator
-from typing import Any
+from typing import Any, TypedDict
 
 import torch
 
@@ -195,7 +195,16 @@ def timed_forward_class(base: type, clock: SectionClock) -> type:
     return TimedForward
 
 
-def semisync_kwargs() -> dict[str, Any]:
+class SemiSyncOptions(TypedDict):
+    """Keyword arguments of torchrec's ``TrainPipelineSemiSync`` this trainer sets."""
+
+    execute_all_batches: bool
+    start_batch: int
+    stash_gradients: bool
+    strict: bool
+
+
+def semisync_kwargs() -> SemiSyncOptions:
     """Semi-sync from batch 0 (torchrec's default waits 900 batches), so the semantics equal
     :class:`CpuPipeline`'s; plain (not stashed) gradients; refuse an optimizer holding tables."""
     return {"execute_all_batches": True, "start_batch": 0, "stash_gradients": False, "strict": True}

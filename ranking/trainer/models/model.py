@@ -165,7 +165,7 @@ def apply_table_optimizer(model: RankerModel, opt: OptimizerConfig) -> None:
     from torchrec.optim.apply_optimizer_in_backward import apply_optimizer_in_backward
 
     cls: type[torch.optim.Optimizer]
-    kwargs: dict[str, Any] = {"lr": opt.lr, "eps": opt.eps, "weight_decay": opt.weight_decay}
+    kwargs: dict[str, float] = {"lr": opt.lr, "eps": opt.eps, "weight_decay": opt.weight_decay}
     if opt.name == "rowwise_adagrad":
         cls = RowWiseAdagrad
     elif opt.name == "rowwise_adam":
