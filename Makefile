@@ -79,6 +79,7 @@ typecheck: setup
 schema: setup-trainer
 	$(VENV)/bin/python infra/summaries_doc.py
 	$(VENV)/bin/python -m ranking.config.bounds
+	$(VENV)/bin/python -m ranking.pipeline.graph
 
 # A skip for a reason not on tests/conftest.py's ALLOWED_SKIPS (no GPU, no Docker engine, needs root)
 # fails the session under RANKER_STRICT_SKIPS=1.

@@ -11,13 +11,13 @@ is for; default yesterday) and ``reason``.
 from __future__ import annotations
 
 from datetime import timedelta
-from typing import Any
 
 from airflow.sdk import DAG, CronDataIntervalTimetable, dag, task
 from airflow.sdk.timezone import datetime
 from ranker_dags import one_step_tasks
 from ranker_dags.assets import BASE
 from ranker_dags.callbacks import make_failure_callback
+from ranker_dags.json_values import Summary
 from ranker_dags.params import pretrain_params
 from ranker_dags.settings import OrchestrationSettings
 
@@ -46,7 +46,7 @@ def build_pretrain_dag(settings: OrchestrationSettings) -> DAG:
             retries=min(settings.task_retries, 1),
             outlets=[BASE],
         )
-        def pretrain() -> dict[str, Any]:
+        def pretrain() -> Summary:
             return one_step_tasks.pretrain(settings)
 
         pretrain()

@@ -19,11 +19,11 @@ task, and so the run.
 from __future__ import annotations
 
 from datetime import timedelta
-from typing import Any
 
 from airflow.sdk import DAG, CronDataIntervalTimetable, dag, task
 from airflow.sdk.timezone import datetime
 from ranker_dags import one_step_tasks
+from ranker_dags.json_values import Summary
 from ranker_dags.params import review_params
 from ranker_dags.settings import OrchestrationSettings
 
@@ -46,7 +46,7 @@ def build_review_dag(settings: OrchestrationSettings) -> DAG:
     )
     def ranker_recipe_review() -> None:
         @task(execution_timeout=timedelta(hours=8), pool=settings.training_pool, retries=0)
-        def review() -> dict[str, Any]:
+        def review() -> Summary:
             return one_step_tasks.review(settings)
 
         review()

@@ -8,12 +8,12 @@ and why; the champion Asset gets an event, so downstream serving DAGs reload.
 from __future__ import annotations
 
 from datetime import timedelta
-from typing import Any
 
 from airflow.sdk import DAG, dag, task
 from ranker_dags import one_step_tasks
 from ranker_dags.assets import CHAMPION
 from ranker_dags.callbacks import make_failure_callback
+from ranker_dags.json_values import Summary
 from ranker_dags.params import rollback_params
 from ranker_dags.settings import OrchestrationSettings
 
@@ -35,7 +35,7 @@ def build_rollback_dag(settings: OrchestrationSettings) -> DAG:
     )
     def ranker_rollback() -> None:
         @task(execution_timeout=timedelta(minutes=10), outlets=[CHAMPION])
-        def rollback() -> dict[str, Any]:
+        def rollback() -> Summary:
             return one_step_tasks.rollback(settings)
 
         rollback()

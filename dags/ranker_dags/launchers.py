@@ -18,7 +18,7 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
-from ranker_dags.ranker_cli import parse_summary
+from ranker_dags.params import PlanXCom
 from ranker_dags.settings import OrchestrationSettings, registry_needs_mount
 
 CONTAINER_HOME = "/workspace"
@@ -28,37 +28,20 @@ DOCKER_SUMMARY_FILE = "/tmp/ranker-summary.json"
 PLAN_XCOM = "ti.xcom_pull(task_ids='plan')"
 
 
-def train_step_args(plan: dict[str, Any], nproc: int) -> list[str]:
-    """``ranker train`` arguments for a run plan (shared by every launcher).
-
-    ``--resume`` always: the run folder is ``<home>/runs/<run id>``, so a retry of the task continues
-    after the last complete epoch instead of failing on the folder the first try left (a first try
-    with no checkpoint starts from epoch 1)."""
-    args = ["train", "--end", str(plan["window_end"]), "--params", params_arg(plan), "--resume"]
-    if nproc > 1:
-        args += ["--nproc", str(nproc)]
-    return args
-
-
-def params_arg(plan: dict[str, Any]) -> str:
-    """The run's Params that are set, as ``--params`` JSON (a Jinja template renders to it)."""
-    params = plan.get("config_params") or {}
-    return params if isinstance(params, str) else json.dumps(params, sort_keys=True)
+def params_arg(plan: PlanXCom) -> str:
+    """The run's Params that are set, as ``--params`` JSON."""
+    return json.dumps(plan.get("config_params") or {}, sort_keys=True)
 
 
 def templated_train_args(settings: OrchestrationSettings) -> list[str]:
-    """``train_step_args`` + common options as Jinja templates over the plan task's XCom (for the
-    container launchers, whose command is rendered by Airflow at run time)."""
-    template_plan: dict[str, Any] = {"window_end": "{{ " + PLAN_XCOM + "['window_end'] }}"}
-    template_plan["config_params"] = "{{ " + PLAN_XCOM + "['config_params'] | tojson }}"
-    return [
-        *train_step_args(template_plan, settings.train_nproc),
-        "--json",
-        "--home",
-        CONTAINER_HOME,
-        "--run-id",
-        "{{ " + PLAN_XCOM + "['run_id'] }}",
-    ]
+    """``ranker step train`` for the container launchers, whose command Airflow renders at run
+    time: the plan task's XCom is the request and its Params the ``--params``; the train step
+    resumes its run folder itself, so a retry continues after the last complete epoch."""
+    args = ["step", "train", "--request", "{{ " + PLAN_XCOM + " | tojson }}"]
+    args += ["--params", "{{ " + PLAN_XCOM + "['config_params'] | tojson }}"]
+    if settings.train_nproc > 1:
+        args += ["--nproc", str(settings.train_nproc)]
+    return [*args, "--json", "--home", CONTAINER_HOME, "--run-id", "{{ " + PLAN_XCOM + "['run_id'] }}"]
 
 
 def container_env(settings: OrchestrationSettings) -> dict[str, str]:
@@ -73,18 +56,6 @@ def container_env(settings: OrchestrationSettings) -> dict[str, str]:
             Path(CONTAINER_HOME) / Path(settings.registry).relative_to(settings.home)
         )
     return env
-
-
-def summary_from_xcom(value: Any) -> dict[str, Any]:
-    """The train summary as every launcher returns it: a dict (local, kubernetes) or the JSON line
-    (docker)."""
-    if isinstance(value, dict):
-        return value
-    if isinstance(value, bytes):
-        value = value.decode("utf-8", errors="replace")
-    if isinstance(value, str):
-        return parse_summary(value)
-    raise ValueError(f"the train task returned no summary (got {type(value).__name__}: {value!r:.200})")
 
 
 def kubernetes_train_operator(settings: OrchestrationSettings, **task_kwargs: Any) -> Any:

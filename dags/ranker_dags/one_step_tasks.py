@@ -4,12 +4,11 @@ its own. The DAG files only declare them."""
 
 from __future__ import annotations
 
-from typing import Any
-
 from airflow.sdk import get_current_context
 from airflow.sdk.exceptions import AirflowFailException
 
 from ranker_dags.assets import BASE, CHAMPION
+from ranker_dags.json_values import Summary
 from ranker_dags.params import ranker_run_id
 from ranker_dags.ranker_cli import ranker_argv, run_ranker
 from ranker_dags.run_context import triggering_user, window_end
@@ -61,7 +60,7 @@ def rollback_args(to_version: str | None, reason: str) -> list[str]:
     return args
 
 
-def pretrain(settings: OrchestrationSettings) -> dict[str, Any]:
+def pretrain(settings: OrchestrationSettings) -> Summary:
     """``ranker pretrain`` for the run's window end; an event on the base Asset names the new base."""
     context = get_current_context()
     dag_run, params = context["dag_run"], context["params"]
@@ -85,7 +84,7 @@ def pretrain(settings: OrchestrationSettings) -> dict[str, Any]:
     return summary
 
 
-def review(settings: OrchestrationSettings) -> dict[str, Any]:
+def review(settings: OrchestrationSettings) -> Summary:
     """``ranker review`` up to the run's last eval day; the XCom keeps the recommendation's fields."""
     context = get_current_context()
     dag_run, params = context["dag_run"], context["params"]
@@ -100,7 +99,7 @@ def review(settings: OrchestrationSettings) -> dict[str, Any]:
     return {k: summary.get(k) for k in REVIEW_FIELDS}
 
 
-def rollback(settings: OrchestrationSettings) -> dict[str, Any]:
+def rollback(settings: OrchestrationSettings) -> Summary:
     """``ranker rollback`` as the triggering user; an event on the champion Asset names the model."""
     context = get_current_context()
     dag_run, params = context["dag_run"], context["params"]

@@ -18,10 +18,17 @@ import datetime as dt
 import functools
 import json
 import re
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import asdict, dataclass
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any, TypedDict, TypeVar
+
+from ranker_dags.json_values import Json, Schema
+
+if TYPE_CHECKING:
+    from airflow.sdk import Param
+
+T = TypeVar("T")
 
 SCHEDULE_NAMES = ("delayed", "joint", "frozen", "joint_then_frozen")
 SCHEDULE_LIST_PATTERN = r"^[FJ](,[FJ]){0,9}$"
@@ -61,12 +68,12 @@ _NUMERIC = ("minimum", "maximum", "exclusiveMinimum", "exclusiveMaximum")
 
 
 @functools.cache
-def config_bounds() -> dict[str, dict[str, Any]]:
-    bounds: dict[str, dict[str, Any]] = json.loads(CONFIG_BOUNDS_FILE.read_text())
+def config_bounds() -> dict[str, Schema]:
+    bounds: dict[str, Schema] = json.loads(CONFIG_BOUNDS_FILE.read_text())
     return bounds
 
 
-def config_param(key: str, **schema: Any) -> dict[str, Any]:
+def config_param(key: str, **schema: Json) -> Schema:
     """The JSON schema of an optional Param for config key ``key``: empty (null) or a value within
     the key's bounds; ``schema`` adds the title and description."""
     bounds = config_bounds()[key]
@@ -74,7 +81,7 @@ def config_param(key: str, **schema: Any) -> dict[str, Any]:
     return {"default": None, "type": ["null", bounds["type"]], **limits, **schema}
 
 
-def config_default(key: str) -> Any:
+def config_default(key: str) -> Json:
     return config_bounds()[key].get("default")
 
 
@@ -82,7 +89,7 @@ class PlanError(ValueError):
     """The run's parameters contradict each other or cannot be resolved; the run fails at once."""
 
 
-def retrain_param_schemas() -> dict[str, dict[str, Any]]:
+def retrain_param_schemas() -> dict[str, Schema]:
     """``{name: (default, JSON schema)}`` of the retrain DAG's Params, as plain data.
 
     Kept free of Airflow types so the rules are testable on their own; ``retrain_params`` wraps them.
@@ -174,18 +181,18 @@ def retrain_param_schemas() -> dict[str, dict[str, Any]]:
     }
 
 
-def retrain_params() -> dict[str, Any]:
+def retrain_params() -> dict[str, Param]:
     from airflow.sdk import Param
 
     params = {}
     for name, spec in retrain_param_schemas().items():
         schema = dict(spec)
         default = schema.pop("default")
-        params[name] = Param(default, **schema)
+        params[name] = Param(default, **schema)  # type: ignore[arg-type]  # JSON-schema keywords: Param's **kwargs
     return params
 
 
-def pretrain_params() -> dict[str, Any]:
+def pretrain_params() -> dict[str, Param]:
     """The Params of ``ranker_pretrain``'s manual runs."""
     from airflow.sdk import Param
 
@@ -208,7 +215,7 @@ def pretrain_params() -> dict[str, Any]:
     }
 
 
-def review_params() -> dict[str, Any]:
+def review_params() -> dict[str, Param]:
     """The Params of ``ranker_recipe_review``'s manual runs: ``ranker review``'s ``--end`` and two
     [review] keys (``days``, ``candidate_only``) with the config's bounds, so that every value the
     review would refuse is refused when the run is created (tests/dags/test_params.py derives them
@@ -225,7 +232,7 @@ def review_params() -> dict[str, Any]:
             description="The last eval day replayed (YYYY-MM-DD). Empty: yesterday.",
         ),
         "days": Param(
-            **config_param("review.days", title="Eval days"),
+            **config_param("review.days", title="Eval days"),  # type: ignore[arg-type]  # as above
             description="Eval days replayed. Empty: the workspace config's [review] days. Fewer "
             "paired days than [review] min_days: the review reports and keeps the recipe.",
         ),
@@ -238,7 +245,7 @@ def review_params() -> dict[str, Any]:
     }
 
 
-def rollback_params() -> dict[str, Any]:
+def rollback_params() -> dict[str, Param]:
     """The Params of ``ranker_rollback`` (manual only): why, and optionally to which version."""
     from airflow.sdk import Param
 
@@ -259,6 +266,28 @@ def rollback_params() -> dict[str, Any]:
             description="Why (recorded in the registry history with who triggered it).",
         ),
     }
+
+
+class PlanXCom(TypedDict):
+    """The plan task's XCom: ``RetrainPlan``'s fields and the Params set, by config key. Every step
+    takes it as its request (``ranker step --request``: ``window_end``, ``dry_run``,
+    ``force_promote``, ``reason``; the rest is not the steps' business)."""
+
+    run_id: str
+    window_end: str
+    window_days: int | None
+    epochs: int | None
+    schedule: str | None
+    pipeline: str | None
+    warm_start: str | None
+    warm_start_scope: str | None
+    tolerance: float | None
+    min_hit: float | None
+    dry_run: bool
+    force_promote: bool
+    reason: str
+    actor: str
+    config_params: dict[str, Json]
 
 
 @dataclass(frozen=True)
@@ -282,13 +311,13 @@ class RetrainPlan:
     actor: str  # who triggered the run: recorded by the registry as "who"
 
     @property
-    def config_params(self) -> dict[str, Any]:
+    def config_params(self) -> dict[str, Json]:
         """The Params that are set, by config key (what the steps get as ``--params``)."""
         values = asdict(self)
         return {key: values[name] for name, key in PARAM_KEYS.items() if values[name] is not None}
 
-    def to_dict(self) -> dict[str, Any]:
-        return {**asdict(self), "config_params": self.config_params}
+    def to_dict(self) -> PlanXCom:
+        return PlanXCom(**asdict(self), config_params=self.config_params)  # type: ignore[typeddict-item]
 
 
 def ranker_run_id(airflow_run_id: str) -> str:
@@ -319,7 +348,7 @@ def resolve_window_end(
 
 
 def make_plan(
-    params: Mapping[str, Any],
+    params: Mapping[str, Json],
     *,
     airflow_run_id: str,
     run_type: str,
@@ -346,9 +375,8 @@ def make_plan(
         raise PlanError("force_promote requires a non-empty reason")
     if force and dry_run:
         raise PlanError("force_promote and dry_run contradict each other: a dry run never promotes")
-    tolerance, min_hit = params.get("tolerance"), params.get("min_hit")
     window_end = resolve_window_end(
-        requested=params.get("window_end"),
+        requested=_optional(params, "window_end", str),
         run_type=run_type,
         data_interval_end=data_interval_end,
         logical_date=logical_date,
@@ -363,8 +391,8 @@ def make_plan(
         pipeline=_optional(params, "pipeline", str),
         warm_start=_optional(params, "warm_start", str),
         warm_start_scope=_optional(params, "warm_start_scope", str),
-        tolerance=None if tolerance is None else float(tolerance),
-        min_hit=None if min_hit is None else float(min_hit),
+        tolerance=_optional(params, "tolerance", float),
+        min_hit=_optional(params, "min_hit", float),
         dry_run=dry_run,
         force_promote=force,
         reason=reason,
@@ -372,7 +400,8 @@ def make_plan(
     )
 
 
-def _optional(params: Mapping[str, Any], name: str, kind: Any) -> Any:
+def _optional(params: Mapping[str, Json], name: str, kind: Callable[[Any], T]) -> T | None:
+    # the Params' JSON schema checked each value's type already; ``kind`` only narrows it
     value = params.get(name)
     return None if value is None else kind(value)
 

@@ -15,9 +15,10 @@ import tempfile
 from collections import deque
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import Any
 
 from airflow.sdk.exceptions import AirflowException, AirflowFailException
+
+from ranker_dags.json_values import Summary
 
 log = logging.getLogger(__name__)
 
@@ -36,7 +37,7 @@ class RankerUserError(AirflowFailException):
 @dataclass(frozen=True)
 class StepResult:
     exit_code: int
-    summary: dict[str, Any] = field(default_factory=dict)
+    summary: Summary = field(default_factory=dict)
 
 
 def ranker_argv(ranker_bin: str, step_args: Sequence[str], *, home: str, run_id: str | None) -> list[str]:
@@ -50,7 +51,7 @@ def ranker_argv(ranker_bin: str, step_args: Sequence[str], *, home: str, run_id:
     return [*argv, "--run-id", run_id] if run_id else argv
 
 
-def parse_summary(stdout: str) -> dict[str, Any]:
+def parse_summary(stdout: str) -> Summary:
     """The step's JSON summary: the last non-empty stdout line, which must be a JSON object."""
     lines = [line for line in stdout.splitlines() if line.strip()]
     if not lines:
@@ -71,18 +72,30 @@ def run_ranker(
     *,
     allowed_exit_codes: Sequence[int] = (EXIT_OK,),
     extra_env: Mapping[str, str] | None = None,
+    stdin: str | None = None,
 ) -> StepResult:
     """Run the step, streaming its stderr into the task log; map exit codes to Airflow outcomes.
 
+    ``stdin``: what the step reads on its standard input (``ranker step``'s inputs), else nothing.
     The child is terminated if the task itself is stopped (execution_timeout, SIGTERM), so a timed
     out task leaves no training process behind.
     """
     env = {**os.environ, **(extra_env or {})}
     log.info("running: %s", " ".join(argv))
     tail: deque[str] = deque(maxlen=_STDERR_TAIL_LINES)
-    with tempfile.TemporaryFile(mode="w+", encoding="utf-8") as stdout:
+    with (
+        tempfile.TemporaryFile(mode="w+", encoding="utf-8") as stdout,
+        tempfile.TemporaryFile(mode="w+", encoding="utf-8") as given,
+    ):
+        given.write(stdin or "")
+        given.seek(0)
         proc = subprocess.Popen(
-            list(argv), stdout=stdout, stderr=subprocess.PIPE, text=True, env=env, stdin=subprocess.DEVNULL
+            list(argv),
+            stdout=stdout,
+            stderr=subprocess.PIPE,
+            text=True,
+            env=env,
+            stdin=given if stdin is not None else subprocess.DEVNULL,
         )
         try:
             assert proc.stderr is not None

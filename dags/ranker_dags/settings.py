@@ -4,7 +4,7 @@ Environment variables (all optional):
 
 - ``RANKER_BIN``: the project's ``ranker`` executable (default ``<repo>/.venv/bin/ranker``)
 - ``RANKER_HOME``: the workspace folder passed as ``--home`` (default ``<repo>/var``)
-- ``RANKER_RETRAIN_CRON``: schedule of ``ranker_retrain`` (default ``0 3 * * *``, UTC)
+- ``RANKER_RETRAIN_CRON``: schedule of ``ranker_retrain`` (default: ``OrchestrationSettings.cron``, daily, UTC)
 - ``RANKER_LAUNCHER``: ``local`` (default) | ``kubernetes`` | ``docker`` — how ``train`` runs
 - ``RANKER_TRAIN_NPROC``: processes per training job (``ranker train --nproc``; default 1)
 - ``RANKER_TRAIN_GPUS``: GPUs requested by the kubernetes/docker launchers (default 1)

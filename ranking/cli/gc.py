@@ -8,8 +8,7 @@ would go and pushes nothing."""
 from __future__ import annotations
 
 import argparse
-import time
-from pathlib import Path
+from typing import Any
 
 from ranking.cli.common import CommandResult, add_common, effective_config, float_in, workspace
 from ranking.cli.options import add_registry_option, registry_of
@@ -18,44 +17,20 @@ from ranking.registry.janitor import DEFAULT_GRACE_SECONDS
 MAX_GRACE_HOURS = 24.0 * 365
 
 
-def handle_gc(args: argparse.Namespace) -> CommandResult:
+def handle_gc(args: argparse.Namespace) -> CommandResult[dict[str, Any]]:
     from ranking.config.requests import retention_policy
-    from ranking.monitoring.delivery import resolve_pushgateway
-    from ranking.monitoring.disk import deliver, gc_samples, measure
-    from ranking.registry import Registry
-    from ranking.registry.janitor import collect_garbage
+    from ranking.pipeline.steps import GcRequest, collect_garbage
 
     config = effective_config(args).config
-    retention = None if args.leftovers_only else retention_policy(config)
-    ws, reg = workspace(args), Registry(registry_of(args))
-    report = collect_garbage(
-        ws.root,
-        reg,
+    request = GcRequest(
+        workspace(args),
+        registry_of(args),
         grace_seconds=args.grace_hours * 3600.0,
         dry_run=args.dry_run,
-        retention=retention,
+        retention=None if args.leftovers_only else retention_policy(config),
+        pushgateway=config.metrics.pushgateway,
     )
-    summary = report.to_dict()
-    usage = measure(ws.root, Path(reg.store.root) if reg.store.local else None)
-    summary["disk"] = usage.to_dict()
-    if not args.dry_run:
-        pushgateway = config.metrics.pushgateway
-        delivered = deliver(
-            gc_samples(usage, summary, time.time()),
-            resolve_pushgateway(pushgateway) if pushgateway != "" else None,
-            ws.metrics,
-        )
-        summary["metrics"] = {"delivery": delivered.delivery, "target": delivered.target}
-    verb = "would remove" if args.dry_run else "removed"
-    lines = [f"{verb} {len(report.removed)} leftover(s), {summary['bytes_freed'] / 2**20:.1f} MiB freed"]
-    lines += [f"  {verb}: {r['kind']} {r['where']} ({r['bytes'] / 2**20:.1f} MiB)" for r in report.removed]
-    lines += [f"  kept: {r['kind']} {r['where']} ({r['why']})" for r in report.kept]
-    lines += [f"  failed: {r['kind']} {r['where']} ({r['why']})" for r in report.failed]
-    used = ", ".join(f"{kind} {size / 2**20:.1f}" for kind, size in usage.kinds.items())
-    lines.append(
-        f"disk (MiB): {used}; {usage.free_bytes / max(usage.size_bytes, 1):.0%} of the filesystem free"
-    )
-    return CommandResult(summary, text="\n".join(lines))
+    return collect_garbage(request)
 
 
 def register(sub: argparse._SubParsersAction) -> None:  # type: ignore[type-arg]

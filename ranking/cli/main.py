@@ -15,7 +15,9 @@ import re
 import sys
 import traceback
 from pathlib import Path
-from typing import Any, NoReturn
+from typing import NoReturn
+
+from pydantic import JsonValue
 
 from ranking.cli.common import emit
 from ranking.cli.config import RankerParser
@@ -36,6 +38,7 @@ _GROUPS = [
     ("ranking.cli.models", "models list|show"),
     ("ranking.cli.gc", "gc"),
     ("ranking.cli.run", "run"),
+    ("ranking.cli.step", "step"),
     ("ranking.cli.pretrain", "pretrain"),
     ("ranking.cli.metrics", "metrics publish|show"),
     ("ranking.cli.report", "report"),
@@ -69,7 +72,7 @@ class _Parser(RankerParser):
 def _fail(command: str | None, error: RankerError, want_json: bool) -> int:
     print(f"{' '.join(['ranker', *([command] if command else [])])}: error: {error}", file=sys.stderr)
     if want_json:  # the summary says what failed, as a success's says what was done
-        body: dict[str, Any] = {
+        body: dict[str, JsonValue] = {
             "step": command,
             "exit_code": error.exit_code,
             "error": str(error),

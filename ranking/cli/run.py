@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import argparse
 import logging
-from typing import Any
 
 from ranking.cli.common import (
     CommandResult,
@@ -15,6 +14,7 @@ from ranking.cli.common import (
     workspace,
 )
 from ranking.cli.options import add_gate_options, add_promotion_options, add_registry_option
+from ranking.core.summaries import FirstBase, RunSummary
 from ranking.core.workspace import Workspace
 from ranking.pipeline.run import RunPlan, execute, new_run_id
 from ranking.trainer.models.config import PIPELINES
@@ -22,7 +22,7 @@ from ranking.trainer.models.config import PIPELINES
 log = logging.getLogger(__name__)
 
 
-def handle_run(args: argparse.Namespace) -> CommandResult:
+def handle_run(args: argparse.Namespace) -> CommandResult[RunSummary]:
     # the run's flags are bound to their config keys (ranking.cli.config.bindings), so this one
     # effective config carries them, below --params, to every step's request
     plan = RunPlan(
@@ -43,14 +43,12 @@ def handle_run(args: argparse.Namespace) -> CommandResult:
     with run_id_lock(str(ws.root), args.run_id):
         pretrained = _first_base(args, ws)
     result = execute(plan, str(ws.root), args.run_id, InProcessSteps(ws, args.run_id))
-    if pretrained is not None:
-        from ranking.core.summaries import FirstBase
-
-        result.summary["pretrain"] = FirstBase.model_validate(pretrained).body()
-    return CommandResult(result.summary, exit_code=result.exit_code, text=result.text)
+    if pretrained is not None and result.summary is not None:
+        result.summary = result.summary.model_copy(update={"pretrain": pretrained})
+    return result
 
 
-def _first_base(args: argparse.Namespace, ws: Workspace) -> dict[str, Any] | None:
+def _first_base(args: argparse.Namespace, ws: Workspace) -> FirstBase | None:
     """A recipe on the base model with no base yet: pretrain one first (what the weekly
     ranker_pretrain DAG does), under its own run id; if that fails the run still goes on, its
     train step starting from scratch ("base (none yet)"), and the summary says why. The base is
@@ -74,12 +72,12 @@ def _first_base(args: argparse.Namespace, ws: Workspace) -> dict[str, Any] | Non
             "ranker run: no base model and pretraining one failed (%s); training from scratch",
             result.summary.get("error"),
         )
-    return {
-        "run_id": run_id,
-        "exit_code": result.exit_code,
-        "version": result.summary.get("version"),
-        "error": result.summary.get("error"),
-    }
+    return FirstBase(
+        run_id=run_id,
+        exit_code=result.exit_code,
+        version=result.summary.get("version"),
+        error=result.summary.get("error"),
+    )
 
 
 def register(sub: argparse._SubParsersAction) -> None:  # type: ignore[type-arg]

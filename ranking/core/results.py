@@ -8,7 +8,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Generic, TypeVar
 
-from pydantic import BaseModel
+from pydantic import BaseModel, JsonValue
 
 from ranking.core import killpoints
 
@@ -28,12 +28,12 @@ class CommandResult(Generic[Body]):
     quiet: bool = False  # print and record nothing (e.g. non-zero ranks of a torchrun job)
     error: str | None = None  # why the step failed (exit 2), when its summary does not say
 
-    def body(self) -> dict[str, Any]:  # the JSON edge: what is printed and recorded
+    def body(self) -> dict[str, JsonValue]:  # the JSON edge: what is printed and recorded
         """The summary as JSON-ready data: the fields the producer set (a model's unset defaults
         are left out, as its schema documents), plus ``error`` when the result carries one."""
         summary = self.summary
         if summary is None:
-            out: dict[str, Any] = {}
+            out: dict[str, JsonValue] = {}
         elif isinstance(summary, BaseModel):
             out = summary.model_dump(mode="json", exclude_unset=True)
         else:
@@ -57,7 +57,7 @@ class CommandResult(Generic[Body]):
 
 def record_summary(
     ws: Workspace, run_id: str | None, step: str, result: CommandResult[Any]
-) -> dict[str, Any]:
+) -> dict[str, JsonValue]:
     """The step summary as it is recorded (``step``, ``exit_code`` and ``run_id`` filled in), written
     atomically to ``<home>/pipeline/<run id>/<step>.json`` when there is a run id."""
     from ranking.core.atomic import atomic_write_json

@@ -27,6 +27,7 @@ from ranking.pipeline.run import RunResult, StepRunner, registry_env
 
 if TYPE_CHECKING:
     from ranking.config.loader import EffectiveConfig
+    from ranking.config.model import PipelineConfig
 
 log = logging.getLogger(__name__)
 
@@ -50,10 +51,10 @@ class PretrainPlan:
     end: dt.date  # the eval day of the daily window the base is for
     window_days: int  # the daily window's length
     days: int  # the base's range
-    gap_days: int = 0
-    schedule: str = "joint"
-    epochs: int = 1
-    seed: int = 0
+    gap_days: int  # the [pretrain] section's, as the schedule, epochs and seed (plan_for)
+    schedule: str
+    epochs: int
+    seed: int
     registry: str | None = None
     reason: str | None = None
 
@@ -86,7 +87,7 @@ def uses_base(config: Any) -> bool:
 
 
 def plan_for(
-    config: Any, end: dt.date, registry: str | None = None, reason: str | None = None
+    config: PipelineConfig, end: dt.date, registry: str | None = None, reason: str | None = None
 ) -> PretrainPlan:
     """The pretrain a pipeline config asks for, for the daily window ending ``end``."""
     p = config.pretrain
@@ -166,7 +167,7 @@ def execute_pretrain(
             summary["error"] = str(exc)
             summary["failed_step"] = "pretrain"
             exit_code = 2
-    summary["steps"] = [o.brief() for o in runner.outcomes]
+    summary["steps"] = [o.brief().body() for o in runner.outcomes]
     summary["duration_seconds"] = round(time.perf_counter() - started, 3)
     text = (
         f"pretrain {run_id}: base range [{summary['base_range'][0]}, {summary['base_range'][1]}),"

@@ -1,11 +1,13 @@
-"""``ranker run`` — the whole retrain without Airflow: window → validate → train → gate → promote |
-reject → metrics publish. Each step is the function behind the ``ranker`` subcommand the DAG calls
-(:mod:`ranking.pipeline.steps`), called in this process with its typed request built from the
-run's one effective config (:mod:`ranking.config.requests`), under one pipeline run id, so every
+"""``ranker run`` — the whole retrain without Airflow: the daily retrain graph
+(:data:`ranking.pipeline.graph.RETRAIN`, the one the DAG builds its tasks from) executed in this
+process — window → validate → train → gate → decide → promote | record the rejection | keep the
+champion, then the metrics publish whatever happened. The scheduler's own steps (waiting for the
+source, serving features online, the janitor) are not run here. Each step is called with the run's
+one effective config and the results of the steps it takes, under one pipeline run id, so every
 step's summary lands in ``<home>/pipeline/<run id>/<step>.json`` exactly as it would from the DAG.
-What follows the gate is the promotion policy's answer
-(:func:`ranking.pipeline.decide.decide_candidate`, the function behind ``ranker decide``, which
-the DAG's branch calls too).
+
+What only an attempt of ``ranker run`` knows is here: a rerun of the same run id reuses the
+version an earlier attempt trained, and ends at once when that attempt already promoted it.
 """
 
 from __future__ import annotations
@@ -19,19 +21,33 @@ import time
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, Protocol
+from typing import TYPE_CHECKING, Any, Protocol, TypeVar
+
+from pydantic import BaseModel
 
 from ranking.core.errors import RankerError
-from ranking.core.summaries import RunSummary
-from ranking.pipeline.policy import KEEP_CHAMPION, PROMOTE, request_problem
+from ranking.core.results import CommandResult
+from ranking.core.summaries import (
+    DecideSummary,
+    Decision,
+    GateSummary,
+    PromoteSummary,
+    RunSummary,
+    StepBrief,
+    TrainSummary,
+    ValidationBrief,
+    ValidationSummary,
+    WindowSummary,
+)
+from ranking.pipeline.graph import RETRAIN, OnExit1, RetrainContext, RetrainRequest, RunOutcome, Runs, Step
+from ranking.pipeline.policy import KEEP_CHAMPION, RECORD_REJECTION, request_problem
 from ranking.pipeline.steps import StepOutcome
 
 if TYPE_CHECKING:
     from ranking.config.loader import EffectiveConfig
-    from ranking.core.results import CommandResult
-    from ranking.core.workspace import Workspace
 
 log = logging.getLogger(__name__)
+S = TypeVar("S", bound=BaseModel)
 
 
 @dataclass(frozen=True)
@@ -72,11 +88,11 @@ class StepRunner(Protocol):
 
     outcomes: list[StepOutcome]
 
-    def run(self, step: str, call: Callable[[], CommandResult]) -> StepOutcome: ...
+    def run(self, step: str, call: Callable[[], CommandResult[Any]]) -> StepOutcome: ...
 
 
 @dataclass
-class RunResult:
+class RunResult:  # ranker pretrain's
     summary: dict[str, Any]
     exit_code: int
     text: str
@@ -104,7 +120,10 @@ def registry_env(url: str | None) -> Iterator[None]:
 ATTEMPTS = "attempts"
 # the steps whose summaries (and failure records) `ranker run` writes; others under the same run
 # id (a `features freshness --run-id R` before it, as the DAG runs) belong to the caller
-RUN_STEPS = ("window", "validate", "train", "gate", "promote", "reject", "metrics", "run")
+RUN_STEPS = (
+    *(s.summary for s in RETRAIN if s.in_process and s.summary is not None),
+    "run",
+)
 
 
 @dataclass(frozen=True)
@@ -113,7 +132,7 @@ class Rerun:
     ``pipeline/<run id>/attempts/<n>/``; a successful train (registered version) is kept."""
 
     attempt: int
-    train: dict[str, Any] | None  # the kept train summary, when its version can be reused
+    train: TrainSummary | None  # the kept train summary, when its version can be reused
 
 
 def prepare_rerun(home: str, run_id: str, registry: str | None) -> Rerun | None:
@@ -124,24 +143,18 @@ def prepare_rerun(home: str, run_id: str, registry: str | None) -> Rerun | None:
     summaries and failure records (of :data:`RUN_STEPS`) move to ``attempts/<n>/`` (so metrics and
     readers never mix two attempts), except a train summary whose registered version is complete,
     which this attempt reuses instead of training (and registering) again."""
-    from ranking.core.atomic import read_json
     from ranking.core.workspace import Workspace
 
     folder = Workspace.resolve(home).pipeline / run_id
     if not folder.is_dir():
         return None
-    previous = folder / "run.json"
-    if previous.is_file():
-        try:
-            prior = read_json(previous)
-        except (OSError, ValueError):
-            prior = {}
-        if isinstance(prior, dict) and prior.get("exit_code") in (0, 1) and not prior.get("error"):
-            raise RankerError(
-                f"run {run_id} already finished (gate {prior.get('decision') or '-'}, version"
-                f" {prior.get('version') or '-'}, exit {prior['exit_code']}); its summaries are in"
-                f" {folder}: use a new --run-id"
-            )
+    prior = _read(folder / "run.json", _Finished)
+    if prior is not None and prior.exit_code in (0, 1) and not prior.error:
+        raise RankerError(
+            f"run {run_id} already finished (gate {prior.decision or '-'}, version"
+            f" {prior.version or '-'}, exit {prior.exit_code}); its summaries are in"
+            f" {folder}: use a new --run-id"
+        )
     entries = [
         path
         for step in RUN_STEPS
@@ -168,27 +181,43 @@ def prepare_rerun(home: str, run_id: str, registry: str | None) -> Rerun | None:
     return Rerun(attempt=attempt + 1, train=keep)
 
 
-def _recorded_train(train_path: Path, home: str, registry: str | None) -> dict[str, Any] | None:
-    """An earlier attempt's train summary whose registered version is complete (None: none)."""
+class _Finished(BaseModel):
+    """What says a recorded ``run`` summary (of any age) finished: a decision, not an error."""
+
+    exit_code: int | None = None
+    error: str | None = None
+    decision: str | None = None
+    version: str | None = None
+
+
+def _read(path: Path, model: type[S]) -> S | None:
+    """A summary an earlier attempt recorded, through its model (None: absent, torn or not one)."""
     from ranking.core.atomic import read_json
+
+    if not path.is_file():
+        return None
+    try:
+        return model.model_validate(read_json(path))
+    except (OSError, ValueError):  # a torn write, or not a summary of this model (ValidationError)
+        return None
+
+
+def _recorded_train(train_path: Path, home: str, registry: str | None) -> TrainSummary | None:
+    """An earlier attempt's train summary whose registered version is complete (None: none)."""
     from ranking.core.workspace import Workspace
     from ranking.registry import Registry
 
-    if not train_path.is_file():
-        return None
-    try:
-        train = read_json(train_path)
-    except (OSError, ValueError):
-        return None
-    version = train.get("version") if isinstance(train, dict) else None
-    if not isinstance(train, dict) or train.get("exit_code", 0) != 0 or not version or train.get("error"):
+    train = _read(train_path, TrainSummary)
+    if train is None or train.exit_code != 0 or not train.version or train.error:
         return None
     return (
-        train if Registry.for_workspace(Workspace.resolve(home), registry).is_complete(str(version)) else None
+        train
+        if Registry.for_workspace(Workspace.resolve(home), registry).is_complete(train.version)
+        else None
     )
 
 
-def _registered_before_its_summary(home: str, run_id: str, registry: str | None) -> dict[str, Any] | None:
+def _registered_before_its_summary(home: str, run_id: str, registry: str | None) -> TrainSummary | None:
     """The train summary of an attempt killed after it registered its version and before its
     train.json was written: the summary it kept in its run folder, with the version the registry
     holds for this run id and this very model file (None: nothing registered)."""
@@ -213,7 +242,7 @@ def _registered_before_its_summary(home: str, run_id: str, registry: str | None)
     log.info(
         "ranker run: %s was registered by a killed attempt of %s before its summary: reused", version, run_id
     )
-    return {**summary, "version": version, "exit_code": 0}
+    return TrainSummary.model_validate({**summary, "version": version, "exit_code": 0})
 
 
 RUN_LOCK = ".run.lock"  # in pipeline/<run id>/: held by the attempt of that run id in progress
@@ -232,8 +261,8 @@ def run_id_lock(home: str, run_id: str) -> contextlib.AbstractContextManager[Non
     )
 
 
-def execute(plan: RunPlan, home: str, run_id: str, runner: StepRunner) -> RunResult:
-    """Run the pipeline; the returned summary is the `run` step's."""
+def execute(plan: RunPlan, home: str, run_id: str, runner: StepRunner) -> CommandResult[RunSummary]:
+    """Run the pipeline; the result's summary is the `run` step's."""
     from ranking.registry.janitor import collect_for_workspace
 
     with run_id_lock(home, run_id), registry_env(plan.registry):
@@ -248,224 +277,233 @@ def execute(plan: RunPlan, home: str, run_id: str, runner: StepRunner) -> RunRes
 
 def _execute(
     plan: RunPlan, home: str, run_id: str, runner: StepRunner, rerun: Rerun | None = None
-) -> RunResult:
+) -> CommandResult[RunSummary]:
     from ranking.core.workspace import Workspace
 
     started = time.perf_counter()
-    run = _Run(plan, Workspace.resolve(home), plan.config_of(home), run_id, runner, rerun)
+    ws = Workspace.resolve(home)
+    request = RetrainRequest(
+        end=plan.end, dry_run=plan.dry_run, force_promote=plan.force_promote, reason=plan.reason
+    )
+    ctx = RetrainContext(request, plan.config_of(home), ws, run_id, plan.registry)
+    run = _Run(ctx, runner, rerun)
     exit_code, finished = 0, False
     try:
-        version = run.candidate()
-        if run.promoted_by_an_earlier_attempt(version):
-            exit_code = 0
-        else:
-            gate = run.judge(version)
-            exit_code = run.serve(version, gate)
+        exit_code = run.through_the_graph()
         finished = True
     except _StepFailed as failed:
         outcome = failed.outcome
-        run.summary["error"] = (
-            f"step {outcome.step} failed: {outcome.error or 'exit ' + str(outcome.exit_code)}"
-        )
-        run.summary["failed_step"] = outcome.step
+        run.so_far.error = f"step {outcome.step} failed: {outcome.error or 'exit ' + str(outcome.exit_code)}"
+        run.so_far.failed_step = outcome.step
         exit_code, finished = 2, True
     except RankerError as exc:  # between steps (e.g. the trained run could not be registered)
-        run.summary["error"] = str(exc)
-        run.summary["failed_step"] = runner.outcomes[-1].step if runner.outcomes else "run"
+        run.so_far.error = str(exc)
+        run.so_far.failed_step = runner.outcomes[-1].step if runner.outcomes else "run"
         exit_code, finished = 2, True
     finally:
         # a crash (not a RankerError) propagates after this, so it is published as a failure too
-        failed_step = run.summary.get("failed_step") or (None if finished else "run")
-        _publish_metrics(runner, run.effective, run.ws, run_id, failed_step)
+        failed_step = run.so_far.failed_step or (None if finished else "run")
+        run.publish(failed_step)
 
-    summary = run.summary
-    summary["steps"] = [o.brief() for o in runner.outcomes]
-    summary["champion"] = _champion(home, plan.registry)
-    summary["duration_seconds"] = round(time.perf_counter() - started, 3)
-    summary = RunSummary.model_validate(summary).body()  # a field that does not fit fails here
+    steps = [o.brief() for o in runner.outcomes]
+    summary = run.so_far.summary(steps, _champion(ctx), round(time.perf_counter() - started, 3))
     text = (
-        f"run {run_id}: version {summary['version'] or '-'}, gate {summary['decision'] or '-'}, "
-        f"{'promoted' if summary['promoted'] else 'not promoted'}; champion {summary['champion'] or '(none)'}"
-        + (f"; {summary['error']}" if "error" in summary else "")
+        f"run {run_id}: version {summary.version or '-'}, gate {summary.decision or '-'}, "
+        f"{'promoted' if summary.promoted else 'not promoted'}; champion {summary.champion or '(none)'}"
+        + (f"; {summary.error}" if summary.error else "")
     )
-    return RunResult(summary, exit_code=exit_code, text=text)
+    return CommandResult(summary, exit_code=exit_code, text=text)
+
+
+@dataclass
+class RunSoFar:
+    """What the ``run`` summary says so far; its fields left None are not set in the summary
+    (the gate's failed checks only once it ran, the error and failed step only on a failure)."""
+
+    run_id: str
+    end: dt.date
+    days: int | None
+    dry_run: bool
+    attempt: int
+    decision: Decision | None = None
+    version: str | None = None
+    promoted: bool = False
+    forced: bool = False
+    kept_champion: bool = False
+    failed_checks: list[str] | None = None
+    failed_step: str | None = None
+    error: str | None = None
+    validation: ValidationBrief | None = None
+
+    def summary(self, steps: list[StepBrief], champion: str | None, duration_seconds: float) -> RunSummary:
+        summary = RunSummary(
+            run_id=self.run_id,
+            end=self.end,
+            days=self.days,
+            dry_run=self.dry_run,
+            attempt=self.attempt,
+            decision=self.decision,
+            version=self.version,
+            promoted=self.promoted,
+            forced=self.forced,
+            kept_champion=self.kept_champion,
+            steps=steps,
+            champion=champion,
+            duration_seconds=duration_seconds,
+        )
+        when_set: dict[str, list[str] | str | ValidationBrief | None] = {
+            "failed_checks": self.failed_checks,
+            "failed_step": self.failed_step,
+            "error": self.error,
+            "validation": self.validation,
+        }
+        return summary.model_copy(update={k: v for k, v in when_set.items() if v is not None})
 
 
 class _Run:
-    """One attempt's steps, each through its typed request from the run's one effective config;
-    what they did accumulates in ``summary`` (the ``run`` step's)."""
+    """One attempt through the graph's in-process steps; what they did accumulates in ``so_far``
+    (the ``run`` step's summary)."""
 
-    def __init__(
-        self,
-        plan: RunPlan,
-        ws: Workspace,
-        effective: EffectiveConfig,
-        run_id: str,
-        runner: StepRunner,
-        rerun: Rerun | None,
-    ) -> None:
-        self.plan, self.ws, self.effective, self.run_id = plan, ws, effective, run_id
-        self.runner, self.rerun = runner, rerun
-        self.summary: dict[str, Any] = {
-            "run_id": run_id,
-            "end": plan.end.isoformat(),
-            "days": effective.config.window.days,
-            "dry_run": plan.dry_run,
-            "decision": None,
-            "version": None,
-            "promoted": False,
-            "forced": False,
-            "kept_champion": False,
-            "attempt": rerun.attempt if rerun else 1,
-        }
+    def __init__(self, ctx: RetrainContext, runner: StepRunner, rerun: Rerun | None) -> None:
+        self.ctx, self.runner, self.rerun = ctx, runner, rerun
+        self.results: dict[str, BaseModel] = {}
+        self.so_far = RunSoFar(
+            run_id=ctx.run_id,
+            end=ctx.end,
+            days=ctx.config.window.days,
+            dry_run=ctx.request.dry_run,
+            attempt=rerun.attempt if rerun else 1,
+        )
 
-    def _step(self, step: str, call: Callable[[], CommandResult], ok: tuple[int, ...] = (0,)) -> StepOutcome:
-        outcome = self.runner.run(step, call)
-        if outcome.exit_code not in ok:
+    def through_the_graph(self) -> int:
+        """Each in-process step in the graph's order, the branch the decision chose and no other;
+        the run's exit code (1: the gate's rejection recorded, or a dry run the gate rejected)."""
+        gate_exit = 0
+        for step in RETRAIN:
+            if not step.in_process or step.runs is Runs.WHATEVER_HAPPENED:
+                continue  # the scheduler's, or the publish (whatever happened: see _execute)
+            chooser = RETRAIN.branch_of(step.name)
+            if chooser is not None and getattr(self.results[chooser.name], "branch", None) != step.name:
+                continue
+            if step.name == KEEP_CHAMPION:
+                log.info("ranker run: keeping the champion: %s", self._decision().reason)
+                self.so_far.kept_champion = not self.ctx.request.dry_run
+                return gate_exit if self.ctx.request.dry_run else 0
+            outcome = self._train() if step.name == "train" else self._run(step)
+            if step.name == "gate":
+                gate_exit = outcome.exit_code
+            if step.name == "train" and self._promoted_by_an_earlier_attempt():
+                return 0
+        return 1 if RECORD_REJECTION in self.results else 0
+
+    def _run(self, step: Step) -> StepOutcome:
+        assert step.call is not None and step.summary is not None
+        call, inputs = step.call, {name: self.results[name] for name in step.inputs}
+        outcome = self.runner.run(step.summary, lambda: call(self.ctx, **inputs))
+        if outcome.result is not None and outcome.result.summary is not None:
+            self.results[step.name] = outcome.result.summary
+            self._note(outcome.result.summary)
+        allowed = (0, 1) if step.on_exit_1 is OnExit1.ANSWERS else (0,)
+        if outcome.exit_code not in allowed:
             raise _StepFailed(outcome)
         return outcome
 
-    def candidate(self) -> str:
-        """Window, then train (or the version an earlier attempt trained): the registered version."""
-        from ranking.config import requests
-        from ranking.pipeline import steps
-
-        config, end = self.effective.config, self.plan.end
-        window = self._step("window", lambda: steps.window(requests.window_request(config, self.ws, end)))
-        self.summary["days"] = window.summary.get("days", config.window.days)
-        # the data before anything trains on it: a failing anomaly stops the run here (exit 2)
-        validated = self.runner.run(
-            "validate", lambda: steps.validate(requests.validation_request(config, self.ws, end))
-        )
-        if "verdict" in validated.summary:
-            self.summary["validation"] = {
-                "verdict": validated.summary["verdict"],
-                "counts": validated.summary["counts"],
-                "failing": sorted(
-                    {a["kind"] for a in validated.summary["anomalies"] if a["policy"] == "fail"}
-                ),
-                "report": validated.summary["report"],
-            }
-        if validated.exit_code != 0:
-            raise _StepFailed(validated)
+    def _train(self) -> StepOutcome:
+        """The train step, or the version an earlier attempt of this run id trained."""
         if self.rerun is not None and self.rerun.train is not None:
-            trained = _reused_train(self.rerun, window.summary, self.run_id, self.runner)
+            outcome = _reused_train(self.rerun, self.results["build_window"], self.ctx.run_id, self.runner)
         else:
-            # resume (as the DAG does): an earlier attempt's run folder continues after its last
-            # complete epoch instead of failing on the folder it left
-            job = requests.train_job(self.effective, self.ws, end, run_id=self.run_id, resume=True)
-            trained = self._step("train", lambda: steps.train(job)).summary
-        version = _registered_version(trained, str(self.ws.root), self.run_id, self.plan.registry)
-        self.summary["version"] = version
-        return version
+            outcome = self._run(RETRAIN["train"])
+        trained = outcome.result.summary if outcome.result is not None else None
+        assert isinstance(trained, TrainSummary)
+        version = _registered_version(trained, self.ctx)
+        self.results["train"] = trained.model_copy(update={"version": version})
+        self.so_far.version = version
+        return outcome
 
-    def promoted_by_an_earlier_attempt(self, version: str) -> bool:
-        """An earlier attempt of this run id promoted ``version`` and was killed before it recorded
+    def _note(self, result: BaseModel) -> None:
+        """What the run summary says of a step's result."""
+        if isinstance(result, WindowSummary):
+            self.so_far.days = result.days
+        elif isinstance(result, ValidationSummary):
+            self.so_far.validation = ValidationBrief(
+                verdict=result.verdict,
+                counts=result.counts,
+                failing=sorted({a.kind for a in result.anomalies if a.policy == "fail"}),
+                report=result.report,
+            )
+        elif isinstance(result, GateSummary):
+            self.so_far.decision = result.decision
+            self.so_far.failed_checks = result.failed_checks
+        elif isinstance(result, PromoteSummary):
+            self.so_far.promoted = not result.noop
+            self.so_far.forced = result.forced
+
+    def _decision(self) -> DecideSummary:
+        decision = self.results["decide"]
+        assert isinstance(decision, DecideSummary)
+        return decision
+
+    def _promoted_by_an_earlier_attempt(self) -> bool:
+        """An earlier attempt of this run id promoted the version and was killed before it recorded
         the promotion (the champion's last event is this run's): the run is done, not re-gated
         (the gate would refuse a candidate that already is the champion, forever)."""
         from ranking.registry import Registry
 
         if self.rerun is None:
             return False
-        reg = Registry.for_workspace(self.ws, self.plan.registry)
+        version, run_id = self.so_far.version, self.ctx.run_id
+        reg = Registry.for_workspace(self.ctx.ws, self.ctx.registry)
         events = reg.history()
         if reg.champion() != version or not events:
             return False
         last = events[-1]
-        if last.to_version != version or last.run_id != self.run_id:
+        if last.to_version != version or last.run_id != run_id:
             return False
         verdict = reg.verdict(version)
-        self.summary["decision"] = verdict.decision if verdict else None
-        self.summary["failed_checks"] = verdict.failed_checks if verdict else []
-        self.summary["promoted"] = True
+        self.so_far.decision = verdict.decision if verdict else None
+        self.so_far.failed_checks = verdict.failed_checks if verdict else []
+        self.so_far.promoted = True
         log.info(
             "ranker run: %s became the champion in an earlier attempt of %s (event #%d): nothing left to do",
             version,
-            self.run_id,
+            run_id,
             last.seq,
         )
         return True
 
-    def judge(self, version: str) -> StepOutcome:
-        """The gate (exit 0 pass, 1 reject; anything else fails the run)."""
-        from ranking.config.requests import gate_request
-        from ranking.pipeline import steps
-
-        request = gate_request(
-            self.effective.config,
-            self.ws,
-            version,
-            self.plan.end,
-            registry=self.plan.registry,
-            run_id=self.run_id,
+    def publish(self, failed_step: str | None) -> None:
+        """The graph's publish step, whatever happened; a failed publish never fails the run."""
+        step = RETRAIN["publish_metrics"]
+        assert step.call is not None and step.summary is not None
+        call, labels = step.call, {s.summary: s.label for s in RETRAIN if s.summary}
+        outcome = RunOutcome(
+            status="failed" if failed_step else "success",
+            failed_step=labels.get(failed_step, failed_step) if failed_step else None,
         )
-        gate = self._step("gate", lambda: steps.gate(request), ok=(0, 1))
-        self.summary["decision"] = gate.summary.get("decision")
-        self.summary["failed_checks"] = gate.summary.get("failed_checks", [])
-        return gate
-
-    def serve(self, version: str, gate: StepOutcome) -> int:
-        """The promotion policy's branch (promote | record the rejection | keep the champion);
-        the run's exit code: 1 for a recorded rejection (and a dry run the gate rejected)."""
-        from ranking.pipeline import steps
-        from ranking.registry import registry_url
-        from ranking.registry.operations import PromoteRequest, RejectRequest
-
-        decision = _decide(self.plan, str(self.ws.root), self.run_id, version)
-        registry = registry_url(self.ws, self.plan.registry)
-        reason = decision["reason"]
-        if decision["branch"] == KEEP_CHAMPION:
-            log.info("ranker run: keeping the champion: %s", reason)
-            self.summary["kept_champion"] = not self.plan.dry_run
-            return gate.exit_code if self.plan.dry_run else 0
-        if decision["branch"] == PROMOTE:
-            promote = PromoteRequest(
-                registry, version, reason, force=bool(decision["force"]), run_id=self.run_id
-            )
-            promoted = self._step("promote", lambda: steps.promote(promote))
-            self.summary["promoted"] = not promoted.summary.get("noop", False)
-            self.summary["forced"] = bool(promoted.summary.get("forced"))
-            return 0
-        reject = RejectRequest(registry, version, reason, run_id=self.run_id)
-        self._step("reject", lambda: steps.reject(reject))
-        return 1
+        try:
+            published = self.runner.run(step.summary, lambda: call(self.ctx, run=outcome))
+        except Exception as exc:  # monitoring must never turn a retrain into a failure
+            log.warning("ranker run: metrics publish crashed: %s", exc)
+            return
+        if published.exit_code != 0:
+            log.warning("ranker run: metrics publish failed: %s", published.error)
 
 
-def _reused_train(rerun: Rerun, window: dict[str, Any], run_id: str, runner: StepRunner) -> dict[str, Any]:
+def _reused_train(rerun: Rerun, window: BaseModel, run_id: str, runner: StepRunner) -> StepOutcome:
     """The train summary of an earlier attempt whose version this one reuses (its window must be
     this attempt's); listed among the steps, not run again."""
     kept = rerun.train
-    assert kept is not None
-    if (kept.get("window") or {}).get("window_id") != window.get("window_id"):
+    assert kept is not None and isinstance(window, WindowSummary)
+    if kept.window.window_id != window.window_id:
         raise RankerError(
             f"the window of run {run_id} changed since its attempt that trained"
-            f" {kept.get('version')} (source data replaced?): use a new --run-id"
+            f" {kept.version} (source data replaced?): use a new --run-id"
         )
-    log.info("ranker run: attempt %d reuses %s trained by an earlier one", rerun.attempt, kept["version"])
-    runner.outcomes.append(StepOutcome("train", 0, kept, 0.0))
-    return kept
-
-
-def _publish_metrics(
-    runner: StepRunner, effective: EffectiveConfig, ws: Any, run_id: str, failed_step: str | None
-) -> None:
-    """Publish whatever happened, like the DAG's final task; a failed publish never fails the run."""
-    from ranking.config.requests import publish_request
-    from ranking.pipeline import steps
-
-    status = "failed" if failed_step else "success"
-    try:
-        published = runner.run(
-            "metrics",
-            lambda: steps.publish(
-                publish_request(effective.config, ws, run_id, status=status, failed_step=failed_step)
-            ),
-        )
-    except Exception as exc:  # monitoring must never turn a retrain into a failure
-        log.warning("ranker run: metrics publish crashed: %s", exc)
-        return
-    if published.exit_code != 0:
-        log.warning("ranker run: metrics publish failed: %s", published.error)
+    log.info("ranker run: attempt %d reuses %s trained by an earlier one", rerun.attempt, kept.version)
+    outcome = StepOutcome("train", 0, kept.body(), 0.0, result=CommandResult(kept))
+    runner.outcomes.append(outcome)
+    return outcome
 
 
 class _StepFailed(Exception):
@@ -474,42 +512,18 @@ class _StepFailed(Exception):
         self.outcome = outcome
 
 
-def _registered_version(train_summary: dict[str, Any], home: str, run_id: str, registry: str | None) -> str:
+def _registered_version(trained: TrainSummary, ctx: RetrainContext) -> str:
     """The version `ranker train` registered; registers its run folder if it did not."""
-    version = train_summary.get("version")
-    if version:
-        return str(version)
-    run_dir = train_summary.get("run_dir")
-    if not run_dir:
+    if trained.version:
+        return trained.version
+    if not trained.run_dir:
         raise RankerError("`ranker train` reported neither a registered version nor a run_dir")
-    from pathlib import Path
-
-    from ranking.core.workspace import Workspace
     from ranking.registry import register_run
 
-    return register_run(Workspace.resolve(home), Path(run_dir), run_id, registry)
+    return register_run(ctx.ws, Path(trained.run_dir), ctx.run_id, ctx.registry)
 
 
-def _decide(plan: RunPlan, home: str, run_id: str, version: str) -> dict[str, Any]:
-    """The promotion policy's answer for the gated candidate (what `ranker decide` prints)."""
-    from ranking.core.workspace import Workspace
-    from ranking.pipeline.decide import DecideRequest, decide_candidate
-    from ranking.registry import registry_url
-
-    request = DecideRequest(
-        registry=registry_url(Workspace.resolve(home), plan.registry),
-        candidate=version,
-        end=plan.end,
-        dry_run=plan.dry_run,
-        force_promote=plan.force_promote,
-        reason=plan.reason,
-        run_id=run_id,
-    )
-    return decide_candidate(request).body()
-
-
-def _champion(home: str, registry: str | None) -> str | None:
-    from ranking.core.workspace import Workspace
+def _champion(ctx: RetrainContext) -> str | None:
     from ranking.registry import Registry
 
-    return Registry.for_workspace(Workspace.resolve(home), registry).champion()
+    return Registry.for_workspace(ctx.ws, ctx.registry).champion()

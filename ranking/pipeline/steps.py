@@ -18,7 +18,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, TypeVar
 
-from pydantic import BaseModel
+from pydantic import BaseModel, JsonValue
 
 from ranking.core import killpoints
 from ranking.core.errors import RankerError, as_user_error
@@ -31,12 +31,14 @@ from ranking.core.summaries import (
     MetricsSummary,
     PromoteSummary,
     RejectSummary,
+    StepBrief,
     StepError,
     TrainSummary,
     ValidationSummary,
     WindowSummary,
 )
 from ranking.core.workspace import Workspace
+from ranking.registry.janitor import DEFAULT_GRACE_SECONDS
 
 if TYPE_CHECKING:
     from features.feast_repo import StoreSettings
@@ -46,6 +48,7 @@ if TYPE_CHECKING:
     from ranking.monitoring.publish import PublishRequest
     from ranking.pipeline.decide import DecideRequest
     from ranking.registry.operations import PromoteRequest, RejectRequest
+    from ranking.registry.retention import RetentionPolicy
     from ranking.trainer.job import TrainJob
 
 log = logging.getLogger(__name__)
@@ -215,24 +218,72 @@ def publish(request: PublishRequest) -> CommandResult[MetricsSummary]:
     return CommandResult(as_model(MetricsSummary, result.summary()), text=text)
 
 
+@dataclass(frozen=True)
+class GcRequest:
+    """``ranker gc``: what killed writers left (older than ``grace_seconds``), what ``retention``
+    lets go (None: leftovers only), then the disk measured and its series delivered."""
+
+    workspace: Workspace
+    registry: str  # registry root URL
+    grace_seconds: float = DEFAULT_GRACE_SECONDS
+    dry_run: bool = False  # list what would go; remove and push nothing
+    retention: RetentionPolicy | None = None
+    pushgateway: str | None = None  # [metrics] pushgateway ("" none; None: $RANKER_PUSHGATEWAY)
+
+
+def collect_garbage(request: GcRequest) -> CommandResult[dict[str, Any]]:
+    import time
+    from pathlib import Path
+
+    from ranking.monitoring.delivery import resolve_pushgateway
+    from ranking.monitoring.disk import deliver, gc_samples, measure
+    from ranking.registry import Registry
+    from ranking.registry.janitor import collect_garbage as collect
+
+    ws, reg = request.workspace, Registry(request.registry)
+    report = collect(
+        ws.root,
+        reg,
+        grace_seconds=request.grace_seconds,
+        dry_run=request.dry_run,
+        retention=request.retention,
+    )
+    summary = report.to_dict()
+    usage = measure(ws.root, Path(reg.store.root) if reg.store.local else None)
+    summary["disk"] = usage.to_dict()
+    if not request.dry_run:
+        delivered = deliver(
+            gc_samples(usage, summary, time.time()),
+            resolve_pushgateway(request.pushgateway) if request.pushgateway != "" else None,
+            ws.metrics,
+        )
+        summary["metrics"] = {"delivery": delivered.delivery, "target": delivered.target}
+    verb = "would remove" if request.dry_run else "removed"
+    lines = [f"{verb} {len(report.removed)} leftover(s), {summary['bytes_freed'] / 2**20:.1f} MiB freed"]
+    lines += [f"  {verb}: {r['kind']} {r['where']} ({r['bytes'] / 2**20:.1f} MiB)" for r in report.removed]
+    lines += [f"  kept: {r['kind']} {r['where']} ({r['why']})" for r in report.kept]
+    lines += [f"  failed: {r['kind']} {r['where']} ({r['why']})" for r in report.failed]
+    used = ", ".join(f"{kind} {size / 2**20:.1f}" for kind, size in usage.kinds.items())
+    lines.append(
+        f"disk (MiB): {used}; {usage.free_bytes / max(usage.size_bytes, 1):.0%} of the filesystem free"
+    )
+    return CommandResult(summary, text="\n".join(lines))
+
+
 @dataclass
 class StepOutcome:
     step: str
     exit_code: int
-    summary: dict[str, Any]  # as recorded: the JSON edge (pipeline/<run id>/<step>.json)
+    summary: dict[str, JsonValue]  # as recorded: the JSON edge (pipeline/<run id>/<step>.json)
     duration_seconds: float
     error: str | None = None
     result: CommandResult[Any] | None = None  # what the step returned (None: it raised)
 
-    def brief(self) -> dict[str, Any]:
-        out: dict[str, Any] = {
-            "step": self.step,
-            "exit_code": self.exit_code,
-            "duration_seconds": round(self.duration_seconds, 3),
-        }
-        if self.error:
-            out["error"] = self.error
-        return out
+    def brief(self) -> StepBrief:
+        brief = StepBrief(
+            step=self.step, exit_code=self.exit_code, duration_seconds=round(self.duration_seconds, 3)
+        )
+        return brief.model_copy(update={"error": self.error}) if self.error else brief
 
 
 class InProcessSteps:

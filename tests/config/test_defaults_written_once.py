@@ -55,8 +55,6 @@ DEFINITIONS = frozenset(
 # fails on any other copy, and on these once they come back after being removed
 LEFT_TO_OWNERS = frozenset(
     {
-        # PretrainRequest's schedule: the [pretrain] section's (ranking.config.requests builds it)
-        "ranking/pipeline/pretrain.py:54: pretrain.schedule = 'joint'",
         # the training loop's own warm-start scope default: [recipe] warm_start_scope's
         "ranking/trainer/loop.py:73: recipe.warm_start_scope = 'all'",
     }

@@ -25,7 +25,7 @@ TRANSIENT = {
     "publish_metrics",
     "collect_garbage",
 }
-NO_RETRY = {"plan", "validate_window", "gate", "decide"}
+NO_RETRY = {"plan", "validate_window", "gate", "decide", "decide_branch"}
 
 
 @pytest.fixture(scope="module")
@@ -46,9 +46,23 @@ def test_dagbag_has_both_dags_and_no_import_errors(dagbag: BundleDagBag) -> None
 def test_retrain_task_graph(dagbag: BundleDagBag) -> None:
     dag = dagbag.dags["ranker_retrain"]
     edges = {(t.task_id, d) for t in dag.tasks for d in t.downstream_task_ids}
-    chain = ["plan", "check_freshness", "build_window", "validate_window", "train", "gate", "decide"]
+    chain = [
+        "plan",
+        "check_freshness",
+        "build_window",
+        "validate_window",
+        "train",
+        "gate",
+        "decide",
+        "decide_branch",
+    ]
     assert {(a, b) for a, b in itertools.pairwise(chain)} <= edges
-    assert {("decide", "promote"), ("decide", "record_rejection"), ("decide", "keep_champion")} <= edges
+    branches = {
+        ("decide_branch", "promote"),
+        ("decide_branch", "record_rejection"),
+        ("decide_branch", "keep_champion"),
+    }
+    assert branches <= edges
     for outcome in ("promote", "record_rejection", "keep_champion"):
         assert (outcome, "materialize_online") in edges
     assert ("materialize_online", "publish_metrics") in edges
@@ -63,7 +77,8 @@ def test_retrain_task_graph(dagbag: BundleDagBag) -> None:
         "record_rejection": "outcome: REJECTED by the gate",
         "keep_champion": "outcome: champion kept",
     }
-    assert isinstance(dag.get_task("decide"), BranchPythonOperator)  # a branch (the public class)
+    assert isinstance(dag.get_task("decide_branch"), BranchPythonOperator)  # a branch (the public class)
+    assert not isinstance(dag.get_task("decide"), BranchPythonOperator)  # the decision is its return value
     assert dag.get_task("materialize_online").trigger_rule == "none_failed_min_one_success"
     assert dag.get_task("publish_metrics").trigger_rule == "all_done"
     # publish_metrics succeeds after failures: the watcher leaf makes the DagRun fail when any step did
@@ -71,6 +86,31 @@ def test_retrain_task_graph(dagbag: BundleDagBag) -> None:
     assert watcher.trigger_rule == "one_failed"
     assert watcher.upstream_task_ids == {t.task_id for t in dag.tasks} - {watcher.task_id}
     assert not watcher.downstream_task_ids
+
+
+def test_the_dag_is_the_declared_graph(dagbag: BundleDagBag) -> None:
+    """One task per step of ranking/pipeline/graph.py's export, each waiting for exactly the steps
+    it takes and waits for (and the plan, the branch task of a decision): no edge of its own."""
+    from ranker_dags.decisions import PLAN, branch_task_id
+    from ranker_dags.retrain_graph import RETRAIN
+
+    dag = dagbag.dags["ranker_retrain"]
+    watcher = "fail_run_if_a_step_failed"
+    branch_tasks = {branch_task_id(s) for s in RETRAIN.steps if s.branches}
+    assert {t.task_id for t in dag.tasks} == {PLAN, watcher, *branch_tasks, *(s.name for s in RETRAIN.steps)}
+    for step in RETRAIN.steps:
+        chooser = RETRAIN.branch_of(step.name)
+        expected = {
+            *step.upstream,
+            *([branch_task_id(chooser)] if chooser else []),
+            *([] if step.noop or step.runs == "all_done" else [PLAN]),
+        }
+        task = dag.get_task(step.name)
+        assert task.upstream_task_ids == expected, step.name
+        assert task.trigger_rule == step.runs and task.doc_md == step.doc, step.name
+    for step in RETRAIN.steps:
+        if step.branches:
+            assert dag.get_task(branch_task_id(step)).downstream_task_ids - {watcher} == set(step.branches)
 
 
 def test_retrain_schedule_and_run_limits(dagbag: BundleDagBag) -> None:

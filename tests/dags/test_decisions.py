@@ -6,56 +6,26 @@ from typing import Any
 
 import pytest
 from ranker_dags import decisions as d
+from ranker_dags.retrain_graph import RETRAIN
 from ranker_dags.settings import OrchestrationSettings, SettingsError
-
-PLAN: dict[str, Any] = {
-    "run_id": "r1",
-    "window_end": "2026-01-24",
-    "window_days": 20,
-    "dry_run": False,
-    "force_promote": False,
-    "reason": "",
-}
-
-
-def test_freshness_needs_the_eval_day_in_the_source() -> None:
-    assert d.freshness_problem({"latest_source_date": "2026-01-24"}, "2026-01-24") is None
-    assert d.freshness_problem({"latest_source_date": "2026-01-25T02:00:00+00:00"}, "2026-01-24") is None
-    assert "has not landed" in (d.freshness_problem({"latest_source_date": "2026-01-23"}, "2026-01-24") or "")
-    assert "no data" in (d.freshness_problem({"latest_source_date": None}, "2026-01-24") or "")
-
 
 DECISION = {
     "branch": "promote",
     "reason": "gate passed for window ending 2026-01-24 (run r1)",
     "force": False,
 }
+DECIDE = RETRAIN["decide"]
 
 
-def test_decide_hands_the_run_flags_to_ranker_decide() -> None:
-    assert d.decide_args(PLAN, "v0007") == ["decide", "--candidate", "v0007", "--end", "2026-01-24"]
-    forced = {**PLAN, "force_promote": True, "reason": "incident 7"}
-    assert d.decide_args(forced, "v0007")[-3:] == ["--force-promote", "--reason", "incident 7"]
-    assert d.decide_args({**PLAN, "dry_run": True}, "v0007")[-1] == "--dry-run"
-
-
-@pytest.mark.parametrize("branch", [d.PROMOTE, d.RECORD_REJECTION, d.KEEP_CHAMPION])
-def test_the_branch_is_the_task_ranker_decide_names(branch: str) -> None:
-    assert d.branch_task({**DECISION, "branch": branch}) == branch
+@pytest.mark.parametrize("branch", DECIDE.branches)
+def test_the_branch_followed_is_the_step_the_decision_names(branch: str) -> None:
+    assert d.chosen_branch(DECIDE, {**DECISION, "branch": branch}) == branch
 
 
 def test_an_unknown_branch_is_a_broken_contract() -> None:
     for bad in ({}, {"branch": "ship_it"}, {"branch": None}):
-        with pytest.raises(ValueError, match="ranker decide answered branch"):
-            d.branch_task(bad)
-
-
-def test_promote_and_reject_carry_the_decided_reason() -> None:
-    decided = {**DECISION, "version": "v0007"}
-    assert d.promote_args(decided) == ["promote", "v0007", "--reason", DECISION["reason"]]
-    assert d.promote_args({**decided, "force": True})[-1] == "--force"
-    rejected = {**decided, "branch": "record_rejection", "reason": "gate rejected: auc_drop"}
-    assert d.reject_args(rejected) == ["reject", "v0007", "--reason", "gate rejected: auc_drop"]
+        with pytest.raises(ValueError, match="decide answered branch"):
+            d.chosen_branch(DECIDE, bad)
 
 
 POLICY = ("gate_branch", "promotion_reason", "rejection_reason", "champion_trained_for")
@@ -74,7 +44,7 @@ def test_the_dags_hold_no_promotion_policy() -> None:
         texts = [n.value for n in ast.walk(tree) if isinstance(n, ast.Constant) and isinstance(n.value, str)]
         assert not [t for t in texts if "gate passed" in t or "forced past" in t], path
     retrain = (DAGS / "ranker_dags" / "retrain_tasks.py").read_text()  # the retrain's task bodies
-    assert "decisions.decide_args(" in retrain and "decisions.branch_task(" in retrain
+    assert "decisions.chosen_branch(" in retrain  # follows the decide step's answer
 
 
 ALL_OK = {
@@ -85,6 +55,7 @@ ALL_OK = {
     "train": "success",
     "gate": "success",
     "decide": "success",
+    "decide_branch": "success",
     "promote": "success",
     "record_rejection": "skipped",
     "keep_champion": "skipped",
@@ -92,12 +63,12 @@ ALL_OK = {
 }
 
 
-def test_outcomes_and_publish_arguments() -> None:
+def test_outcomes_and_what_the_publish_step_takes() -> None:
     assert d.run_outcome(ALL_OK) == d.OUTCOME_PROMOTED
-    assert d.publish_args(ALL_OK) == ["metrics", "publish", "--status", "success"]
+    assert d.run_so_far(ALL_OK) == {"status": "success", "failed_step": None}
     rejected = {**ALL_OK, "promote": "skipped", "record_rejection": "success"}
     assert d.run_outcome(rejected) == d.OUTCOME_REJECTED
-    assert d.publish_args(rejected)[-1] == "success"
+    assert d.run_so_far(rejected)["status"] == "success"
     dry = {**ALL_OK, "promote": "skipped", "keep_champion": "success"}
     assert d.run_outcome(dry) == d.OUTCOME_KEPT
 
@@ -112,11 +83,16 @@ def test_the_root_failure_is_the_first_failed_step_not_its_consequences() -> Non
         "materialize_online": "upstream_failed",
     }
     assert d.run_outcome(states) == d.OUTCOME_FAILED
-    assert d.publish_args(states) == ["metrics", "publish", "--status", "failed", "--failed-step", "train"]
+    assert d.run_so_far(states) == {"status": "failed", "failed_step": "train"}
     # a failure after a promotion still fails the run (stale online features are an incident)
     late = {**ALL_OK, "materialize_online": "failed"}
-    assert d.publish_args(late)[-2:] == ["--failed-step", "materialize"]
-    assert d.publish_args({"plan": "failed"})[-1] == "other"
+    assert d.run_so_far(late)["failed_step"] == "materialize"
+    assert d.run_so_far({"plan": "failed"})["failed_step"] == "other"
+    # the decision's branch task fails as the decision does (ranker_run_failures_total{step="gate"})
+    assert (
+        d.run_so_far({**ALL_OK, "decide_branch": "failed", "promote": "upstream_failed"})["failed_step"]
+        == "gate"
+    )
 
 
 def test_settings_from_env_and_their_validation() -> None:
@@ -181,5 +157,6 @@ def test_a_first_run_gate_log_names_the_missing_champion() -> None:
 
 
 def test_the_outcome_tasks_have_distinct_display_names() -> None:
-    names = [d.DISPLAY_NAMES[t] for t in d.BRANCH_TASKS]
-    assert len(set(names)) == 3 and "REJECTED" in d.DISPLAY_NAMES[d.RECORD_REJECTION]
+    names = [RETRAIN[t].display for t in DECIDE.branches]
+    assert len(set(names)) == 3 and "REJECTED" in str(RETRAIN["record_rejection"].display)
+    assert set(d.OUTCOME_OF_BRANCH) == set(DECIDE.branches)

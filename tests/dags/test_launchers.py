@@ -5,6 +5,7 @@ wrapper is executed for real with a stand-in `ranker` to prove arguments pass th
 
 from __future__ import annotations
 
+import json
 import os
 import subprocess
 import sys
@@ -14,13 +15,12 @@ from typing import Any
 
 import pytest
 from airflow.providers.standard.operators.python import PythonOperator
-from ranker_dags.launchers import (
-    CONTAINER_HOME,
-    DOCKER_SUMMARY_FILE,
-    K8S_XCOM_FILE,
-    summary_from_xcom,
-    train_step_args,
-)
+from airflow.sdk.exceptions import AirflowFailException
+from ranker_dags import retrain_tasks
+from ranker_dags.launchers import CONTAINER_HOME, DOCKER_SUMMARY_FILE, K8S_XCOM_FILE
+from ranker_dags.ranker_cli import StepResult
+from ranker_dags.retrain_graph import RETRAIN
+from ranker_dags.retrain_tasks import RetrainSteps, _upstream_value
 from ranker_dags.settings import OrchestrationSettings
 from ranker_retrain import build_retrain_dag
 
@@ -40,12 +40,12 @@ PLAN = {
     },
 }
 EXPECTED_ARGS = [
+    "step",
     "train",
-    "--end",
-    "2026-01-24",
+    "--request",
+    json.dumps(PLAN, sort_keys=True),  # Jinja's tojson: the plan task's XCom, keys sorted
     "--params",
     '{"recipe.epochs": 3, "recipe.pipeline": "semisync", "recipe.schedule": "F,J,J", "window.days": 20}',
-    "--resume",
     "--nproc",
     "2",
     "--json",
@@ -142,21 +142,27 @@ def test_docker_launcher_renders_a_gpu_container() -> None:
     assert task.pool == "training"
 
 
-def test_local_launcher_is_a_python_task_with_the_same_arguments() -> None:
-    task = build_retrain_dag(OrchestrationSettings(launcher="local", train_nproc=2)).get_task("train")
+def test_local_launcher_is_a_python_task_of_the_same_step(monkeypatch: pytest.MonkeyPatch) -> None:
+    settings = OrchestrationSettings(launcher="local", train_nproc=2)
+    task = build_retrain_dag(settings).get_task("train")
     assert isinstance(task, PythonOperator)  # a @task, whatever its private decorated class is named
     assert task.pool == "training"
-    assert train_step_args(PLAN, 2) == EXPECTED_ARGS[:8]
-    assert train_step_args(PLAN, 1) == EXPECTED_ARGS[:6]
+    ran: list[list[str]] = []
+
+    def run_ranker(argv: list[str], **_: Any) -> StepResult:
+        ran.append(argv)
+        return StepResult(0, {"version": "v0007"})
+
+    monkeypatch.setattr(retrain_tasks, "run_ranker", run_ranker)
+    summary = RetrainSteps(settings).run_step(RETRAIN["train"], {**PLAN, "actor": "airflow"}, {})
+    assert summary == {"version": "v0007"}
+    [argv] = ran
+    assert argv[1:9] == [*EXPECTED_ARGS[:3], json.dumps({**PLAN, "actor": "airflow"}), *EXPECTED_ARGS[4:8]]
     # Params left empty are not passed: the steps take the pipeline config's values
-    assert train_step_args({**PLAN, "config_params": {}}, 1) == [
-        "train",
-        "--end",
-        "2026-01-24",
-        "--params",
-        "{}",
-        "--resume",
-    ]
+    RetrainSteps(OrchestrationSettings()).run_step(
+        RETRAIN["train"], {**PLAN, "config_params": {}, "actor": "a"}, {}
+    )
+    assert ran[-1][5:7] == ["--params", "{}"] and "--nproc" not in ran[-1]
 
 
 def fake_ranker(folder: Path) -> Path:
@@ -181,7 +187,7 @@ def test_container_command_passes_hostile_values_verbatim(tmp_path: Path) -> Non
     env = {**os.environ, "PATH": f"{fake_ranker(tmp_path / 'bin')}:{os.environ['PATH']}"}
     proc = subprocess.run(command, capture_output=True, text=True, env=env, cwd=tmp_path, timeout=60)
     assert proc.returncode == 0, proc.stderr
-    summary = summary_from_xcom(proc.stdout.splitlines()[-1])  # DockerOperator pushes the last line
+    summary = _upstream_value("train", proc.stdout.splitlines()[-1])  # DockerOperator pushes the last line
     assert summary["argv"] == task.command[4:]
     assert (
         '{"recipe.schedule": "F,J,J; touch PWNED"}' in summary["argv"] and "$(touch PWNED)" in summary["argv"]
@@ -197,13 +203,13 @@ def test_container_command_passes_hostile_values_verbatim(tmp_path: Path) -> Non
         (b'log\n{"version": "v1"}\n', {"version": "v1"}),
     ],
 )
-def test_summary_from_xcom_accepts_every_launchers_shape(value: Any, expected: dict[str, Any]) -> None:
-    assert summary_from_xcom(value) == expected
+def test_a_train_result_is_read_in_every_launchers_shape(value: Any, expected: dict[str, Any]) -> None:
+    assert _upstream_value("train", value) == expected
 
 
-def test_summary_from_xcom_refuses_nothing() -> None:
-    with pytest.raises(ValueError, match="no summary"):
-        summary_from_xcom(None)
+def test_a_train_result_of_nothing_is_refused() -> None:
+    with pytest.raises(AirflowFailException, match="no summary"):
+        _upstream_value("train", None)
 
 
 def test_containers_reach_a_registry_volume_outside_the_workspace() -> None:

@@ -27,6 +27,9 @@ NOT_CONFIG = "–"
 
 
 def _params_module() -> Any:
+    # params.py imports the package's pure JSON types (ranker_dags.json_values): no Airflow
+    if str(REPO / "dags") not in sys.path:
+        sys.path.append(str(REPO / "dags"))
     spec = importlib.util.spec_from_file_location(
         "docs_dag_params", REPO / "dags" / "ranker_dags" / "params.py"
     )

@@ -79,7 +79,14 @@ def test_a_rerun_resumes_the_failed_attempt_and_a_finished_run_is_refused(
     code, second = _run(capsys, *argv)
     assert code == 0, second
     assert (second["attempt"], second["version"], second["promoted"]) == (2, "v0001", True)
-    assert [s["step"] for s in second["steps"]][:5] == ["window", "validate", "train", "gate", "promote"]
+    assert [s["step"] for s in second["steps"]][:6] == [
+        "window",
+        "validate",
+        "train",
+        "gate",
+        "decide",
+        "promote",
+    ]
     versions = sorted(p.name for p in (home / "registry" / "versions").iterdir())
     assert versions == ["v0001"]  # the registered train was reused, not trained and registered again
     summaries = {p.stem: json.loads(p.read_text()) for p in folder.glob("*.json")}

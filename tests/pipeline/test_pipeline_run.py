@@ -82,7 +82,7 @@ def test_two_consecutive_days_then_rollback(tmp_path: Path, capsys: pytest.Captu
     assert (day1["version"], day1["promoted"], day1["champion"]) == ("v0001", True, "v0001")
     assert day1["forced"] == (day1["decision"] == "reject")
     steps = [s["step"] for s in day1["steps"]]
-    assert steps[:5] == ["window", "validate", "train", "gate", "promote"]
+    assert steps[:6] == ["window", "validate", "train", "gate", "decide", "promote"]
     for step in ("window", "train", "gate", "promote", "run"):
         assert (home / "pipeline" / "day-1" / f"{step}.json").is_file(), step
     gate1 = json.loads((home / "pipeline" / "day-1" / "gate.json").read_text())

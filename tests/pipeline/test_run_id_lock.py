@@ -55,7 +55,9 @@ def test_a_second_attempt_of_a_running_run_id_is_refused_before_any_step(tmp_pat
 
     first = Steps(during=start_the_second)
     result = execute(PLAN, home, "R", first)
-    assert result.summary["failed_step"] == "window" and first.calls[0] == "window"
+    assert (
+        result.summary is not None and result.summary.failed_step == "window" and first.calls[0] == "window"
+    )
     assert second.calls == [], "the second attempt ran steps into the first one's run"
     assert len(refused) == 1
     message = str(refused[0])

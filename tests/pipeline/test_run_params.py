@@ -12,6 +12,7 @@ import pytest
 from ranking.cli.main import main
 from ranking.core.errors import RankerError
 from ranking.core.results import CommandResult
+from ranking.core.summaries import TrainSummary, WindowSummary
 from ranking.pipeline import steps
 
 
@@ -23,13 +24,13 @@ def seen(monkeypatch: pytest.MonkeyPatch) -> dict[str, Any]:
 
     def window(request: Any) -> CommandResult:
         seen["window_days"] = request.days
-        return CommandResult({"days": request.days, "window_id": "w"})
+        return CommandResult(WindowSummary.model_construct(days=request.days, window_id="w"))
 
     def validate(request: Any) -> CommandResult:
         from summary_examples import example_summaries
 
         seen["validate"] = request.config
-        return CommandResult(example_summaries()["validate"].body())
+        return CommandResult(example_summaries()["validate"])
 
     def training(job: Any) -> CommandResult:
         seen["train"] = {
@@ -38,7 +39,7 @@ def seen(monkeypatch: pytest.MonkeyPatch) -> dict[str, Any]:
             "warm_start": job.warm_start,
             "sources": job.effective_config["sources"],
         }
-        return CommandResult({"version": "v0001", "run_dir": "unused"})
+        return CommandResult(TrainSummary.model_construct(version="v0001", run_dir="unused"))
 
     def gating(request: Any) -> CommandResult:
         seen["gate"] = request.config
@@ -102,15 +103,17 @@ def test_a_first_base_keeps_its_own_recipe_under_the_runs_params(
 
     def training(job: Any) -> CommandResult:
         jobs[job.run_id] = (job.remedy, job.days, job.schedule, job.epochs, job.batch_size)
-        return CommandResult({"version": "v0001", "run_dir": "unused"})
+        return CommandResult(TrainSummary.model_construct(version="v0001", run_dir="unused"))
 
     def gating(request: Any) -> CommandResult:
         raise RankerError("stopped by the test")
 
     from summary_examples import example_summaries
 
-    monkeypatch.setattr(steps, "window", lambda r: CommandResult({"days": r.days, "window_id": "w"}))
-    monkeypatch.setattr(steps, "validate", lambda r: CommandResult(example_summaries()["validate"].body()))
+    monkeypatch.setattr(
+        steps, "window", lambda r: CommandResult(WindowSummary.model_construct(days=r.days, window_id="w"))
+    )
+    monkeypatch.setattr(steps, "validate", lambda r: CommandResult(example_summaries()["validate"]))
     monkeypatch.setattr(steps, "train", training)
     monkeypatch.setattr(steps, "gate", gating)
     home = tmp_path / "home"

@@ -1,20 +1,23 @@
 """Parity at the typed layer (issue 22): a step run by `ranker run` gets the same request as the
-same step run on its own by the DAG (`ranker train`, `ranker gate`, `ranker features window`, with
-the run's config keys as `--params` and the run's flags as its own), so whoever starts a step,
-the step is the same."""
+same step run on its own — by the DAG (`ranker step NAME`, the run's request and its Params as
+`--params`) or by a person (`ranker train`, with the run's flags as its own) — so whoever starts
+a step, the step is the same."""
 
 from __future__ import annotations
 
 import dataclasses
+import io
 import json
 from pathlib import Path
 from typing import Any
 
 import pytest
+from summary_examples import example_summaries
 
 from ranking.cli.main import main
 from ranking.core.errors import RankerError
 from ranking.core.results import CommandResult
+from ranking.core.summaries import TrainSummary, WindowSummary
 from ranking.pipeline import steps
 
 CONFIG = '[recipe]\nschedule = "joint"\nepochs = 3\nremedy = "meda"\n[gate]\nbootstrap_samples = 50\n'
@@ -27,17 +30,17 @@ def requests_seen(monkeypatch: pytest.MonkeyPatch) -> dict[str, Any]:
 
     def window(request: Any) -> CommandResult:
         seen["window"] = request
-        return CommandResult({"days": request.days, "window_id": "w"})
+        return CommandResult(WindowSummary.model_construct(days=request.days, window_id="w"))
 
     def validate(request: Any) -> CommandResult:
         from summary_examples import example_summaries
 
         seen["validate"] = request
-        return CommandResult(example_summaries()["validate"].body())
+        return CommandResult(example_summaries()["validate"])
 
     def train(job: Any) -> CommandResult:
         seen["train"] = job
-        return CommandResult({"version": "v0001", "run_dir": "unused"})
+        return CommandResult(TrainSummary.model_construct(version="v0001", run_dir="unused"))
 
     def gate(request: Any) -> CommandResult:
         seen["gate"] = request
@@ -58,19 +61,25 @@ def _home(tmp_path: Path) -> Path:
 
 
 def test_ranker_run_and_the_dags_steps_build_the_same_requests(
-    requests_seen: dict[str, Any], tmp_path: Path, capsys: pytest.CaptureFixture[str]
+    requests_seen: dict[str, Any],
+    tmp_path: Path,
+    capsys: pytest.CaptureFixture[str],
+    monkeypatch: pytest.MonkeyPatch,
 ) -> None:
     home = _home(tmp_path)
-    common = ["--home", str(home), "--run-id", "R", "--params", json.dumps(PARAMS), "--json"]
-    main(["run", "--end", "2026-03-01", "--days", "7", "--tolerance", "0.2", *common])
+    params = {**PARAMS, "window.days": 7, "gate.tolerance": 0.2}  # a DAG run's Params
+    common = ["--home", str(home), "--run-id", "R", "--params", json.dumps(params), "--json"]
+    main(["run", "--end", "2026-03-01", *common])
     by_run = dict(requests_seen)
     requests_seen.clear()
 
-    # the DAG's tasks: the same run id and Params, each step's own flags
-    main(["features", "window", "--end", "2026-03-01", "--days", "7", *common])
-    main(["features", "validate", "--end", "2026-03-01", "--days", "7", *common])
-    main(["train", "--end", "2026-03-01", "--days", "7", "--resume", *common])
-    main(["gate", "--candidate", "v0001", "--end", "2026-03-01", "--tolerance", "0.2", *common])
+    # the DAG's tasks: the same run id, request and Params; the gate takes train's result on stdin
+    request = ["--request", json.dumps({"window_end": "2026-03-01", "run_id": "R", "actor": "airflow"})]
+    for name in ("build_window", "validate_window", "train"):
+        main(["step", name, *request, *common])
+    trained = example_summaries()["train"].model_copy(update={"version": "v0001"}).body()
+    monkeypatch.setattr("sys.stdin", io.StringIO(json.dumps({"train": trained})))
+    main(["step", "gate", *request, *common])
     capsys.readouterr()
 
     assert by_run["window"] == requests_seen["window"]
@@ -84,9 +93,9 @@ def test_ranker_run_and_the_dags_steps_build_the_same_requests(
     assert run_job == step_job  # TrainJob equality leaves the recorded provenance out
     assert (run_job.schedule, run_job.epochs, run_job.remedy, run_job.seed) == ("joint", 3, "meda", 5)
     # and the provenance of what training reads agrees: each value and its source, as recorded
-    # beside the run (the gate's flags are the run's, not the train task's: they differ there)
+    # beside the run
     run_record, step_record = run_job.effective_config, step_job.effective_config
-    assert run_record["sources"]["recipe.seed"] == "param" and run_record["sources"]["window.days"] == "flag"
+    assert run_record["sources"]["recipe.seed"] == "param" and run_record["sources"]["window.days"] == "param"
     for section in ("recipe", "window", "features", "pretrain"):
         assert run_record["config"][section] == step_record["config"][section], section
         assert {k: v for k, v in run_record["sources"].items() if k.startswith(section + ".")} == {

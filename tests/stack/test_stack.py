@@ -450,7 +450,7 @@ def test_a_rejected_run_says_so_in_the_grid_and_in_the_gate_log(stack: Stack, pa
     failed = ", ".join(report["failed_checks"])
     champion = report["champion"]["version"]
     assert (
-        f"gate reject: candidate {report['candidate_version']} vs champion {champion}; failed: {failed}"
+        f"gate reject: candidate {report['candidate']['version']} vs champion {champion}; failed: {failed}"
         in log
     )
     assert "Successfully loaded" not in log  # fbgemm's library-load chatter stays out of task logs
@@ -569,5 +569,5 @@ def test_the_rest_examples_in_the_docs_run_verbatim(
     assert re.search(rf"^\d\d:\d\d:\d\d {run_id} success$", out, re.M), out
     assert re.search(r"^  keep_champion +success$", out, re.M), out  # a dry run keeps the champion
     report = stack.xcom(RETRAIN, run_id, "gate")
-    assert f"  gate {report['decision']}: candidate {report['candidate_version']} vs champion" in out, out
+    assert f"  gate {report['decision']}: candidate {report['candidate']['version']} vs champion" in out, out
     assert sum(line.startswith("  gate check ") for line in out.splitlines()) == len(report["checks"]), out
