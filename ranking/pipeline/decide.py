@@ -60,7 +60,9 @@ def decide_candidate(req: DecideRequest) -> DecideSummary:
     )
     return DecideSummary.model_validate(
         {
-            **decision.to_dict(),
+            "branch": decision.branch,
+            "reason": decision.reason,
+            "force": decision.force,
             "version": req.candidate,
             "end": end,
             "decision": verdict.decision,

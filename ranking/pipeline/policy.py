@@ -12,8 +12,7 @@ feeds it from the registry, and both `ranker run` and the Airflow DAG act on its
 from __future__ import annotations
 
 from collections.abc import Sequence
-from dataclasses import asdict, dataclass
-from typing import Any
+from dataclasses import dataclass
 
 # the branches, named as the DAG tasks that carry them out
 PROMOTE, RECORD_REJECTION, KEEP_CHAMPION = "promote", "record_rejection", "keep_champion"
@@ -25,9 +24,6 @@ class Decision:
     branch: str  # one of BRANCHES
     reason: str  # recorded in the registry with a promotion or rejection; says why for a kept champion
     force: bool  # promote past a failed gate (`ranker promote --force`)
-
-    def to_dict(self) -> dict[str, Any]:
-        return asdict(self)
 
 
 def request_problem(*, dry_run: bool, force_promote: bool, reason: str | None) -> str | None:
