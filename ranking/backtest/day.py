@@ -202,7 +202,8 @@ def step_summary(home: Path, run_id: str, step: str) -> StepSummary | None:
 
 def eval_partition(shared_home: Path, day: dt.date, days: int) -> Path | None:
     """The eval partition of the ``days``-day window ending at ``day``, as its manifest names it
-    (None: the window was not built)."""
+    (None: the window was not built). Only the eval entry's path is read, so a manifest the full
+    model would refuse (a test's, an older build's) still serves its eval day."""
     path = shared_home / "windows" / f"{day.isoformat()}_{days}d" / "manifest.json"
     try:
         manifest = read_json(path)

@@ -18,6 +18,8 @@ from ranking.core.errors import RankerError
 if TYPE_CHECKING:
     import pandas as pd
 
+    from features.window import WindowManifest
+
 # kind -> the failure it stands for, in one line (the report prints these)
 KINDS: dict[str, str] = {
     "shuffled_labels": "trained on shuffled labels: a join bug paired impressions with other rows' saves",
@@ -256,12 +258,11 @@ def redated(table: Any, days: int = 1) -> Any:
     return table.set_column(index, "event_timestamp", shifted.cast(column.type))
 
 
-# the manifest's JSON as written, edited and written back (untyped until WindowManifest lands)
-def leaky_manifest(manifest: dict[str, Any]) -> dict[str, Any]:
+def leaky_manifest(manifest: WindowManifest) -> WindowManifest:
     """The window with its end taken as inclusive: the eval day's partition replaces the first
     training day (same length), the eval day and recorded end unchanged."""
-    train = [*list(manifest["train"])[1:], dict(manifest["eval"])]
-    return {**manifest, "train": train, "rows_train": sum(int(p["rows"]) for p in train)}
+    train = (*manifest.train[1:], manifest.eval)
+    return manifest.model_copy(update={"train": train, "rows_train": sum(p.rows for p in train)})
 
 
 class OptimizerJson(TypedDict):

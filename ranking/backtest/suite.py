@@ -43,7 +43,7 @@ from ranking.backtest.engine import WindowBuilder, prepare_recipe_home
 from ranking.backtest.gates import ForwardDay, GateState, Regret, ReplayDay, regret_summary, replay
 from ranking.backtest.replay import base_is_due
 from ranking.backtest.spec import BacktestError, BacktestSpec, RecipeRun
-from ranking.core.atomic import atomic_path, atomic_write_json, read_json
+from ranking.core.atomic import atomic_path, atomic_write_json
 from ranking.core.hashing import sha256_file
 from ranking.core.workspace import Workspace
 from ranking.gate.checks import GateConfig, GateReport, LeakEvidence, TrainingWindow, run_gate
@@ -52,6 +52,7 @@ from ranking.gate.run import EvalExtras, eval_extras
 if TYPE_CHECKING:
     import pandas as pd
 
+    from features.window import WindowManifest, WindowPartition
     from ranking.config.loader import EffectiveConfig
     from ranking.core.summaries import ValidationSummary
 
@@ -277,17 +278,16 @@ class GateSuite:
 
     # ------------------------------------------------------------ data and training
 
-    # the manifest's JSON as written: the suite crafts a bad window by editing it and writing it
-    # back (untyped until features.window's WindowManifest model lands)
-    def _manifest(self, end: dt.date) -> dict[str, Any]:
+    def _manifest(self, end: dt.date) -> WindowManifest:
+        from features.window import read_window_manifest
+
         path = self.ws.window_manifest(end, self.window_days)
         if not path.is_file():
             self.window_builder(self.ws, end, self.window_days, self.run.effective.config.window.checks())
-        found: dict[str, Any] = read_json(path)
-        return found
+        return read_window_manifest(path)
 
     def _eval_parquet(self, day: dt.date) -> Path:
-        return Path(self._manifest(day)["eval"]["path"])
+        return self._manifest(day).eval.path
 
     def _say(self, text: str) -> None:
         log.info("gate suite %s: %s", self.run.recipe.name, text)
@@ -372,23 +372,23 @@ class GateSuite:
         if injection.kind == "leakage":
             crafted = inject.leaky_manifest(manifest)
         else:
-            train = list(manifest["train"])
+            train = list(manifest.train)
             for i, part in enumerate(train):
                 table = self._transformed(injection.kind, i, train)
                 if table is not None:
                     train[i] = self._write_partition(home, part, table)
-            crafted = {**manifest, "train": train}
-        atomic_write_json(target, crafted)
+            crafted = manifest.model_copy(update={"train": tuple(train)})
+        atomic_write_json(target, crafted.record())
         return home
 
-    @staticmethod  # ``train``: the manifest's partition entries as written (see _manifest)
-    def _transformed(kind: str, i: int, train: Sequence[Mapping[str, Any]]) -> Any:
+    @staticmethod
+    def _transformed(kind: str, i: int, train: Sequence[WindowPartition]) -> Any:
         """Training partition ``i`` as the kind breaks it (None: left as it is)."""
         import pyarrow.parquet as pq
 
         if kind == "day_duplicated":  # the last training day is the day before's file again
-            return inject.redated(pq.read_table(train[i - 1]["path"])) if i == len(train) - 1 else None
-        table = pq.read_table(train[i]["path"])
+            return inject.redated(pq.read_table(train[i - 1].path)) if i == len(train) - 1 else None
+        table = pq.read_table(train[i].path)
         transforms = {
             "shuffled_labels": lambda t: inject.shuffled_labels(t, seed=i),
             "zeroed_feature": inject.zeroed_feature,
@@ -399,22 +399,23 @@ class GateSuite:
         }
         return transforms[kind](table)
 
-    @staticmethod  # a manifest's partition entry as written, rewritten for the crafted file (see _manifest)
-    def _write_partition(home: Path, part: Mapping[str, Any], table: Any) -> dict[str, Any]:
+    @staticmethod
+    def _write_partition(home: Path, part: WindowPartition, table: Any) -> WindowPartition:
         import pyarrow.parquet as pq
 
-        path = home / "partitions" / str(part["date"]) / "examples.parquet"
+        path = home / "partitions" / part.date.isoformat() / "examples.parquet"
         path.parent.mkdir(parents=True, exist_ok=True)
         with atomic_path(path) as tmp:
             pq.write_table(table, tmp)
         # recorded like the window builder's, so `ranker train`'s partition check accepts it
-        return {
-            **part,
-            "path": str(path),
-            "rows": table.num_rows,
-            "bytes": path.stat().st_size,
-            "sha256": sha256_file(path),
-        }
+        return part.model_copy(
+            update={
+                "path": path,
+                "rows": table.num_rows,
+                "bytes": path.stat().st_size,
+                "sha256": sha256_file(path),
+            }
+        )
 
     def _validate(self, key: str, home: Path, end: dt.date) -> ValidationSummary:
         """The run's data validation step on the window ending ``end`` in ``home``, judged against

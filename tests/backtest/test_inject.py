@@ -10,6 +10,7 @@ import pandas as pd
 import pyarrow as pa
 import pytest
 
+from features.window import WindowManifest
 from ranking.backtest import inject
 from ranking.core.errors import RankerError
 
@@ -141,15 +142,23 @@ def test_zeroed_feature_zeroes_one_column_keeping_its_type() -> None:
 
 
 def test_leaky_manifest_trains_on_the_eval_day_with_the_same_length() -> None:
-    manifest = {
-        "train": [{"date": f"2026-11-0{i}", "rows": 10, "path": f"p{i}"} for i in range(1, 4)],
-        "eval": {"date": "2026-11-04", "rows": 7, "path": "p4"},
-        "end": "2026-11-04",
-    }
+    manifest = WindowManifest.model_validate(
+        {
+            "window_id": "w",
+            "days": 3,
+            "feature_version": "f",
+            "train": [{"date": f"2026-11-0{i}", "rows": 10, "path": f"p{i}"} for i in range(1, 4)],
+            "eval": {"date": "2026-11-04", "rows": 7, "path": "p4"},
+            "end": "2026-11-04",
+            "rows_train": 30,
+            "path": "manifest.json",
+        }
+    )
     out = inject.leaky_manifest(manifest)
-    assert [p["date"] for p in out["train"]] == ["2026-11-02", "2026-11-03", "2026-11-04"]
-    assert out["eval"] == manifest["eval"] and out["end"] == "2026-11-04" and out["rows_train"] == 27
-    assert len(manifest["train"]) == 3 and manifest["train"][0]["date"] == "2026-11-01"  # a copy
+    assert [p.date.isoformat() for p in out.train] == ["2026-11-02", "2026-11-03", "2026-11-04"]
+    assert out.eval == manifest.eval and out.end.isoformat() == "2026-11-04" and out.rows_train == 27
+    assert out.record()["rows_train"] == 27 and len(out.record()["train"]) == 3  # what the crafted file holds
+    assert len(manifest.train) == 3 and manifest.train[0].date.isoformat() == "2026-11-01"  # a copy
 
 
 def test_scaled_optimizers_multiply_both_learning_rates() -> None:
