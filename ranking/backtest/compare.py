@@ -1,6 +1,6 @@
 """A backtest's replayed records compared: each recipe against the baseline (its served models and
 its candidates), against the non-learned heuristic, slice by slice, and each pair of recipes that
-differs only in the delayed update; ``backtest_report`` puts them in the report ``ranker backtest``
+differs only in the delayed update; ``report_of`` puts them in the report ``ranker backtest``
 writes and the review weighs (paired bootstrap statistics: ``ranking.backtest.stats``).
 """
 
@@ -10,8 +10,6 @@ import datetime as dt
 import json
 from collections.abc import Mapping
 from typing import Any
-
-from pydantic import JsonValue
 
 from ranking.backtest.day import DayRecord, eval_partition
 from ranking.backtest.engine import Backtest
@@ -244,14 +242,3 @@ def report_of(
         {who: compare_slices_to_baseline(bt, records, who) for who in whose},
         delayed,
     )
-
-
-def backtest_report(
-    bt: Backtest,
-    records: Mapping[str, list[DayRecord]],
-    wall_seconds: float,
-    *,
-    candidate_only: bool = False,
-) -> dict[str, JsonValue]:
-    """The backtest report's JSON (strict: no NaN), what ``ranker backtest`` writes and the review weighs."""
-    return report_of(bt, records, wall_seconds, candidate_only=candidate_only).to_json()

@@ -148,7 +148,7 @@ class DelayedUpdatePair:
 class BacktestReport:
     """What ``ranker backtest`` reports (``build_report``): every recipe's summary, its paired
     comparisons with the baseline, the non-learned heuristic and slice by slice, the delayed
-    update's pairs and the day records. ``to_json`` is the report's JSON (what the review weighs)."""
+    update's pairs and the day records. ``to_json`` is the report's JSON (backtest.json)."""
 
     spec: BacktestSpec
     recipes: dict[str, RecipeSummary]
