@@ -13,14 +13,16 @@ a replay home's links to the workspace's source and windows count once).
 from __future__ import annotations
 
 import os
-from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from ranking.monitoring.catalogue import CATALOGUE, DISK_KINDS, PREFIX
 from ranking.monitoring.delivery import Delivered, deliver_samples
 from ranking.monitoring.samples import Sample
+
+if TYPE_CHECKING:
+    from ranking.registry.janitor import GcReport
 
 GC_JOB = "ranker_gc"
 TEXTFILE = "gc.prom"
@@ -90,15 +92,15 @@ def _sample(short: str, value: float, **labels: str) -> Sample:
     return Sample(name, float(value), tuple(labels.items()))
 
 
-def gc_samples(usage: DiskUsage, report: Mapping[str, Any], now: float) -> list[Sample]:
+def gc_samples(usage: DiskUsage, report: GcReport, now: float) -> list[Sample]:
     """Series of one ``ranker gc``: the disk after it, what it freed and could not remove."""
     out = [_sample("disk_usage_bytes", size, kind=kind) for kind, size in usage.kinds.items()]
     out += [
         _sample("disk_free_bytes", usage.free_bytes),
         _sample("disk_size_bytes", usage.size_bytes),
         _sample("gc_timestamp_seconds", now),
-        _sample("gc_freed_bytes", report["bytes_freed"]),
-        _sample("gc_failed_leftovers", len(report["failed"])),
+        _sample("gc_freed_bytes", report.bytes_freed),
+        _sample("gc_failed_leftovers", len(report.failed)),
     ]
     return out
 

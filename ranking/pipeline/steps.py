@@ -253,7 +253,7 @@ def collect_garbage(request: GcRequest) -> CommandResult[dict[str, Any]]:
     summary["disk"] = usage.to_dict()
     if not request.dry_run:
         delivered = deliver(
-            gc_samples(usage, summary, time.time()),
+            gc_samples(usage, report, time.time()),
             resolve_pushgateway(request.pushgateway) if request.pushgateway != "" else None,
             ws.metrics,
         )

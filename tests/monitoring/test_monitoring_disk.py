@@ -31,13 +31,17 @@ from test_monitoring_integration import (
 
 from ranking.monitoring.catalogue import DISK_KINDS
 from ranking.monitoring.disk import GC_JOB, DiskUsage, deliver, gc_samples, measure
+from ranking.registry.janitor import GcReport
 
 pytestmark = [pytest.mark.integration, pytest.mark.slow]
 
 GIB = 2**30
 DISK_PANELS = [(w, e) for w, e in panel_exprs() if reads_gc(e)]
 DISK_ALERTS = {a: e for a, e in alert_exprs() if reads_gc(e)}
-REPORT = {"bytes_freed": 96 * 2**20, "failed": []}
+# what one `ranker gc` removed: 96 MiB, nothing it could not remove
+REPORT = GcReport(
+    removed=[{"kind": "run", "where": "runs/r0", "modified": 0.0, "bytes": 96 * 2**20, "held": False}]
+)
 
 
 def _workspace(home: Path) -> DiskUsage:
