@@ -42,6 +42,7 @@ class DiskUsage:
     free_bytes: int  # available to the workspace's user on its filesystem
     size_bytes: int  # the filesystem's size
 
+    # steps.collect_garbage's dict summary; goes when it returns GcReport.summary (disk: GcDisk)
     def to_dict(self) -> dict[str, Any]:
         return {"bytes": dict(self.kinds), "free_bytes": self.free_bytes, "size_bytes": self.size_bytes}
 
