@@ -224,9 +224,8 @@ def compact_state(
 # ---------------------------------------------------------------- load side
 
 
-def _shape_of(
-    key: str, record: Mapping[str, Any]
-) -> tuple[int, ...]:  # file content, untrusted until checked
+def _shape_of(key: str, record: Mapping[str, Any]) -> tuple[int, ...]:
+    """A loaded sparse record's shape (the record is file content: untrusted until checked here)."""
     shape = record.get("shape")
     if not isinstance(shape, list) or not shape or not all(type(n) is int and n >= 0 for n in shape):
         raise CheckpointError(f"compact tensor {key}: bad shape {shape!r}")
