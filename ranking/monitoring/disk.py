@@ -13,16 +13,14 @@ a replay home's links to the workspace's source and windows count once).
 from __future__ import annotations
 
 import os
+from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import Any, Protocol
 
 from ranking.monitoring.catalogue import CATALOGUE, DISK_KINDS, PREFIX
 from ranking.monitoring.delivery import Delivered, deliver_samples
 from ranking.monitoring.samples import Sample
-
-if TYPE_CHECKING:
-    from ranking.registry.janitor import GcReport
 
 GC_JOB = "ranker_gc"
 TEXTFILE = "gc.prom"
@@ -93,7 +91,18 @@ def _sample(short: str, value: float, **labels: str) -> Sample:
     return Sample(name, float(value), tuple(labels.items()))
 
 
-def gc_samples(usage: DiskUsage, report: GcReport, now: float) -> list[Sample]:
+class CollectedGarbage(Protocol):
+    """What a gc's series read of its report (``ranking.registry.janitor.GcReport``: the registry
+    is a layer above this one)."""
+
+    @property
+    def bytes_freed(self) -> int: ...
+
+    @property
+    def failed(self) -> Sequence[object]: ...  # the leftovers it could not remove
+
+
+def gc_samples(usage: DiskUsage, report: CollectedGarbage, now: float) -> list[Sample]:
     """Series of one ``ranker gc``: the disk after it, what it freed and could not remove."""
     out = [_sample("disk_usage_bytes", size, kind=kind) for kind, size in usage.kinds.items()]
     out += [
