@@ -17,8 +17,20 @@ from pathlib import Path
 from ranking.cli.common import CommandResult, add_common, run_id_arg, workspace
 from ranking.core.errors import RankerError
 from ranking.core.ids import validate_run_id
-from ranking.core.summaries import GateSummary, StepSummary, TrainSummary
+from ranking.core.summaries import Decision, GateSummary, StepSummary, Summary, TrainSummary
 from ranking.core.workspace import Workspace
+
+
+class ReportSummary(Summary):
+    """``ranker report``: where the run's report and plots were written."""
+
+    run_id: str
+    report: str
+    curve: str
+    slices: str | None
+    """null: the gate cut no slices (or has not run)"""
+    decision: Decision | None
+    """the gate's (null: not gated yet)"""
 
 
 def register(sub: argparse._SubParsersAction) -> None:  # type: ignore[type-arg]
@@ -72,7 +84,7 @@ def _run_folder(train: TrainSummary, run_id: str) -> Path:
     return folder
 
 
-def _report(args: argparse.Namespace) -> CommandResult:
+def _report(args: argparse.Namespace) -> CommandResult[ReportSummary]:
     from ranking.core.atomic import atomic_write_text
     from ranking.trainer.reports.plots import plot_curve, plot_slices
     from ranking.trainer.reports.run_report import curve_labels, render_report
@@ -105,14 +117,14 @@ def _report(args: argparse.Namespace) -> CommandResult:
             title=curve_labels(train, run_id).title(),
         )
     atomic_write_text(folder / "report.md", render_report(train, judged, run_id))
-    summary = {
-        "run_id": run_id,
-        "report": str(folder / "report.md"),
-        "curve": str(folder / "curve.png"),
-        "slices": str(slices_png) if slices_png else None,
-        "decision": judged.decision if judged is not None else None,
-    }
-    text = f"report: {summary['report']}\ncurve:  {summary['curve']}" + (
+    summary = ReportSummary(
+        run_id=run_id,
+        report=str(folder / "report.md"),
+        curve=str(folder / "curve.png"),
+        slices=str(slices_png) if slices_png else None,
+        decision=judged.decision if judged is not None else None,
+    )
+    text = f"report: {summary.report}\ncurve:  {summary.curve}" + (
         f"\nslices: {slices_png}" if slices_png else ""
     )
     return CommandResult(summary, text=text)
