@@ -24,7 +24,7 @@ from ranking.core.errors import RankerError
 from ranking.core.workspace import Workspace
 
 if TYPE_CHECKING:
-    from ranking.review.run import Review
+    from ranking.review.summary import Review
 
 
 def register(sub: argparse._SubParsersAction) -> None:  # type: ignore[type-arg]
@@ -78,7 +78,8 @@ def _review(args: argparse.Namespace) -> CommandResult[Review]:
     from ranking.core.code_version import code_version
     from ranking.monitoring.delivery import resolve_pushgateway
     from ranking.review.metrics import deliver, review_samples
-    from ranking.review.run import ReviewDelivery, ReviewFailed, plan_review, run_review
+    from ranking.review.run import ReviewFailed, plan_review, run_review
+    from ranking.review.summary import ReviewDelivery
     from ranking.review.switch import FAILED
 
     ws = workspace(args)

@@ -12,7 +12,7 @@ from ranking.monitoring.delivery import Delivered, deliver_samples
 from ranking.monitoring.samples import Sample
 
 if TYPE_CHECKING:
-    from ranking.review.run import Lift, Review
+    from ranking.review.summary import Lift, Review
 
 REVIEW_JOB = "ranker_recipe_review"
 TEXTFILE = "review.prom"

@@ -11,7 +11,7 @@ from ranking.backtest.report import slice_table
 from ranking.core.atomic import atomic_path, atomic_write_json, atomic_write_text
 
 if TYPE_CHECKING:
-    from ranking.review.run import Lift, Review
+    from ranking.review.summary import Lift, Review
 
 
 def _pct(x: float | None) -> str:

@@ -37,13 +37,12 @@ from ranking.core.summaries import (
 )
 from ranking.trainer.checkpointing.checkpoint import (
     CheckpointError,
-    CheckpointMeta,
-    StateDict,
     checkpoint_meta,
     epoch_checkpoint_path,
     latest_complete_checkpoint,
     load_checkpoint,
 )
+from ranking.trainer.checkpointing.records import CheckpointMeta, StateDict
 from ranking.trainer.datasets.input import (
     InputOptions,
     default_cache_root,

@@ -279,8 +279,10 @@ def test_the_dags_param_keys_are_config_keys() -> None:
 
     from ranking.config import leaf_keys
 
-    path = Path(__file__).resolve().parents[2] / "dags" / "ranker_dags" / "params.py"
-    spec = importlib.util.spec_from_file_location("dag_params", path)
+    dags = Path(__file__).resolve().parents[2] / "dags"
+    if str(dags) not in sys.path:  # params.py imports the package's pure JSON types, no Airflow
+        sys.path.append(str(dags))
+    spec = importlib.util.spec_from_file_location("dag_params", dags / "ranker_dags" / "params.py")
     assert spec and spec.loader
     module = importlib.util.module_from_spec(spec)
     sys.modules["dag_params"] = module  # dataclasses resolve the module's annotations through it

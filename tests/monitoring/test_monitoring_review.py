@@ -31,7 +31,7 @@ from test_monitoring_integration import (
 
 from ranking.review.metrics import REVIEW_JOB, deliver, review_samples
 from ranking.review.rule import RULE, minimum_detectable_effect
-from ranking.review.run import Review
+from ranking.review.summary import Review
 
 pytestmark = [pytest.mark.integration, pytest.mark.slow]
 

@@ -24,7 +24,8 @@ from ranking.monitoring.exposition import parse_exposition
 from ranking.registry import Registry
 from ranking.registry.records import Verdict
 from ranking.review.rule import minimum_detectable_effect
-from ranking.review.run import Review, ReviewFailed, plan_review, run_review
+from ranking.review.run import ReviewFailed, plan_review, run_review
+from ranking.review.summary import Review
 
 END = dt.date(2026, 3, 8)
 RECIPES = {

@@ -16,56 +16,18 @@ from __future__ import annotations
 import logging
 import re
 from pathlib import Path
-from typing import TYPE_CHECKING, TypeAlias, TypedDict, cast
-
-from pydantic import JsonValue
+from typing import TYPE_CHECKING, cast
 
 from ranking.core.atomic import atomic_path, atomic_write_text
 from ranking.core.hashing import sha256_file
 from ranking.trainer.checkpointing.errors import CheckpointError
+from ranking.trainer.checkpointing.records import CheckpointMeta, CheckpointPayload
 
 if TYPE_CHECKING:
-    import torch
+    pass
 
-    from ranking.trainer.checkpointing.compact import SparseRecord
-    from ranking.trainer.models.config import ModelConfigRecord, TrainConfigRecord
 
 log = logging.getLogger(__name__)
-
-# a module's (or an optimizer's flat) tensors by name: what torch calls a state dict
-StateDict: TypeAlias = "dict[str, torch.Tensor]"
-
-
-class CheckpointMeta(TypedDict, total=False):
-    """A checkpoint's plain values: an epoch checkpoint's ``meta.json`` (ranking.trainer.checkpointing.state)
-    and the export's non-tensor keys. Older files lack the newer keys."""
-
-    format: int
-    model_config: ModelConfigRecord
-    train_config: TrainConfigRecord
-    epoch: int
-    epochs: list[JsonValue]  # the EpochSummary bodies so far (a resume parses them)
-    window_id: str
-    feature_version: str
-    table_init: dict[str, int]  # table -> the seed whose init its untouched rows hold
-    eval: JsonValue  # the final EvalSummary body (the export only)
-    world_size: int
-    dense_param_groups: list[JsonValue]  # torch's param_groups of the dense optimizer (meta.json only)
-
-
-class CheckpointPayload(CheckpointMeta, total=False):
-    """What ``model.pt`` holds: the meta and the tensors (format 3: tables' unchanged rows left
-    out, ``sparse`` records their changed rows; ranking.trainer.checkpointing.compact)."""
-
-    model: StateDict
-    table_optimizer: StateDict
-    # torch's Optimizer.state_dict(): {"state": {param index: {name: tensor}}, "param_groups": [...]}
-    dense_optimizer: OptimizerStateDict
-    sparse: dict[str, dict[str, SparseRecord]]
-
-
-# torch's own alias for an optimizer's state_dict (torch.optim.optimizer.StateDict): torch's shape
-OptimizerStateDict: TypeAlias = "torch.optim.optimizer.StateDict"
 
 # 2: + dense_optimizer, written from a sharded checkpoint; 3: rows equal to their init stored
 # as nothing (ranking.trainer.checkpointing.compact), rebuilt by load_checkpoint

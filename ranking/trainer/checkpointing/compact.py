@@ -32,16 +32,22 @@ from __future__ import annotations
 import hashlib
 import math
 from collections.abc import Callable, Mapping
-from typing import TYPE_CHECKING, Any, Literal, TypedDict
+from typing import TYPE_CHECKING, Any, Literal
 
 from ranking.trainer.checkpointing.errors import CheckpointError
+from ranking.trainer.checkpointing.records import (
+    CheckpointMeta,
+    CheckpointPayload,
+    ReferenceRecord,
+    SparseRecord,
+    StateDict,
+)
 from ranking.trainer.models.config import TableConfig
 from ranking.trainer.models.init import BLOCK_ROWS, table_rows
 
 if TYPE_CHECKING:
     import torch
 
-    from ranking.trainer.checkpointing.checkpoint import CheckpointMeta, CheckpointPayload, StateDict
 
 SPARSE = "sparse"  # the payload key of the compact tensors
 PARTS: tuple[Literal["model"], Literal["table_optimizer"]] = ("model", "table_optimizer")
@@ -51,24 +57,6 @@ TABLE_KEY_SUFFIX = ".weight"
 _INDEX_BYTES = 4  # int32 row indices while the rows fit
 
 Reference = Callable[[int, int], "torch.Tensor | None"]  # rows [lo, hi) of the reference; None: zeros
-
-
-class ReferenceRecord(TypedDict, total=False):
-    """What a sparse record's unchanged rows hold: zeros, or a table's init from a seed."""
-
-    kind: Literal["zeros", "table"]
-    table: str
-    seed: int
-
-
-class SparseRecord(TypedDict):
-    """One tensor stored as its changed rows over a reference (``payload["sparse"][part][key]``)."""
-
-    shape: list[int]
-    rows: torch.Tensor
-    values: torch.Tensor
-    init: ReferenceRecord
-    sha256: str  # of the dense tensor
 
 
 # ---------------------------------------------------------------- the reference

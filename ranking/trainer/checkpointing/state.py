@@ -57,16 +57,14 @@ from pydantic import JsonValue
 from ranking.core.atomic import atomic_write_json, atomic_write_text
 from ranking.core.hashing import sha256_file
 from ranking.registry.janitor import EXPORT_LOCK_FILE, EXPORT_SCRATCH_PREFIX
-from ranking.trainer.checkpointing.checkpoint import (
-    CheckpointError,
+from ranking.trainer.checkpointing.checkpoint import CheckpointError, checksum_path, save_checkpoint
+from ranking.trainer.checkpointing.compact import compact_state
+from ranking.trainer.checkpointing.records import (
     CheckpointMeta,
     CheckpointPayload,
     OptimizerStateDict,
     StateDict,
-    checksum_path,
-    save_checkpoint,
 )
-from ranking.trainer.checkpointing.compact import compact_state
 
 if TYPE_CHECKING:
     import torch

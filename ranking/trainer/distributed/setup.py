@@ -21,7 +21,7 @@ if TYPE_CHECKING:
     import torch
     from torch import nn
 
-    from ranking.trainer.checkpointing.checkpoint import StateDict
+    from ranking.trainer.checkpointing.records import StateDict
 
 # column-wise is left out of the planner's choice: row-wise Adagrad keeps one momentum per row per
 # column shard ([rows x shards]), so a table trains differently depending on how it is cut, and

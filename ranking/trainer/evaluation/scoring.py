@@ -13,12 +13,8 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 
 from ranking.evaluation.scores import SCORE_COLUMNS
-from ranking.trainer.checkpointing.checkpoint import (
-    CheckpointError,
-    CheckpointMeta,
-    StateDict,
-    load_checkpoint,
-)
+from ranking.trainer.checkpointing.checkpoint import CheckpointError, load_checkpoint
+from ranking.trainer.checkpointing.records import CheckpointMeta, StateDict
 from ranking.trainer.datasets.window import (
     check_parquet,
     eval_chunks,
