@@ -8,16 +8,15 @@ would go and pushes nothing."""
 from __future__ import annotations
 
 import argparse
-from typing import Any
 
 from ranking.cli.common import CommandResult, add_common, effective_config, float_in, workspace
 from ranking.cli.options import add_registry_option, registry_of
-from ranking.registry.janitor import DEFAULT_GRACE_SECONDS
+from ranking.registry.janitor import DEFAULT_GRACE_SECONDS, GcSummary
 
 MAX_GRACE_HOURS = 24.0 * 365
 
 
-def handle_gc(args: argparse.Namespace) -> CommandResult[dict[str, Any]]:
+def handle_gc(args: argparse.Namespace) -> CommandResult[GcSummary]:
     from ranking.config.requests import retention_policy
     from ranking.pipeline.steps import GcRequest, collect_garbage
 

@@ -16,7 +16,7 @@ import os
 from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Protocol
+from typing import Protocol
 
 from ranking.monitoring.catalogue import CATALOGUE, DISK_KINDS, PREFIX
 from ranking.monitoring.delivery import Delivered, deliver_samples
@@ -39,10 +39,6 @@ class DiskUsage:
     kinds: dict[str, int]  # bytes by kind (every one of DISK_KINDS; registry absent when remote)
     free_bytes: int  # available to the workspace's user on its filesystem
     size_bytes: int  # the filesystem's size
-
-    # steps.collect_garbage's dict summary; goes when it returns GcReport.summary (disk: GcDisk)
-    def to_dict(self) -> dict[str, Any]:
-        return {"bytes": dict(self.kinds), "free_bytes": self.free_bytes, "size_bytes": self.size_bytes}
 
 
 def _tree_bytes(top: Path) -> int:

@@ -46,6 +46,7 @@ if TYPE_CHECKING:
     from ranking.config.model import PipelineConfig
     from ranking.core.results import CommandResult
     from ranking.core.workspace import Workspace
+    from ranking.registry.janitor import GcSummary
 
 EXPORT = Path(__file__).resolve().parents[2] / "dags" / "ranker_dags" / "retrain_graph.json"
 
@@ -355,7 +356,7 @@ def _publish_metrics(ctx: RetrainContext, run: RunOutcome) -> CommandResult[Metr
     return steps.publish(request)
 
 
-def _collect_garbage(ctx: RetrainContext) -> CommandResult[Any]:
+def _collect_garbage(ctx: RetrainContext) -> CommandResult[GcSummary]:
     from ranking.config.requests import retention_policy
     from ranking.pipeline import steps
 

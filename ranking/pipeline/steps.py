@@ -47,6 +47,7 @@ if TYPE_CHECKING:
     from ranking.gate.run import GateRequest
     from ranking.monitoring.publish import PublishRequest
     from ranking.pipeline.decide import DecideRequest
+    from ranking.registry.janitor import GcSummary
     from ranking.registry.operations import PromoteRequest, RejectRequest
     from ranking.registry.retention import RetentionPolicy
     from ranking.trainer.job import TrainJob
@@ -231,7 +232,7 @@ class GcRequest:
     pushgateway: str | None = None  # [metrics] pushgateway ("" none; None: $RANKER_PUSHGATEWAY)
 
 
-def collect_garbage(request: GcRequest) -> CommandResult[dict[str, Any]]:
+def collect_garbage(request: GcRequest) -> CommandResult[GcSummary]:
     import time
     from pathlib import Path
 
@@ -248,18 +249,13 @@ def collect_garbage(request: GcRequest) -> CommandResult[dict[str, Any]]:
         dry_run=request.dry_run,
         retention=request.retention,
     )
-    summary = report.to_dict()
     usage = measure(ws.root, Path(reg.store.root) if reg.store.local else None)
-    summary["disk"] = usage.to_dict()
+    delivered = None
     if not request.dry_run:
-        delivered = deliver(
-            gc_samples(usage, report, time.time()),
-            resolve_pushgateway(request.pushgateway) if request.pushgateway != "" else None,
-            ws.metrics,
-        )
-        summary["metrics"] = {"delivery": delivered.delivery, "target": delivered.target}
+        pushgateway = resolve_pushgateway(request.pushgateway) if request.pushgateway != "" else None
+        delivered = deliver(gc_samples(usage, report, time.time()), pushgateway, ws.metrics)
     verb = "would remove" if request.dry_run else "removed"
-    lines = [f"{verb} {len(report.removed)} leftover(s), {summary['bytes_freed'] / 2**20:.1f} MiB freed"]
+    lines = [f"{verb} {len(report.removed)} leftover(s), {report.bytes_freed / 2**20:.1f} MiB freed"]
     lines += [f"  {verb}: {r['kind']} {r['where']} ({r['bytes'] / 2**20:.1f} MiB)" for r in report.removed]
     lines += [f"  kept: {r['kind']} {r['where']} ({r['why']})" for r in report.kept]
     lines += [f"  failed: {r['kind']} {r['where']} ({r['why']})" for r in report.failed]
@@ -267,7 +263,7 @@ def collect_garbage(request: GcRequest) -> CommandResult[dict[str, Any]]:
     lines.append(
         f"disk (MiB): {used}; {usage.free_bytes / max(usage.size_bytes, 1):.0%} of the filesystem free"
     )
-    return CommandResult(summary, text="\n".join(lines))
+    return CommandResult(report.summary(usage, delivered), text="\n".join(lines))
 
 
 @dataclass

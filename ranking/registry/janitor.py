@@ -28,7 +28,7 @@ import socket
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, TypedDict, cast
+from typing import TYPE_CHECKING, TypedDict, cast
 
 from ranking.core.errors import RegistryError
 from ranking.core.summaries import Summary
@@ -95,16 +95,6 @@ class GcReport:
     @property
     def bytes_freed(self) -> int:
         return sum(int(r["bytes"]) for r in self.removed) if not self.dry_run else 0
-
-    def to_dict(self) -> dict[str, Any]:
-        return {
-            "removed": list(self.removed),
-            "kept": list(self.kept),
-            "failed": list(self.failed),
-            "dry_run": self.dry_run,
-            "grace_seconds": self.grace_seconds,
-            "bytes_freed": self.bytes_freed,
-        }
 
     def summary(self, usage: DiskUsage, delivered: Delivered | None = None) -> GcSummary:
         """The command's summary: this report, the disk after it and where its series went."""

@@ -100,7 +100,7 @@ def test_gc_removes_stale_temp_and_scratch_and_keeps_young_or_held(tmp_path: Pat
     assert not stale_scratch.exists() and not stale_dir.exists() and not stale_file.exists()
     assert live_scratch.is_dir() and young_scratch.is_dir() and busy_dir.is_dir()
     assert all(path.read_bytes() == b"keep" for path in kept_files)
-    assert report.to_dict()["bytes_freed"] == 4096 + 100 + 1
+    assert report.bytes_freed == 4096 + 100 + 1
     # the live export finished: its scratch is an orphan now
     assert {r["where"] for r in collect_garbage(home, None, grace_seconds=HOUR).removed} == {
         str(live_scratch)
