@@ -68,7 +68,7 @@ def test_torchrec_semisync_on_gpu_frozen_keeps_tables_joint_changes_them(
     from ranking.trainer.datasets.window import list_units, plan_epoch, train_batches
     from ranking.trainer.distributed.pipelines import run_torchrec_epoch, torchrec_pipeline
     from ranking.trainer.loop import build_sharded
-    from tests.trainer.test_pipelines import BATCH, snapshot
+    from tests.trainer.distributed.test_pipelines import BATCH, snapshot
 
     stack = build_sharded(model_config, seed=3, ctx=cuda_ctx)
     before = snapshot(stack)

@@ -17,7 +17,7 @@ against :func:`ranking.trainer.datasets.window.train_batches`, the inline path i
 
 The order is the inline path's, row for row: the same units in the same slices, the same seeded
 shuffle buffer, the same batch sizes. Same seed -> same batches, whatever the number of workers or
-the state of the cache, so a resumed epoch sees what an uninterrupted one would (tests/trainer/test_input.py).
+the state of the cache, so a resumed epoch sees what an uninterrupted one would (tests/trainer/datasets/test_input.py).
 """
 
 from __future__ import annotations

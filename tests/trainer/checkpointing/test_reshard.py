@@ -2,7 +2,7 @@
 and ends with exactly the model of an uninterrupted run at the new world size.
 
 The uninterrupted run at the new size writes its epoch-1 checkpoint; that state is rewritten as
-if the other world size had written it (tests/trainer/reshard_worker.py: load into that many
+if the other world size had written it (tests/trainer/checkpointing/reshard_worker.py: load into that many
 ranks' shards, save), then resumed at the new size: the final export must equal the
 uninterrupted run's bit for bit (tables, fused table-optimizer state, dense layers and optimizer).
 
@@ -35,7 +35,7 @@ from ranking.trainer.distributed.setup import SHARDING_TYPES_ENV
 from tests.trainer.conftest import END, ranker_cmd, ranker_env
 
 DAYS = 3
-REPO = Path(__file__).resolve().parents[2]
+REPO = Path(__file__).resolve().parents[3]
 TABLES = MODEL + "sparse_arch.embedding_bags."
 
 
@@ -68,7 +68,7 @@ def _train(
 def _reshard_cmd(src: Path, dst: Path, cfg: Path, nproc: int) -> list[str]:
     return [
         sys.executable, "-m", "torch.distributed.run", "--standalone", "--nnodes=1",
-        f"--nproc-per-node={nproc}", str(REPO / "tests" / "trainer" / "reshard_worker.py"),
+        f"--nproc-per-node={nproc}", str(REPO / "tests" / "trainer" / "checkpointing" / "reshard_worker.py"),
         str(src), str(dst), str(cfg), "0",
     ]  # fmt: skip
 

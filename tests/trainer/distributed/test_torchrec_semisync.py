@@ -25,7 +25,7 @@ from ranking.trainer.distributed.pipelines import (
 from ranking.trainer.distributed.timing import SectionClock
 from ranking.trainer.loop import build_sharded
 from ranking.trainer.schedule import FROZEN, JOINT
-from tests.trainer.test_pipelines import batches, snapshot
+from tests.trainer.distributed.test_pipelines import batches, snapshot
 
 
 @pytest.fixture(scope="module")

@@ -1,6 +1,6 @@
 """Rewrite a sharded epoch checkpoint as written by this launch's world size (no training).
 
-``python -m torch.distributed.run --nproc-per-node N tests/trainer/reshard_worker.py SRC DST
+``python -m torch.distributed.run --nproc-per-node N tests/trainer/checkpointing/reshard_worker.py SRC DST
 MODEL_CONFIG SEED``: every rank builds the sharded model, loads SRC into its shards (DCP reads the
 overlapping parts of the old shards) and writes its shards to DST. Used by test_reshard to make
 the state of one run appear as written by another world size, with the trainer's own functions.
