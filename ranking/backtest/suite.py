@@ -329,7 +329,7 @@ class GateSuite:
         plan = plan_for(effective.config, day)
         result = execute_pretrain(plan, effective, str(home.root), run_id, InProcessSteps(home, run_id))
         if result.exit_code != 0:
-            raise self._failed(f"pretrain for {day}", result.exit_code, result.summary.get("error"))
+            raise self._failed(f"pretrain for {day}", result.exit_code, result.failure)
 
     def _train(
         self,

@@ -4,6 +4,7 @@ registry's ``base`` (ranking.pipeline.pretrain)."""
 from __future__ import annotations
 
 import argparse
+from typing import TYPE_CHECKING
 
 from ranking.cli.common import (
     CommandResult,
@@ -15,8 +16,11 @@ from ranking.cli.common import (
 )
 from ranking.cli.options import add_registry_option, reason_arg
 
+if TYPE_CHECKING:
+    from ranking.pipeline.pretrain import PretrainSummary
 
-def handle_pretrain(args: argparse.Namespace) -> CommandResult:
+
+def handle_pretrain(args: argparse.Namespace) -> CommandResult[PretrainSummary]:
     from ranking.pipeline.pretrain import execute_pretrain, new_pretrain_run_id, plan_for
     from ranking.pipeline.steps import InProcessSteps
 
@@ -26,8 +30,7 @@ def handle_pretrain(args: argparse.Namespace) -> CommandResult:
     ws = workspace(args)
     if not args.run_id:
         args.run_id = new_pretrain_run_id(args.end)
-    result = execute_pretrain(plan, effective, str(ws.root), args.run_id, InProcessSteps(ws, args.run_id))
-    return CommandResult(result.summary, exit_code=result.exit_code, text=result.text)
+    return execute_pretrain(plan, effective, str(ws.root), args.run_id, InProcessSteps(ws, args.run_id))
 
 
 def register(sub: argparse._SubParsersAction) -> None:  # type: ignore[type-arg]

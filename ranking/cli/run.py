@@ -70,13 +70,13 @@ def _first_base(args: argparse.Namespace, ws: Workspace) -> FirstBase | None:
     if result.exit_code != 0:
         log.warning(
             "ranker run: no base model and pretraining one failed (%s); training from scratch",
-            result.summary.get("error"),
+            result.summary.error if result.summary else None,
         )
     return FirstBase(
         run_id=run_id,
         exit_code=result.exit_code,
-        version=result.summary.get("version"),
-        error=result.summary.get("error"),
+        version=result.summary.version if result.summary else None,
+        error=result.summary.error if result.summary else None,
     )
 
 

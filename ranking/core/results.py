@@ -15,9 +15,9 @@ from ranking.core import killpoints
 if TYPE_CHECKING:
     from ranking.core.workspace import Workspace
 
-# a command whose producer has no model yet hands over its JSON object (each such producer is
-# counted by infra/untyped_dicts.py); every pipeline step hands over its summary model
-Body = TypeVar("Body", bound="BaseModel | dict[str, Any]")
+# the step's summary model; a command that is not a step of the pipeline (config show, features
+# accept, study) may hand over the JSON object it prints instead
+Body = TypeVar("Body", bound="BaseModel | dict[str, JsonValue]")
 
 
 @dataclass
@@ -31,13 +31,11 @@ class CommandResult(Generic[Body]):
     def body(self) -> dict[str, JsonValue]:  # the JSON edge: what is printed and recorded
         """The summary as JSON-ready data: the fields the producer set (a model's unset defaults
         are left out, as its schema documents), plus ``error`` when the result carries one."""
-        summary = self.summary
-        if summary is None:
-            out: dict[str, JsonValue] = {}
-        elif isinstance(summary, BaseModel):
-            out = summary.model_dump(mode="json", exclude_unset=True)
-        else:
-            out = dict(summary)
+        out: dict[str, JsonValue] = {}
+        if isinstance(self.summary, BaseModel):
+            out = self.summary.model_dump(mode="json", exclude_unset=True)
+        elif self.summary is not None:
+            out = dict(self.summary)
         if self.error is not None:
             out.setdefault("error", self.error)
         return out
@@ -49,9 +47,11 @@ class CommandResult(Generic[Body]):
             return None
         if self.error is not None:
             return self.error
-        error = getattr(self.summary, "error", None) if isinstance(self.summary, BaseModel) else None
-        if error is None and isinstance(self.summary, dict):
-            error = self.summary.get("error")
+        error = (
+            self.summary.get("error")
+            if isinstance(self.summary, dict)
+            else getattr(self.summary, "error", None)
+        )
         return str(error) if error else None
 
 

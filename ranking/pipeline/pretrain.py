@@ -19,11 +19,14 @@ import secrets
 import time
 from collections.abc import Mapping
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, Literal
 
+from ranking.config.loader import RawValue
 from ranking.config.requests import BASE_INHERITS, BASE_OWN
 from ranking.core.errors import RankerError
-from ranking.pipeline.run import RunResult, StepRunner, registry_env
+from ranking.core.results import CommandResult
+from ranking.core.summaries import EvalSummary, StepBrief, StepSummary, TrainSummary
+from ranking.pipeline.run import StepRunner, registry_env
 
 if TYPE_CHECKING:
     from ranking.config.loader import EffectiveConfig
@@ -34,7 +37,7 @@ log = logging.getLogger(__name__)
 __all__ = ["BASE_INHERITS", "BASE_OWN", "PretrainPlan", "execute_pretrain", "plan_for", "uses_base"]
 
 
-def base_params(params: Mapping[str, Any]) -> dict[str, Any]:
+def base_params(params: Mapping[str, RawValue]) -> dict[str, RawValue]:
     """A daily run's Params (``--params``) as its first base reads them: the keys the base sets
     itself (``window.*``, every ``recipe.*`` key outside BASE_INHERITS) are dropped, or a run's
     recipe (remedy, schedule, epochs, window) would leak into the weekly base."""
@@ -109,9 +112,33 @@ def new_pretrain_run_id(end: dt.date) -> str:
     return f"pretrain__{end.isoformat()}__{stamp}-{secrets.token_hex(2)}"
 
 
+class PretrainSummary(StepSummary):
+    """``ranker pretrain``: the base trained for the daily windows from ``for_end`` on, and the
+    ``base`` alias moved to it."""
+
+    step: Literal["pretrain"] = "pretrain"
+    for_end: dt.date
+    """the eval day of the daily window the base is for"""
+    base_range: tuple[dt.date, dt.date]
+    """the base's training days [start, end)"""
+    days: int
+    schedule: str
+    epochs: int
+    version: str | None
+    """the base's registered version (null: it failed before)"""
+    previous_base: str | None
+    moved: bool
+    """``base`` now names ``version`` (false: it already did, or the run failed)"""
+    eval: EvalSummary | None = None
+    """the base on its own eval day (set once it trained)"""
+    failed_step: str | None = None
+    steps: list[StepBrief]
+    duration_seconds: float
+
+
 def execute_pretrain(
     plan: PretrainPlan, effective: EffectiveConfig, home: str, run_id: str, runner: StepRunner
-) -> RunResult:
+) -> CommandResult[PretrainSummary]:
     """Window, train, register, move ``base``; exit 0, or 2 with the failed step named. The
     base trains with :func:`~ranking.config.requests.base_config` of ``effective``: every recipe
     key set for it, so the daily recipe never reaches it."""
@@ -122,18 +149,11 @@ def execute_pretrain(
     ws = Workspace.resolve(home)
     base = base_effective(effective, plan)
     started = time.perf_counter()
-    end = plan.base_end.isoformat()
-    summary: dict[str, Any] = {
-        "run_id": run_id,
-        "for_end": plan.end.isoformat(),
-        "base_range": [plan.base_start.isoformat(), end],
-        "days": plan.days,
-        "schedule": plan.schedule,
-        "epochs": plan.epochs,
-        "version": None,
-        "previous_base": None,
-        "moved": False,
-    }
+    version: str | None = None
+    previous: str | None = None
+    moved = False
+    trained_eval: EvalSummary | None = None
+    failed: tuple[str, str] | None = None  # (step, error)
     exit_code = 0
     with registry_env(plan.registry):
         try:
@@ -147,39 +167,52 @@ def execute_pretrain(
             train = runner.run("train", lambda: steps.train(job))
             if train.exit_code != 0:
                 raise _Failed("train", train.error)
-            version = train.summary.get("version")
-            if not version:
+            trained = train.result.summary if train.result is not None else None
+            if not isinstance(trained, TrainSummary) or not trained.version:
                 raise _Failed("train", "the base run was not registered")
-            summary["version"] = version
-            summary["eval"] = train.summary.get("eval")
+            version, trained_eval = trained.version, trained.eval
             from ranking.registry import Registry
 
             reg = Registry.for_workspace(ws, plan.registry)
-            reason = plan.reason or f"pretrained on [{plan.base_start}, {end}) for windows from {plan.end}"
-            event, previous = reg.set_base(str(version), reason=reason, run_id=run_id)
-            summary["previous_base"] = previous if event is not None else None
-            summary["moved"] = event is not None
-        except _Failed as failed:
-            summary["error"] = f"step {failed.step} failed: {failed.error or 'see its log'}"
-            summary["failed_step"] = failed.step
+            reason = (
+                plan.reason
+                or f"pretrained on [{plan.base_start}, {plan.base_end}) for windows from {plan.end}"
+            )
+            event, before = reg.set_base(version, reason=reason, run_id=run_id)
+            previous = before if event is not None else None
+            moved = event is not None
+        except _Failed as step_failed:
+            failed = (
+                step_failed.step,
+                f"step {step_failed.step} failed: {step_failed.error or 'see its log'}",
+            )
             exit_code = 2
         except RankerError as exc:
-            summary["error"] = str(exc)
-            summary["failed_step"] = "pretrain"
+            failed = ("pretrain", str(exc))
             exit_code = 2
-    summary["steps"] = [o.brief().body() for o in runner.outcomes]
-    summary["duration_seconds"] = round(time.perf_counter() - started, 3)
-    text = (
-        f"pretrain {run_id}: base range [{summary['base_range'][0]}, {summary['base_range'][1]}),"
-        f" version {summary['version'] or '-'}"
-        + (
-            f", base {summary['previous_base'] or '(none)'} -> {summary['version']}"
-            if summary["moved"]
-            else ""
-        )
-        + (f"; {summary['error']}" if "error" in summary else "")
+    summary = PretrainSummary(
+        run_id=run_id,
+        for_end=plan.end,
+        base_range=(plan.base_start, plan.base_end),
+        days=plan.days,
+        schedule=plan.schedule,
+        epochs=plan.epochs,
+        version=version,
+        previous_base=previous,
+        moved=moved,
+        steps=[o.brief() for o in runner.outcomes],
+        duration_seconds=round(time.perf_counter() - started, 3),
     )
-    return RunResult(summary, exit_code=exit_code, text=text)
+    if trained_eval is not None:
+        summary = summary.model_copy(update={"eval": trained_eval})
+    if failed is not None:
+        summary = summary.model_copy(update={"failed_step": failed[0], "error": failed[1]})
+    text = (
+        f"pretrain {run_id}: base range [{plan.base_start}, {plan.base_end}), version {version or '-'}"
+        + (f", base {previous or '(none)'} -> {version}" if moved else "")
+        + (f"; {summary.error}" if summary.error else "")
+    )
+    return CommandResult(summary, exit_code=exit_code, text=text)
 
 
 class _Failed(Exception):

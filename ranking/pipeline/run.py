@@ -91,13 +91,6 @@ class StepRunner(Protocol):
     def run(self, step: str, call: Callable[[], CommandResult[Any]]) -> StepOutcome: ...
 
 
-@dataclass
-class RunResult:  # ranker pretrain's
-    summary: dict[str, Any]
-    exit_code: int
-    text: str
-
-
 @contextlib.contextmanager
 def registry_env(url: str | None) -> Iterator[None]:
     """`ranker train` finds the registry through $RANKER_REGISTRY: point it at --registry too."""

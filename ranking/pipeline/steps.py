@@ -16,9 +16,9 @@ import logging
 import time
 from collections.abc import Callable
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any, TypeVar
+from typing import TYPE_CHECKING, Any
 
-from pydantic import BaseModel, JsonValue
+from pydantic import JsonValue
 
 from ranking.core import killpoints
 from ranking.core.errors import RankerError, as_user_error
@@ -54,8 +54,6 @@ if TYPE_CHECKING:
 
 log = logging.getLogger(__name__)
 
-M = TypeVar("M", bound=BaseModel)
-
 
 @dataclass(frozen=True)
 class MaterializeRequest:
@@ -66,18 +64,12 @@ class MaterializeRequest:
     settings: StoreSettings
 
 
-def as_model(model: type[M], summary: M | dict[str, Any]) -> M:
-    """The producer's summary as its model (a producer still handing over its dict is validated
-    here, once, so the step's result is typed from here on)."""
-    return summary if isinstance(summary, model) else model.model_validate(summary)
-
-
 def freshness(request: FreshnessRequest, end: dt.date) -> CommandResult[FreshnessSummary]:
     """Has the eval day ``end`` landed in the source? Exit 0 when it has, 1 when not yet (the
     scheduler waits and asks again); a source lagging past ``max_lag_hours`` is an error (exit 2)."""
     from features.window import freshness as source_freshness
 
-    s = as_model(FreshnessSummary, source_freshness(request))
+    s = source_freshness(request)
     text = f"latest source day {s.latest_source_date}, lag {s.lag_seconds / 3600:.1f} h"
     problem = not_landed(s, end)
     if problem:
@@ -98,7 +90,7 @@ def not_landed(summary: FreshnessSummary, end: dt.date) -> str | None:
 def window(request: WindowRequest) -> CommandResult[WindowSummary]:
     from features.window import window_step
 
-    s = as_model(WindowSummary, window_step(request))
+    s = window_step(request)
     repaired = f" ({len(s.days_repaired)} rebuilt: no longer matched their record)" if s.days_repaired else ""
     text = (
         f"window {s.end} ({s.days}d): {s.rows_train:,} train rows, {s.rows_eval:,} eval rows,"
@@ -137,8 +129,7 @@ def train(job: TrainJob) -> CommandResult[TrainSummary]:
     summary = run_train_job(job)
     if summary is None:  # a non-zero rank, or a worker whose launcher reports
         return CommandResult(quiet=True)
-    s = as_model(TrainSummary, summary)
-    return CommandResult(s, text=train_text(s))
+    return CommandResult(summary, text=train_text(summary))
 
 
 def train_text(s: TrainSummary) -> str:
@@ -162,7 +153,7 @@ def gate(request: GateRequest) -> CommandResult[GateSummary]:
     from ranking.gate.run import gate_candidate
 
     result = gate_candidate(request)
-    s = as_model(GateSummary, result.summary)
+    s = result.summary
     champion = s.champion.version if s.champion else None
     lines = [
         f"gate {s.decision}: {s.candidate.version} vs {champion or 'no champion (first run)'} on {s.eval_date}"
@@ -182,7 +173,7 @@ def decide(request: DecideRequest) -> CommandResult[DecideSummary]:
 def promote(request: PromoteRequest) -> CommandResult[PromoteSummary]:
     from ranking.registry.operations import promote as promote_version
 
-    s = as_model(PromoteSummary, promote_version(request))
+    s = promote_version(request)
     if s.noop:
         text = f"{s.version} already is the champion; nothing changed"
     else:
@@ -193,7 +184,7 @@ def promote(request: PromoteRequest) -> CommandResult[PromoteSummary]:
 def reject(request: RejectRequest) -> CommandResult[RejectSummary]:
     from ranking.registry.operations import reject as reject_version
 
-    s = as_model(RejectSummary, reject_version(request))
+    s = reject_version(request)
     return CommandResult(s, text=f"recorded rejection of {s.version}: {s.reason}")
 
 
@@ -201,7 +192,7 @@ def materialize(request: MaterializeRequest) -> CommandResult[MaterializeSummary
     """Load the online store with the features as of the end of ``request.end``."""
     from features.feast_repo import materialize as materialize_online
 
-    s = as_model(MaterializeSummary, materialize_online(request.workspace, request.end, request.settings))
+    s = materialize_online(request.workspace, request.end, request.settings)
     return CommandResult(s, text=f"materialized ({s.mode}) up to {s.end}")
 
 
@@ -216,7 +207,7 @@ def publish(request: PublishRequest) -> CommandResult[MetricsSummary]:
     text = f"run {result.run_id} ({result.status}): {len(result.samples)} series -> {result.delivery} {result.target}"
     if result.push is not None and not result.push.ok:
         text += f" (push failed: {result.push.error})"
-    return CommandResult(as_model(MetricsSummary, result.summary()), text=text)
+    return CommandResult(result.summary(), text=text)
 
 
 @dataclass(frozen=True)

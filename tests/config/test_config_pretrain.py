@@ -15,6 +15,7 @@ from ranking.cli.main import main
 from ranking.config import load
 from ranking.config.model import RecipeSection
 from ranking.core.results import CommandResult
+from ranking.core.summaries import TrainSummary, WindowSummary
 from ranking.pipeline import steps
 from ranking.pipeline.pretrain import BASE_INHERITS, BASE_OWN
 
@@ -71,12 +72,12 @@ def seen(monkeypatch: pytest.MonkeyPatch) -> dict[str, Any]:
 
     def window(request: Any) -> CommandResult:
         seen["window_days"] = request.days
-        return CommandResult({"days": request.days, "window_id": "w"})
+        return CommandResult(WindowSummary.model_construct(days=request.days, window_id="w"))
 
     def training(job: Any) -> CommandResult:
         seen["job"] = job
         seen["recipe"] = RecipeSection(**job.effective_config["config"]["recipe"])
-        return CommandResult({"version": "v0001", "run_dir": "unused"})
+        return CommandResult(TrainSummary.model_construct(version="v0001", run_dir="unused", eval=None))
 
     monkeypatch.setattr(steps, "window", window)
     monkeypatch.setattr(steps, "train", training)

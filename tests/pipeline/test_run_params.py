@@ -39,7 +39,7 @@ def seen(monkeypatch: pytest.MonkeyPatch) -> dict[str, Any]:
             "warm_start": job.warm_start,
             "sources": job.effective_config["sources"],
         }
-        return CommandResult(TrainSummary.model_construct(version="v0001", run_dir="unused"))
+        return CommandResult(TrainSummary.model_construct(version="v0001", run_dir="unused", eval=None))
 
     def gating(request: Any) -> CommandResult:
         seen["gate"] = request.config
@@ -103,7 +103,7 @@ def test_a_first_base_keeps_its_own_recipe_under_the_runs_params(
 
     def training(job: Any) -> CommandResult:
         jobs[job.run_id] = (job.remedy, job.days, job.schedule, job.epochs, job.batch_size)
-        return CommandResult(TrainSummary.model_construct(version="v0001", run_dir="unused"))
+        return CommandResult(TrainSummary.model_construct(version="v0001", run_dir="unused", eval=None))
 
     def gating(request: Any) -> CommandResult:
         raise RankerError("stopped by the test")

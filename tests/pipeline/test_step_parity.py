@@ -40,7 +40,7 @@ def requests_seen(monkeypatch: pytest.MonkeyPatch) -> dict[str, Any]:
 
     def train(job: Any) -> CommandResult:
         seen["train"] = job
-        return CommandResult(TrainSummary.model_construct(version="v0001", run_dir="unused"))
+        return CommandResult(TrainSummary.model_construct(version="v0001", run_dir="unused", eval=None))
 
     def gate(request: Any) -> CommandResult:
         seen["gate"] = request
