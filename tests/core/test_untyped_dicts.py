@@ -35,3 +35,10 @@ def test_the_repository_is_counted_by_package() -> None:
     tool = _tool()
     found = tool.count()
     assert sum(found.values()) > 0 and all(name.startswith(tool.PACKAGES) for name in found)
+
+
+def test_product_code_stays_under_the_budget() -> None:
+    """Issue 33: fewer than 60 untyped mappings in ranking/, features/ and dags/ (15 when it
+    closed, each left one with a comment saying why)."""
+    found = _tool().count()
+    assert sum(found.values()) < 60, found.most_common(10)
