@@ -62,6 +62,24 @@ DENSE_FEATURES: tuple[str, ...] = tuple(f"{USER_VIEW}__{f}" for f in USER_NUMERI
     f"{PIN_VIEW}__{f}" for f in PIN_NUMERIC
 )
 
+# history views: a user's own engagement with a pin and with a category (issue 34), on entity
+# pairs (user_id x pin_id, user_id x the pin's category). A pair absent from its snapshot had no
+# impression in the horizon: its counts and rates are a true 0 (the window fills them), not a null
+USER_PIN_VIEW = "user_pin_stats"
+USER_CATEGORY_VIEW = "user_category_stats"
+HISTORY_VIEWS: tuple[str, ...] = (USER_PIN_VIEW, USER_CATEGORY_VIEW)
+# counts over 7 and 28 days, and rates smoothed toward 0 by one pseudo-impression:
+# saves / (impressions + 1), so one save in one impression reads 0.5, not a certain save
+HISTORY_NUMERIC = (
+    "impressions_7d",
+    "saves_7d",
+    "save_rate_7d",
+    "impressions_28d",
+    "saves_28d",
+    "save_rate_28d",
+)
+HISTORY_FEATURES: tuple[str, ...] = tuple(f"{view}__{f}" for view in HISTORY_VIEWS for f in HISTORY_NUMERIC)
+
 # each view's snapshot time, joined with its features (not a model input): the data validation
 # reads from it whether a row joined a snapshot dated after its impression (a leak)
 SNAPSHOT_TIME = "as_of"
