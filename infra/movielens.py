@@ -3,8 +3,9 @@
 The data ships inside the ``recbole==1.2.1`` wheel (``recbole/dataset_example/ml-100k/``); its
 terms forbid redistribution, so it is never committed: this fetches the wheel with ``pip download
 --no-deps`` (no install), reads ``ml-100k.inter`` out of it and writes a CSV
-(``user_id,item_id,rating,timestamp``) that ``ranker data import --rating-col rating
---label-threshold 4`` reads (a rating of 4 or 5 is the "save").
+(``user_id,item_id,rating,timestamp,genre``) that ``ranker data import --rating-col rating
+--label-threshold 4`` reads (a rating of 4 or 5 is the "save"); ``--item-attribute-col genre`` makes
+the movie's first listed genre (from ``ml-100k.item``) the pin's category.
 
     python infra/movielens.py --out DIR      # -> DIR/ml-100k.csv (the wheel cached in DIR)
 """
@@ -21,7 +22,9 @@ from pathlib import Path
 
 WHEEL = "recbole==1.2.1"
 MEMBER = "recbole/dataset_example/ml-100k/ml-100k.inter"
+ITEMS = "recbole/dataset_example/ml-100k/ml-100k.item"
 HEADER = ("user_id", "item_id", "rating", "timestamp")
+NO_GENRE = "unknown"
 
 
 def fetch_wheel(folder: Path, python: str = sys.executable) -> Path:
@@ -45,19 +48,30 @@ def convert(wheel: Path, out: Path) -> int:
     typed headers (``user_id:token item_id:token rating:float timestamp:float``)."""
     with zipfile.ZipFile(wheel) as archive:
         text = archive.read(MEMBER).decode()
+        genres = _genres(archive.read(ITEMS).decode())
     reader = csv.reader(io.StringIO(text), delimiter="\t")
     header = [h.split(":")[0] for h in next(reader)]
     if tuple(header) != HEADER:
         raise SystemExit(f"{MEMBER}: unexpected columns {header}")
     rows = 0
     out.parent.mkdir(parents=True, exist_ok=True)
-    with open(out, "w", newline="") as f:
+    tmp = out.with_name(f".{out.name}.tmp")
+    with open(tmp, "w", newline="") as f:
         writer = csv.writer(f)
-        writer.writerow(HEADER)
+        writer.writerow((*HEADER, "genre"))
         for user, item, rating, timestamp in reader:
-            writer.writerow((user, item, rating, int(float(timestamp))))
+            writer.writerow((user, item, rating, int(float(timestamp)), genres.get(item, NO_GENRE)))
             rows += 1
+    tmp.replace(out)
     return rows
+
+
+def _genres(text: str) -> dict[str, str]:
+    """item id -> its first listed genre (``class:token_seq``, space-separated)."""
+    reader = csv.reader(io.StringIO(text), delimiter="\t")
+    header = [h.split(":")[0] for h in next(reader)]
+    item, klass = header.index("item_id"), header.index("class")
+    return {row[item]: (row[klass].split() or [NO_GENRE])[0] for row in reader if len(row) > klass}
 
 
 def main(argv: list[str]) -> int:
