@@ -83,12 +83,15 @@ HISTORY_FEATURES: tuple[str, ...] = tuple(f"{view}__{f}" for view in HISTORY_VIE
 # each view's snapshot time, joined with its features (not a model input): the data validation
 # reads from it whether a row joined a snapshot dated after its impression (a leak)
 SNAPSHOT_TIME = "as_of"
-SNAPSHOT_COLUMNS: tuple[str, ...] = (f"{USER_VIEW}__{SNAPSHOT_TIME}", f"{PIN_VIEW}__{SNAPSHOT_TIME}")
+SNAPSHOT_COLUMNS: tuple[str, ...] = tuple(
+    f"{view}__{SNAPSHOT_TIME}" for view in (USER_VIEW, PIN_VIEW, *HISTORY_VIEWS)
+)
 
 EXAMPLE_COLUMNS: tuple[str, ...] = (
     *IMPRESSION_SCHEMA.names,
     f"{USER_VIEW}__country",
     f"{PIN_VIEW}__category",
     *DENSE_FEATURES,
+    *HISTORY_FEATURES,
     *SNAPSHOT_COLUMNS,
 )

@@ -19,6 +19,7 @@ import pyarrow.parquet as pq
 from features.schema import (
     DENSE_FEATURES,
     EXAMPLE_COLUMNS,
+    HISTORY_FEATURES,
     IMPRESSION_SCHEMA,
     PIN_VIEW,
     SNAPSHOT_COLUMNS,
@@ -41,7 +42,7 @@ def _schema() -> pa.Schema:
     fields = list(IMPRESSION_SCHEMA)
     fields.append(pa.field(f"{USER_VIEW}__country", pa.string()))
     fields.append(pa.field(f"{PIN_VIEW}__category", pa.string()))
-    for name in DENSE_FEATURES:
+    for name in (*DENSE_FEATURES, *HISTORY_FEATURES):
         kind = pa.float64() if "rate" in name else pa.int64()
         fields.append(pa.field(name, kind))
     fields += [pa.field(name, pa.timestamp("us", tz="UTC")) for name in SNAPSHOT_COLUMNS]
@@ -89,6 +90,7 @@ def day_table(
             cols[name] = values.astype(np.float64)
         else:
             cols[name] = rng.poisson(20 * (j + 1), rows).astype(np.int64)
+    cols.update(_history(saved, seed, day))
     snapshot = np.datetime64(day.isoformat(), "us")  # each view's snapshot of the day, at 00:00
     for name in SNAPSHOT_COLUMNS:
         cols[name] = pa.array(np.full(rows, snapshot), pa.timestamp("us", tz="UTC"))
@@ -97,6 +99,33 @@ def day_table(
         c if isinstance(c, pa.Array) else pa.array(c, type=schema.field(k).type) for k, c in cols.items()
     ]
     return pa.Table.from_arrays(arrays, schema=schema)
+
+
+def _history(saved: np.ndarray, seed: int, day: dt.date) -> dict[str, np.ndarray]:
+    """The history columns of a day's rows: mostly zeros (a pair never shown before), counts
+    where a pair has a past, more often and with more saves where the row is saved (a user who
+    saves a pin again), so the columns carry some signal. Drawn from their own generator: the
+    other columns stay what they were before these existed."""
+    rng = np.random.default_rng([seed, day.toordinal(), 34])
+    rows = len(saved)
+    cols: dict[str, np.ndarray] = {}
+    # user x pin: a pair with a past is rare, and likelier (with more saves) for a saved row;
+    # user x category: most users have seen the category before
+    for view, p_seen, scale in (
+        ("user_pin_stats", 0.05 + 0.25 * saved, 2.0),
+        ("user_category_stats", 0.8, 20.0),
+    ):
+        seen = rng.random(rows) < p_seen
+        imp_28 = np.where(seen, 1 + rng.poisson(scale, rows), 0).astype(np.int64)
+        imp_7 = rng.binomial(imp_28, 0.3).astype(np.int64)
+        p_save = np.clip(0.05 + 0.3 * saved, 0, 1)
+        sav_28 = rng.binomial(imp_28, p_save).astype(np.int64)
+        sav_7 = rng.hypergeometric(sav_28, imp_28 - sav_28, imp_7) if rows else imp_7
+        for days, imp, sav in ((7, imp_7, sav_7.astype(np.int64)), (28, imp_28, sav_28)):
+            cols[f"{view}__impressions_{days}d"] = imp
+            cols[f"{view}__saves_{days}d"] = sav
+            cols[f"{view}__save_rate_{days}d"] = sav / (imp + 1.0)
+    return {name: cols[name] for name in HISTORY_FEATURES}
 
 
 def write_window(
