@@ -118,6 +118,13 @@ def register(sub: argparse._SubParsersAction) -> None:  # type: ignore[type-arg]
     )
     p.add_argument("--model-config", type=path_arg, default=None, help="ModelConfig as JSON or YAML")
     p.add_argument(
+        "--history-features",
+        action=argparse.BooleanOptionalAction,
+        default=None,
+        help="the model also reads the user x pin and user x category history columns (the built-in"
+        " model's dense features; a --model-config file names its own, which must agree)",
+    )
+    p.add_argument(
         "--threads",
         type=workers_int,
         default=None,

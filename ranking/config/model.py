@@ -258,6 +258,11 @@ class RecipeSection(_Section):
     # a ModelConfig file (JSON or YAML); None: the warm start's architecture, else the default model
     model_file: str | None = None
     """a ModelConfig (JSON/YAML); unset: the warm start's, else the default"""
+    # the default model's dense features are features.schema.DENSE_FEATURES, plus HISTORY_FEATURES
+    # when true (docs/data.md "History features"); architecture, so the base inherits it and a warm
+    # start trained otherwise is refused; a model_file names its own and must agree with it
+    history_features: bool = False
+    """the model also reads the user x pin and user x category history (12 more dense features)"""
     # None: the model config's optimizer; a table replaces it (the warm start's included)
     table_optimizer: TableOptimizerSection | None = None
     """replaces the model config's, e.g. name = "rowwise_adagrad", lr = 0.05"""

@@ -27,9 +27,16 @@ if TYPE_CHECKING:
 
 # The base model is not a daily model: its recipe is the built-in one from scratch, with the
 # [pretrain] section's schedule, epochs and seed, except these keys, which it takes from the daily
-# recipe: a daily warm start loads the base, so both share the architecture and the optimizers;
-# the pipeline and the batch size are how batches are fed
-BASE_INHERITS = ("model_file", "table_optimizer", "dense_optimizer", "pipeline", "batch_size")
+# recipe: a daily warm start loads the base, so both share the architecture (the model file, the
+# history features) and the optimizers; the pipeline and the batch size are how batches are fed
+BASE_INHERITS = (
+    "model_file",
+    "history_features",
+    "table_optimizer",
+    "dense_optimizer",
+    "pipeline",
+    "batch_size",
+)
 # the base's own, from [pretrain]
 BASE_OWN = ("schedule", "epochs", "seed")
 
@@ -105,6 +112,7 @@ def train_job(
         seed=recipe.seed,
         batch_size=recipe.batch_size,
         model_config=Path(recipe.model_file) if recipe.model_file else None,
+        history_features=recipe.history_features,
         table_optimizer=OptimizerConfig(**recipe.table_optimizer.model_dump())
         if recipe.table_optimizer
         else None,

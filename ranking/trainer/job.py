@@ -76,6 +76,9 @@ class TrainJob:
     seed: int
     batch_size: int  # global
     model_config: Path | None  # ModelConfig as JSON or YAML (None: the built-in one)
+    # the model reads the history views' columns too (the built-in model's dense features; a
+    # model_config file or a warm start must agree: resolve_model_config)
+    history_features: bool
     # the pipeline config's optimizers: they replace the model config's (a warm start's included)
     table_optimizer: OptimizerConfig | None
     dense_optimizer: OptimizerConfig | None
@@ -342,7 +345,10 @@ def resolve_warm_start(ws: Workspace, value: str) -> tuple[Path | None, str]:
 
 def resolve_model_config(job: TrainJob, run_dir: Path, warm: Path | None) -> ModelConfig:
     """The job's config file, else the resumed run's, else the warm start's, else the default;
-    with the job's optimizers (not part of the architecture) in place of its own."""
+    with the job's optimizers (not part of the architecture) in place of its own. Refused in one
+    line, before anything is written, where it disagrees with ``history_features`` or where the
+    warm start reads other dense features than the model it would start (instead of a shape
+    error when its weights load)."""
     config = _base_model_config(job, run_dir, warm)
     return replace(
         config,
@@ -352,19 +358,97 @@ def resolve_model_config(job: TrainJob, run_dir: Path, warm: Path | None) -> Mod
 
 
 def _base_model_config(job: TrainJob, run_dir: Path, warm: Path | None) -> ModelConfig:
-    from ranking.trainer.models.config import default_model_config, load_model_config
+    from ranking.trainer.models.config import default_model_config, load_model_config, reads_history
 
+    theirs = _warm_model_config(warm)
     if job.model_config is not None:
-        return load_model_config(job.model_config)
+        config = load_model_config(job.model_config)
+        _check_file_history(job.model_config, config, job.history_features)
+        if theirs is not None:
+            _check_warm_dense(job, warm, theirs, config.dense_features, f"model file {job.model_config}")
+        return config
     if job.resume and (run_dir / "model_config.json").is_file():
-        return load_model_config(run_dir / "model_config.json")
-    if warm is not None:
-        from ranking.trainer.checkpointing.checkpoint import checkpoint_meta
-        from ranking.trainer.evaluation.scoring import model_config_of
+        resumed = load_model_config(run_dir / "model_config.json")
+        if reads_history(resumed) != job.history_features:
+            raise RankerError(
+                f"--resume: the run in {run_dir} trains a model {_with_or_without(reads_history(resumed))}"
+                f" the history features, but the recipe asks history_features ="
+                f" {str(job.history_features).lower()}: resume it with the recipe it started with, or"
+                " train into another --out"
+            )
+        return resumed
+    wanted = default_model_config(history_features=job.history_features)
+    if theirs is not None:
+        _check_warm_history(job, warm, theirs, wanted.dense_features)
+        return theirs  # the warm start's architecture (it may be a model file's)
+    return wanted
 
-        # the config alone (the tables are rebuilt, and the file verified, when training loads it)
-        return model_config_of(warm, checkpoint_meta(warm))
-    return default_model_config()
+
+def _warm_model_config(warm: Path | None) -> ModelConfig | None:
+    if warm is None:
+        return None
+    from ranking.trainer.checkpointing.checkpoint import checkpoint_meta
+    from ranking.trainer.evaluation.scoring import model_config_of
+
+    # the config alone (the tables are rebuilt, and the file verified, when training loads it)
+    return model_config_of(warm, checkpoint_meta(warm))
+
+
+def _with_or_without(history: bool) -> str:
+    return "with" if history else "without"
+
+
+def _check_file_history(path: Path, config: ModelConfig, history_features: bool) -> None:
+    """A model file names its own dense features; the recipe's history_features must say the same
+    (so a recipe never claims the history without the model reading it, or the other way)."""
+    from ranking.trainer.models.config import reads_history
+
+    if reads_history(config) == history_features:
+        return
+    if history_features:
+        raise RankerError(
+            f"recipe.history_features = true, but model file {path} reads no history feature"
+            " (its dense_features name none of features.schema.HISTORY_FEATURES): add them to the"
+            " file, or set history_features = false"
+        )
+    raise RankerError(
+        f"model file {path} reads history features, but recipe.history_features = false: set"
+        " history_features = true (the window must then carry them), or drop them from the file"
+    )
+
+
+def _check_warm_history(
+    job: TrainJob, warm: Path | None, theirs: ModelConfig, wanted: tuple[str, ...]
+) -> None:
+    """A warm start (champion, base, a path) trained with or without the history features as the
+    recipe asks: its dense layers' input width is the number of dense features."""
+    from ranking.trainer.models.config import reads_history
+
+    if reads_history(theirs) == job.history_features:
+        return
+    raise RankerError(
+        f"warm start {job.warm_start} ({warm}) was trained {_with_or_without(reads_history(theirs))}"
+        f" the history features ({len(theirs.dense_features)} dense features), but the recipe asks"
+        f" history_features = {str(job.history_features).lower()} ({len(wanted)}): retrain the base"
+        " with the same setting (ranker pretrain inherits recipe.history_features), or warm-start"
+        " from a model trained with it, or set warm_start = none"
+    )
+
+
+def _check_warm_dense(
+    job: TrainJob, warm: Path | None, theirs: ModelConfig, wanted: tuple[str, ...], what: str
+) -> None:
+    if tuple(theirs.dense_features) == tuple(wanted):
+        return
+    extra = [f for f in wanted if f not in theirs.dense_features]
+    missing = [f for f in theirs.dense_features if f not in wanted]
+    raise RankerError(
+        f"warm start {job.warm_start} ({warm}) reads {len(theirs.dense_features)} dense features,"
+        f" {what} {len(wanted)} (new: {extra[:3]}{'...' if len(extra) > 3 else ''}, gone:"
+        f" {missing[:3]}{'...' if len(missing) > 3 else ''}): retrain the base with the same model"
+        " file (ranker pretrain inherits recipe.model_file), or warm-start from a model trained with"
+        " it, or set warm_start = none"
+    )
 
 
 def worker_job(job: TrainJob, run_dir: Path, warm: Path | None) -> TrainJob:

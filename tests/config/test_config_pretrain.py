@@ -33,6 +33,7 @@ _DAILY: dict[str, Any] = {
     "batch_size": 256,
     "seed": 9,
     "model_file": "model.json",
+    "history_features": True,
 }
 _TABLES = (
     '[recipe.table_optimizer]\nname = "rowwise_adagrad"\nlr = 0.3\n'
@@ -106,6 +107,7 @@ def test_the_base_trains_from_scratch_whatever_the_daily_recipe(
             assert getattr(base, key) == getattr(neutral, key), key
     # what the base shares with the daily model: its architecture, optimizers and batches
     assert job.batch_size == 256 and job.pipeline == "sync" and job.model_config == home / "model.json"
+    assert job.history_features  # the daily model's dense features: a warm start from the base loads
     assert job.table_optimizer is not None and job.table_optimizer.lr == 0.3
 
 

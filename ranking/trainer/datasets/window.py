@@ -22,7 +22,7 @@ from typing import TYPE_CHECKING, Protocol, TypeVar
 
 import numpy as np
 
-from features.schema import LABEL, REQUEST_KEY
+from features.schema import HISTORY_FEATURES, LABEL, REQUEST_KEY
 from features.window import WindowManifest, WindowPartition
 from ranking.core.errors import DataValidationError
 from ranking.trainer.models.config import ModelConfig
@@ -87,6 +87,15 @@ def check_parquet(path: Path, rows: int, columns: Sequence[str], what: str) -> N
         raise unreadable(path, exc) from None
     names = set(meta.schema.to_arrow_schema().names)
     missing = [c for c in columns if c not in names]
+    history = [c for c in missing if c in HISTORY_FEATURES]
+    if history:
+        # a window built before the history views existed (issue 34): its partitions hold
+        # everything else, so naming all the columns would bury the cause
+        raise DataValidationError(
+            f"{what} partition {path} lacks the history features ({len(history)} columns, e.g."
+            f" {history[0]}) the model reads: the window was built before them; rebuild it"
+            " (ranker features window), or train with recipe.history_features = false"
+        )
     if missing:
         raise DataValidationError(f"{what} partition {path} lacks columns {missing}")
     if meta.num_rows != rows:

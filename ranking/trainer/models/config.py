@@ -14,7 +14,7 @@ from dataclasses import asdict, dataclass, field, fields, replace
 from pathlib import Path
 from typing import Any, TypedDict, cast
 
-from features.schema import DENSE_FEATURES, SPARSE_FEATURES
+from features.schema import DENSE_FEATURES, HISTORY_FEATURES, SPARSE_FEATURES
 from ranking.core.errors import RankerError
 from ranking.core.summaries import Phase
 
@@ -179,10 +179,26 @@ class ModelConfig:
         return json.dumps(self.to_dict(), indent=2, sort_keys=True)
 
 
+def default_dense_features(history_features: bool) -> tuple[str, ...]:
+    """The default model's dense features: the user and pin views' (``DENSE_FEATURES``), plus the
+    user x pin and user x category history (``HISTORY_FEATURES``, issue 34) when asked."""
+    return (*DENSE_FEATURES, *HISTORY_FEATURES) if history_features else DENSE_FEATURES
+
+
+def reads_history(config: ModelConfig) -> bool:
+    """Whether a model reads any history column (a custom model file may read some of them)."""
+    return any(name in HISTORY_FEATURES for name in config.dense_features)
+
+
 def default_model_config(
-    embedding_dim: int = 16, table_rows: dict[str, int] | None = None, **overrides: Any
+    embedding_dim: int = 16,
+    table_rows: dict[str, int] | None = None,
+    *,
+    history_features: bool = False,
+    **overrides: Any,
 ) -> ModelConfig:
-    """One table per ``features.schema.SPARSE_FEATURES`` column, sized by ``table_rows``."""
+    """One table per ``features.schema.SPARSE_FEATURES`` column, sized by ``table_rows``; the
+    dense features of :func:`default_dense_features`."""
     rows = {**_DEFAULT_ROWS, **(table_rows or {})}
     tables = tuple(
         TableConfig(
@@ -193,7 +209,9 @@ def default_model_config(
         )
         for feature in SPARSE_FEATURES
     )
-    return replace(ModelConfig(tables=tables), **overrides)
+    return replace(
+        ModelConfig(tables=tables, dense_features=default_dense_features(history_features)), **overrides
+    )
 
 
 def load_model_config(path: Path) -> ModelConfig:
