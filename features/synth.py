@@ -15,6 +15,12 @@ the first day's catalogue that arrives new every day) and ``id_effect_scale`` (h
 drives the label). Left at ``None`` the first two change nothing: the data is bit-identical to
 the generator's before they existed (a test pins it).
 
+A world where users come back to pins they saved, as shoppers rebuy (issue 34): a recurring
+user's slate holds on average ``return_share`` of its slots filled with pins that user saved in
+the last ``return_days`` days (when it has saved any), and a pin the user saved in those days
+gets ``return_affinity`` extra logit, however it came into the slate. Both draw from their own
+random stream: left at ``None`` nothing changes, and at 0 the world is the same byte for byte.
+
 Deterministic by seed: the catalogue comes from ``seed``, each day from ``(seed, day index)``.
 Streams day by day: only one day of impressions is in memory at a time.
 """
@@ -42,6 +48,11 @@ from ranking.core.workspace import Workspace
 # of the source, so they are refused before anything is written
 MAX_IMPRESSIONS_PER_DAY = 10_000_000
 MAX_ENTITIES = 10_000_000
+# how far back a user comes back to its saves: the features' longest horizon (features/derive.py);
+# it also bounds the remembered saves to that many days of a day's impressions
+MAX_RETURN_DAYS = 28
+# the extra logit of a pin saved before, either way: beyond this the label is saturated
+MAX_RETURN_AFFINITY = 10.0
 
 
 @dataclass(frozen=True)
@@ -70,6 +81,21 @@ class SynthConfig:
     returning_user_share: float | None = None
     # None: new_pins_per_day; c: round(c * pins) new pins a day
     catalogue_churn: float | None = None
+    # None (all three): no returns. s: each slot of a recurring user's slate is, with probability s,
+    # one of the pins that user saved in the last return_days days (default 28; as many as it has)
+    return_share: float | None = None
+    # a: extra logit of an impression of a pin its user saved in the last return_days days
+    return_affinity: float | None = None
+    return_days: int | None = None
+
+    @property
+    def returns(self) -> bool:
+        """Whether users come back to their saves (the generator then remembers them)."""
+        return self.return_share is not None or self.return_affinity is not None
+
+    @property
+    def return_horizon(self) -> int:
+        return MAX_RETURN_DAYS if self.return_days is None else self.return_days
 
     def validate(self) -> None:
         """Refuse a config the generator cannot run, before it allocates or writes anything."""
@@ -93,10 +119,11 @@ class SynthConfig:
                 raise RankerError(f"synth: {name} must be >= 0, got {getattr(self, name)}")
         if self.new_pins_per_day is not None and self.new_pins_per_day < 0:
             raise RankerError(f"synth: new_pins_per_day must be >= 0, got {self.new_pins_per_day}")
-        for name in ("returning_user_share", "catalogue_churn"):
+        for name in ("returning_user_share", "catalogue_churn", "return_share"):
             value = getattr(self, name)
             if value is not None and not 0 <= value <= 1:
                 raise RankerError(f"synth: {name} must be in [0, 1], got {value}")
+        self._validate_returns()
         if self.seed < 0:
             raise RankerError(f"synth: seed must be >= 0, got {self.seed}")
         for what, count, limit, knobs in self.sizes():
@@ -104,6 +131,22 @@ class SynthConfig:
                 raise RankerError(
                     f"synth: {count:,} {what} exceed the generator's limit of {limit:,}"
                     f" (held in memory): lower {knobs}"
+                )
+
+    def _validate_returns(self) -> None:
+        if self.return_affinity is not None and not abs(self.return_affinity) <= MAX_RETURN_AFFINITY:
+            raise RankerError(
+                f"synth: return_affinity must be in [-{MAX_RETURN_AFFINITY:g}, {MAX_RETURN_AFFINITY:g}],"
+                f" got {self.return_affinity}"
+            )
+        if self.return_days is not None:
+            if not 1 <= self.return_days <= MAX_RETURN_DAYS:
+                raise RankerError(
+                    f"synth: return_days must be in [1, {MAX_RETURN_DAYS}], got {self.return_days}"
+                )
+            if not self.returns:
+                raise RankerError(
+                    "synth: return_days needs return_share or return_affinity (alone it does nothing)"
                 )
 
     def sizes(self) -> tuple[tuple[str, int, int, str], ...]:
@@ -167,6 +210,11 @@ class _World:
         self.pin_bias = np.empty(0)
         self.pin_base = np.empty(0)
         self.pin_created = np.empty(0, dtype="datetime64[s]")
+        # the recurring users' saves of the last return_days days: user * _PAIR_SPAN + pin, sorted
+        # and distinct, with the day index of the latest save (only with returns on)
+        self._saved_pairs = np.empty(0, dtype=np.int64)
+        self._saved_day = np.empty(0, dtype=np.int64)
+        self.reshown = self.reshown_saves = 0
         # the first day's catalogue already has ages of up to four half-lives
         ages = rng.uniform(0, 4 * cfg.pin_half_life_days, cfg.pins)
         created = np.datetime64(cfg.start) - (ages * 86400).astype("timedelta64[s]")
@@ -254,6 +302,8 @@ class _World:
         if np.count_nonzero(weight) < k:
             raise RankerError(f"synth: fewer than {k} pins available on {day}")
         slates = _distinct_slates(rng, weight, r, k)
+        if cfg.return_share:
+            slates = self._come_back(day_index, cfg.return_share, users, slates)
         affinity = np.einsum("rd,rkd->rk", self.user_taste[users], self.pin_vec[slates])
         # the previous ranker orders the slate by a noisy view of the affinity (positions 0..k-1)
         order = np.argsort(-(affinity + rng.gumbel(0, 0.5, (r, k))), axis=1)
@@ -268,7 +318,15 @@ class _World:
             - cfg.position_decay * np.log2(1 + position)
             + cfg.label_noise * rng.normal(0, 1, (r, k))
         )
+        if cfg.returns:
+            before = self._saved_before(users, slates)
+            # added last, so that an affinity of 0 leaves every logit's bits as they were
+            logit = logit + (cfg.return_affinity or 0.0) * before
         saved = (rng.random((r, k)) < 1 / (1 + np.exp(-logit))).astype(np.int8)
+        if cfg.returns:
+            self.reshown += int(before.sum())
+            self.reshown_saves += int(saved[before].sum())
+            self._remember(day_index, users, slates, saved)
         seconds = np.sort(rng.integers(0, 86400, r))
         ts = (np.datetime64(day).astype("datetime64[us]") + seconds.astype("timedelta64[s]")).astype("int64")
         request_ids = np.char.add(f"{day:%Y%m%d}-", np.char.zfill(np.arange(r).astype(str), 7))
@@ -283,6 +341,51 @@ class _World:
             },
             schema=IMPRESSION_SCHEMA,
         )
+
+    def _come_back(self, day_index: int, share: float, users: np.ndarray, slates: np.ndarray) -> np.ndarray:
+        """Each slot of a request's slate, with probability ``share``, becomes one of the pins
+        its user saved in the last ``return_days`` days (drawn without replacement, as many as the
+        user has); the popularity draws fill the rest, in their order, skipping those pins."""
+        # a stream of its own: the day's other draws are the same with or without returns
+        rng = np.random.default_rng([self.cfg.seed, day_index + 1, 0x4E7])
+        r, k = slates.shape
+        wanted = rng.binomial(k, share, r)
+        first = np.searchsorted(self._saved_pairs, users * _PAIR_SPAN)
+        have = np.searchsorted(self._saved_pairs, (users + 1) * _PAIR_SPAN) - first
+        take = np.minimum(wanted, have)
+        slates = slates.copy()
+        for i in np.flatnonzero(take):
+            picked = rng.choice(have[i], take[i], replace=False)
+            pins = self._saved_pairs[first[i] + picked] % _PAIR_SPAN
+            rest = slates[i][~np.isin(slates[i], pins)][: k - take[i]]
+            slates[i] = np.concatenate([pins, rest])
+        return slates
+
+    def _saved_before(self, users: np.ndarray, slates: np.ndarray) -> np.ndarray:
+        """(requests, slate) bool: the pin is one its user saved in the last ``return_days`` days."""
+        if not len(self._saved_pairs):
+            return np.zeros(slates.shape, dtype=bool)
+        pairs = users[:, None] * _PAIR_SPAN + slates
+        at = np.minimum(np.searchsorted(self._saved_pairs, pairs), len(self._saved_pairs) - 1)
+        return self._saved_pairs[at] == pairs
+
+    def _remember(self, day_index: int, users: np.ndarray, slates: np.ndarray, saved: np.ndarray) -> None:
+        """Add the day's saves by recurring users (first-seen ones never come back) and forget
+        those older than ``return_days`` days: memory holds at most that many days of saves."""
+        rows, cols = np.nonzero(saved)
+        recurring = users[rows] < self.cfg.users
+        new = users[rows][recurring] * _PAIR_SPAN + slates[rows, cols][recurring]
+        # today's first, so that np.unique's first occurrence keeps a pair's latest day
+        pairs = np.concatenate([new, self._saved_pairs])
+        days = np.concatenate([np.full(len(new), day_index, dtype=np.int64), self._saved_day])
+        pairs, first = np.unique(pairs, return_index=True)
+        days = days[first]
+        recent = days > day_index - self.cfg.return_horizon
+        self._saved_pairs, self._saved_day = pairs[recent], days[recent]
+
+
+# user and pin indices are below MAX_ENTITIES (validated), so a pair fits one int64
+_PAIR_SPAN = MAX_ENTITIES + 1
 
 
 def _distinct_slates(rng: np.random.Generator, weight: np.ndarray, r: int, k: int) -> np.ndarray:
@@ -315,6 +418,10 @@ class SynthSummary(BaseModel):
     users: int
     pins: int
     """the catalogue after the last day"""
+    reshown: int | None = None
+    """impressions of a pin its user saved in the last ``return_days`` days (None: returns off)"""
+    reshown_saves: int | None = None
+    """saves among them"""
     config: dict[str, str | int | float | None]
     """the :class:`SynthConfig` (its start as ISO text)"""
     source: str
@@ -357,6 +464,8 @@ def generate(ws: Workspace, cfg: SynthConfig) -> SynthSummary:
         save_rate=saves / rows if rows else 0.0,
         users=cfg.users,
         pins=len(world.pin_base),
+        reshown=world.reshown if cfg.returns else None,
+        reshown_saves=world.reshown_saves if cfg.returns else None,
         config={k: (v.isoformat() if isinstance(v, dt.date) else v) for k, v in asdict(cfg).items()},
         source=str(ws.source),
         duration_seconds=round(time.perf_counter() - started, 3),

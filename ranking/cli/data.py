@@ -5,6 +5,7 @@ from __future__ import annotations
 import argparse
 from pathlib import Path
 
+from features.synth import MAX_RETURN_AFFINITY, MAX_RETURN_DAYS, SynthConfig, generate
 from ranking.cli.common import (
     CALENDAR_DAYS,
     MAX_DATE,
@@ -12,6 +13,7 @@ from ranking.cli.common import (
     Text,
     add_common,
     finite,
+    float_in,
     fraction,
     int_in,
     non_negative,
@@ -35,9 +37,6 @@ _column = Text(128, _column_name)
 
 
 def _synth(args: argparse.Namespace) -> CommandResult:
-
-    from features.synth import SynthConfig, generate
-
     # compared in days: start + a huge --days would overflow the calendar before the check
     if args.days > (MAX_DATE - args.start).days:
         raise RankerError(f"--start {args.start} + --days {args.days} runs past {MAX_DATE}")
@@ -47,6 +46,7 @@ def _synth(args: argparse.Namespace) -> CommandResult:
             *("users", "pins", "new_pins_per_day", "requests_per_day", "slate_size", "seed"),
             *("id_effect_scale", "label_noise", "user_exponent", "pin_exponent", "affinity_scale"),
             *("returning_user_share", "catalogue_churn"),
+            *("return_share", "return_affinity", "return_days"),
         )
         if getattr(args, k) is not None
     }
@@ -116,6 +116,28 @@ def register(sub: argparse._SubParsersAction) -> None:  # type: ignore[type-arg]
         type=fraction,
         default=None,
         help="share of the first day's catalogue arriving new every day (default: --new-pins-per-day)",
+    )
+    p.add_argument(
+        "--return-share",
+        type=fraction,
+        default=None,
+        help="users come back to pins they saved, as shoppers rebuy: each slot of a recurring user's"
+        " slate is, with this probability, one of the pins the user saved in the last --return-days"
+        " days (as many as it has; default: no returns)",
+    )
+    p.add_argument(
+        "--return-affinity",
+        type=float_in(-MAX_RETURN_AFFINITY, MAX_RETURN_AFFINITY),
+        default=None,
+        help="extra save logit of a pin its user saved in the last --return-days days, shown again"
+        " (default 0 with --return-share; exp(A) is about the odds ratio)",
+    )
+    p.add_argument(
+        "--return-days",
+        type=int_in(1, MAX_RETURN_DAYS, "the history features' longest horizon"),
+        default=None,
+        help=f"how far back a user's saves come back (default {MAX_RETURN_DAYS}; with --return-share"
+        " or --return-affinity)",
     )
     p.set_defaults(handler=_synth, step="synth")
 

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import datetime as dt
+import hashlib
 from pathlib import Path
 
 import numpy as np
@@ -133,3 +134,154 @@ def test_day_is_written_whole(tmp_path: Path) -> None:
     day_dir = sources.day_dir(ws, sources.IMPRESSIONS, dt.date(2026, 3, 1))
     assert [p.name for p in day_dir.iterdir()] == ["part-0.parquet"]
     assert pq.read_metadata(day_dir / "part-0.parquet").num_rows == 800
+
+
+# ------------------------------------------------------------------ users who come back (issue 34)
+
+# sha256 over the impressions and entity tables written for SMALL, seed 7, 6 days, by
+# features/synth.py as of d7c4bc8 (before the return knobs): with them off, not a byte moves
+TODAYS_IMPRESSIONS_DIGEST = "0ab5aef3314681471777e0417373b979605f9c95e671f0f48789ce39cf5f192b"
+# every logit base_logit + return_affinity * (saved before): nothing else tells a return apart
+FLAT = {"affinity_scale": 0.0, "id_effect_scale": 0.0, "label_noise": 0.0, "position_decay": 0.0}
+
+
+def _digest(ws: Workspace, tables: tuple[str, ...] | None = None) -> str:
+    h = hashlib.sha256()
+    for path in sorted(ws.source.rglob("*")):
+        rel = path.relative_to(ws.source)
+        if path.is_file() and (tables is None or rel.parts[0] in tables):
+            h.update(str(rel).encode())
+            h.update(path.read_bytes())
+    return h.hexdigest()
+
+
+def _with_history(ws: Workspace, horizon: int) -> pd.DataFrame:
+    """Each impression with ``before`` (its user saved the pin on one of the ``horizon`` days
+    before) and ``remembered`` (how many distinct pins its user saved on those days), rebuilt
+    from the log alone."""
+    days = sources.list_days(ws, sources.IMPRESSIONS)
+    imp = pd.concat(
+        [sources.read_day(ws, sources.IMPRESSIONS, d).to_pandas().assign(day=i) for i, d in enumerate(days)],
+        ignore_index=True,
+    )
+    saves = imp.loc[imp["saved"] == 1, ["user_id", "pin_id", "day"]].rename(columns={"day": "saved_day"})
+    pairs = imp[["user_id", "pin_id", "day"]].reset_index().merge(saves, on=["user_id", "pin_id"])
+    recent = pairs[(pairs["saved_day"] < pairs["day"]) & (pairs["saved_day"] >= pairs["day"] - horizon)]
+    imp["before"] = imp.index.isin(recent["index"])
+    users = imp[["user_id", "day"]].drop_duplicates().merge(saves, on="user_id")
+    users = users[(users["saved_day"] < users["day"]) & (users["saved_day"] >= users["day"] - horizon)]
+    remembered = users.groupby(["user_id", "day"])["pin_id"].nunique().rename("remembered")
+    imp = imp.join(remembered, on=["user_id", "day"])
+    imp["remembered"] = imp["remembered"].fillna(0).astype(int)
+    return imp
+
+
+def test_returns_off_or_at_zero_leave_the_world_bit_identical(tmp_path: Path) -> None:
+    off = _synth(tmp_path / "off", seed=7, days=6)
+    assert _digest(off, (sources.IMPRESSIONS, "entities")) == TODAYS_IMPRESSIONS_DIGEST
+    # at 0 the knobs draw from their own stream and add an exact 0 to the logit: same bytes,
+    # snapshots included
+    zero = _synth(tmp_path / "zero", seed=7, days=6, return_share=0.0, return_affinity=0.0, return_days=3)
+    assert _digest(zero) == _digest(off)
+
+
+def test_returning_users_see_the_pins_they_saved_again(tmp_path: Path) -> None:
+    share, k = 0.4, SMALL["slate_size"]
+    # a flat-popularity catalogue, so that popularity seldom brings a saved pin back by chance
+    knobs = {**FLAT, "users": 20, "requests_per_day": 300, "pins": 5000, "pin_exponent": 0.0}
+    ws = _synth(tmp_path / "on", seed=11, days=8, return_share=share, return_days=3, **knobs)
+    imp = _with_history(ws, horizon=3)
+    # a user with at least a slate of saves in the last 3 days: each slot is a return with
+    # probability `share`, plus what popularity brings back by chance (measured without returns)
+    full = imp[imp["remembered"] >= k]
+    base = _with_history(_synth(tmp_path / "off", seed=11, days=8, **knobs), horizon=3)
+    chance = base.loc[base["remembered"] >= k, "before"].mean()
+    expected = share + (1 - share) * chance
+    assert len(full) > 5000 and chance < 0.02
+    assert abs(full["before"].mean() - expected) < 4 * np.sqrt(expected * (1 - expected) / len(full))
+    # a user with no saves gets none back; saves older than the horizon come back only by chance
+    assert not imp.loc[imp["remembered"] == 0, "before"].any()
+    older = _with_history(ws, horizon=8)
+    only_older = older["before"] & ~imp["before"]
+    assert only_older.mean() < chance
+    # deterministic by seed, knobs on
+    again = _synth(tmp_path / "again", seed=11, days=8, return_share=share, return_days=3, **knobs)
+    assert _digest(again) == _digest(ws)
+
+
+@pytest.mark.parametrize("affinity", [0.0, 1.5])
+def test_a_pin_saved_before_is_saved_again_at_the_affinity_the_knob_says(
+    tmp_path: Path, affinity: float
+) -> None:
+    knobs = {**FLAT, "users": 40, "requests_per_day": 200}
+    ws = _synth(tmp_path, seed=12, days=8, return_share=0.4, return_affinity=affinity, **knobs)
+    imp = _with_history(ws, horizon=28)
+    base_logit = SynthConfig(start=dt.date(2026, 3, 1), days=1).base_logit
+    for before, logit in ((True, base_logit + affinity), (False, base_logit)):
+        rows = imp[imp["before"] == before]
+        p = 1 / (1 + np.exp(-logit))
+        assert len(rows) > 3000
+        assert abs(rows["saved"].mean() - p) < 4 * np.sqrt(p * (1 - p) / len(rows))
+
+
+def test_return_affinity_only_raises_the_labels_of_pins_saved_before(tmp_path: Path) -> None:
+    """In the default world the affinity changes nothing but the returns' labels, and those only
+    upward (the same uniform draw against a higher probability)."""
+    zero = _with_history(_synth(tmp_path / "zero", seed=13, days=5, return_share=0.3), horizon=28)
+    summary = generate(
+        Workspace.resolve(tmp_path / "one"),
+        SynthConfig(
+            start=dt.date(2026, 3, 1), days=5, seed=13, return_share=0.3, return_affinity=1.0, **SMALL
+        ),  # type: ignore[arg-type]
+    )
+    one = _with_history(Workspace.resolve(tmp_path / "one"), horizon=28)
+    assert (one[["request_id", "pin_id", "before"]] == zero[["request_id", "pin_id", "before"]]).all().all()
+    before = one["before"]
+    assert (one.loc[~before, "saved"] == zero.loc[~before, "saved"]).all()
+    assert (one.loc[before, "saved"] >= zero.loc[before, "saved"]).all()
+    assert one.loc[before, "saved"].sum() > zero.loc[before, "saved"].sum()
+    # the summary counts what the log shows
+    assert summary.reshown == int(before.sum())
+    assert summary.reshown_saves == int(one.loc[before, "saved"].sum())
+
+
+@pytest.mark.parametrize(
+    ("flag", "value"),
+    [
+        ("--return-share", "1.5"),
+        ("--return-share", "-0.1"),
+        ("--return-affinity", "11"),
+        ("--return-affinity", "nan"),
+        ("--return-days", "0"),
+        ("--return-days", "29"),
+    ],
+)
+def test_cli_refuses_a_bad_return_knob_in_one_line(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str], flag: str, value: str
+) -> None:
+    from ranking.cli.main import main
+
+    argv = ["data", "synth", "--home", str(tmp_path), "--start", "2026-03-01", "--days", "2"]
+    with pytest.raises(SystemExit) as exited:
+        main([*argv, flag, value])
+    assert exited.value.code == 2
+    err = capsys.readouterr().err.strip().splitlines()
+    assert len(err) == 1 and flag in err[0]
+    assert not (tmp_path / "source").exists()
+
+
+def test_return_days_alone_is_refused_before_anything_is_written(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    from ranking.cli.main import main
+
+    argv = ["data", "synth", "--home", str(tmp_path), "--start", "2026-03-01", "--days", "2"]
+    assert main([*argv, "--return-days", "7"]) == 2
+    err = capsys.readouterr().err.strip().splitlines()
+    assert len(err) == 1 and "return_days needs return_share or return_affinity" in err[0]
+    assert not any(tmp_path.rglob("*.parquet"))
+    small = ["--users", "50", "--pins", "60", "--requests-per-day", "10", "--slate-size", "5"]
+    assert main([*argv, *small, "--return-share", "0.2", "--return-affinity", "1", "--json"]) == 0
+    summary = capsys.readouterr().out
+    assert '"return_share": 0.2' in summary and '"return_affinity": 1.0' in summary
+    assert '"reshown":' in summary
