@@ -46,45 +46,60 @@ def _duckdb_day(con: Any, ws: Any, day: dt.date, out: Path) -> tuple[float, dict
     """The same point-in-time join written directly as DuckDB ASOF JOINs (TTL 24 h), reading only
     the snapshots that can serve the day."""
     from features import feast_repo, sources
+    from features.schema import HISTORY_FEATURES
 
     views = feast_repo.service_views()
+    tables = {
+        "user_stats": sources.USERS,
+        "pin_stats": sources.PINS,
+        "user_pin_stats": sources.USER_PINS,
+        "user_category_stats": sources.USER_CATEGORIES,
+    }
+    aliases = {"user_stats": "u", "pin_stats": "p", "user_pin_stats": "up", "user_category_stats": "uc"}
+    # the category is the pin's, as pin_stats has it at the impression (the window's second lookup)
+    left = {"category": "p.category"}
     imp = sources.day_dir(ws, sources.IMPRESSIONS, day) / "*.parquet"
     cols, joins = [], []
-    for alias, view in zip(("u", "p"), views, strict=True):
-        glob = sources.glob_pattern(ws, {"user_stats": sources.USERS, "pin_stats": sources.PINS}[view.name])
+    for view in views:
+        alias = aliases[view.name]
+        glob = sources.glob_pattern(ws, tables[view.name])
         fields = ", ".join(view.fields)
+        keys = ", ".join(view.join_keys)
+        on = " AND ".join(f"{left.get(k, f'i.{k}')} = {alias}.{k}" for k in view.join_keys)
         joins.append(
-            f"ASOF LEFT JOIN (SELECT {view.join_key}, event_timestamp AS ts, {fields}"
+            f"ASOF LEFT JOIN (SELECT {keys}, event_timestamp AS ts, {fields}"
             f" FROM read_parquet('{glob}', hive_partitioning = false)"
             # only snapshots that can serve this day (parquet statistics skip the other files)
             f" WHERE event_timestamp > TIMESTAMPTZ '{day} 00:00:00+00' - INTERVAL {int(view.ttl_hours)} HOUR"
             f" AND event_timestamp < TIMESTAMPTZ '{day} 00:00:00+00' + INTERVAL 1 DAY) {alias}"
-            f" ON i.{view.join_key} = {alias}.{view.join_key} AND i.event_timestamp >= {alias}.ts"
+            f" ON {on} AND i.event_timestamp >= {alias}.ts"
         )
         for f in view.fields:
-            cols.append(
+            value = (
                 f"CASE WHEN i.event_timestamp - {alias}.ts <= INTERVAL {int(view.ttl_hours)} HOUR"
-                f" THEN {alias}.{f} END AS {view.name}__{f}"
+                f" THEN {alias}.{f} END"
             )
+            if f"{view.name}__{f}" in HISTORY_FEATURES:  # a pair absent: no impression, a true 0
+                value = f"COALESCE({value}, 0)"
+            cols.append(f"{value} AS {view.name}__{f}")
     sql = f"SELECT i.*, {', '.join(cols)} FROM read_parquet('{imp}', hive_partitioning = false) i {' '.join(joins)}"
     started = time.perf_counter()
     con.execute(f"COPY ({sql}) TO '{out}' (FORMAT parquet, COMPRESSION zstd)")
     seconds = time.perf_counter() - started
-    check = con.execute(
-        f"SELECT count(*), sum(user_stats__impressions_28d), sum(pin_stats__saves_7d),"
-        f" count(pin_stats__category) FROM read_parquet('{out}')"
-    ).fetchone()
-    return seconds, {"rows": check[0], "user_imp28": check[1], "pin_saves7": check[2], "pin_cat": check[3]}
+    return seconds, _feast_check(con, str(out))
 
 
 def _feast_check(con: Any, path: str) -> dict[str, float]:
     # (DuckDB relations have no fetchone() any more: run through the connection)
     row = con.execute(
         f"SELECT count(*), sum(user_stats__impressions_28d), sum(pin_stats__saves_7d),"
-        f" count(pin_stats__category) FROM read_parquet('{path}')"
+        f" count(pin_stats__category), sum(user_pin_stats__saves_28d),"
+        f" sum(user_category_stats__impressions_28d), count(user_category_stats__as_of)"
+        f" FROM read_parquet('{path}')"
     ).fetchone()
     assert row is not None
-    return {"rows": row[0], "user_imp28": row[1], "pin_saves7": row[2], "pin_cat": row[3]}
+    names = ("rows", "user_imp28", "pin_saves7", "pin_cat", "pair_saves28", "category_imp28", "category_rows")
+    return dict(zip(names, row, strict=True))
 
 
 def _duckdb_days(con: Any, ws: Any, parts: list[dict[str, Any]], out: Path) -> tuple[list[float], bool]:

@@ -33,10 +33,10 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any, Literal
 
 import yaml
-from pydantic import BaseModel, ConfigDict
+from pydantic import BaseModel, ConfigDict, field_validator
 
 from features import sources
-from features.derive import day_start
+from features.derive import day_start, derive_history
 from features.schema import FEATURE_SERVICE, SNAPSHOT_TIME
 from ranking.core.atomic import atomic_write_json, atomic_write_text, read_json
 from ranking.core.errors import RankerError
@@ -78,8 +78,8 @@ class ViewDef:
     """A feature view as plain data (what the window builder needs without importing Feast)."""
 
     name: str
-    entity: str
-    join_key: str
+    entities: tuple[str, ...]  # one for user_stats and pin_stats, two for the history views
+    join_keys: tuple[str, ...]
     ttl_hours: float
     fields: dict[str, str]  # feature -> Feast dtype name (String, Int64, Float64, ...)
 
@@ -236,13 +236,13 @@ def describe_views(contents: RepoContents) -> list[ViewDef]:
     entities = {e.name: e.join_key for e in contents.entities}
     views = []
     for fv in contents.feature_views:
-        if len(fv.entities) != 1:
-            raise FeatureRepoError(f"feature view {fv.name} must have exactly one entity, has {fv.entities}")
+        if not fv.entities:
+            raise FeatureRepoError(f"feature view {fv.name} must have an entity")
         views.append(
             ViewDef(
                 name=fv.name,
-                entity=fv.entities[0],
-                join_key=entities[fv.entities[0]],
+                entities=tuple(fv.entities),
+                join_keys=tuple(entities[e] for e in fv.entities),
                 ttl_hours=(fv.ttl or dt.timedelta(0)).total_seconds() / 3600,
                 fields={f.name: str(f.dtype) for f in fv.features},
             )
@@ -292,6 +292,19 @@ class AppliedRecord(BaseModel):
     views: list[ViewDef] | None = None
     services: dict[str, list[str]] | None = None  # feature service -> its views
 
+    @field_validator("views", mode="before")
+    @classmethod
+    def _one_entity_views(cls, raw: Any) -> Any:
+        """Applies before the history views recorded one ``entity`` and ``join_key`` per view."""
+        if not isinstance(raw, list):
+            return raw
+        return [
+            {**v, "entities": [v["entity"]], "join_keys": [v["join_key"]]}
+            if isinstance(v, dict) and "entities" not in v and "entity" in v
+            else v
+            for v in raw
+        ]
+
 
 class ApplySummary(BaseModel):
     """``ranker features apply``'s summary: the store rendered and what Feast registered."""
@@ -320,6 +333,15 @@ def apply(ws: Workspace, settings: StoreSettings | None = None) -> ApplySummary:
     upgraded = sources.add_snapshot_time(ws, SNAPSHOT_TIME)
     if upgraded:
         log.info("apply: added %s to %d snapshot files written before it existed", SNAPSHOT_TIME, upgraded)
+    # and a workspace derived before the history views (issue 34) gets their snapshots, once
+    derived = derive_history(ws)
+    if derived:
+        log.info(
+            "apply: derived the history snapshots of %d days (%s..%s) written before they existed",
+            len(derived),
+            derived[0],
+            derived[-1],
+        )
     path = write_store_config(ws, settings)
     contents = load_repo(ws.root)
     store = FeatureStore(repo_path=str(ws.feast))

@@ -37,6 +37,7 @@ class PartitionRecord(RecordedFile):
 
     label_rate: float
     null_rates: dict[str, float]
+    zero_filled: NotRequired[dict[str, float]]  # column -> share of rows filled with 0 (issue 34)
     date: NotRequired[str]
     rows_in: NotRequired[int]
     feature_version: NotRequired[str]

@@ -4,6 +4,8 @@
 <home>/source/impressions/date=YYYY-MM-DD/part-0.parquet   features.schema.IMPRESSION_SCHEMA
 <home>/source/users/date=YYYY-MM-DD/part-0.parquet         user_stats snapshot taken at that day's 00:00
 <home>/source/pins/date=YYYY-MM-DD/part-0.parquet          pin_stats snapshot taken at that day's 00:00
+<home>/source/user_pins/date=YYYY-MM-DD/part-0.parquet     user_pin_stats snapshot (pairs seen in 28 days)
+<home>/source/user_categories/date=YYYY-MM-DD/part-0.parquet  user_category_stats snapshot (likewise)
 <home>/source/entities/{users,pins}.parquet                 entity attributes (country, category, ...)
 ```
 A day's folder is published whole (temp dir + rename), so a reader never sees half a day.
@@ -25,7 +27,9 @@ from ranking.core.errors import DataValidationError
 from ranking.core.workspace import Workspace
 
 IMPRESSIONS, USERS, PINS = "impressions", "users", "pins"
-TABLES = (IMPRESSIONS, USERS, PINS)
+USER_PINS, USER_CATEGORIES = "user_pins", "user_categories"  # the history views' snapshots (issue 34)
+SNAPSHOTS = (USERS, PINS, USER_PINS, USER_CATEGORIES)  # one per feature view, dated by its 00:00
+TABLES = (IMPRESSIONS, *SNAPSHOTS)
 _DAY_DIR = re.compile(r"^date=(\d{4}-\d{2}-\d{2})$")
 
 

@@ -24,10 +24,19 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 from pydantic import BaseModel, ConfigDict, Field, JsonValue, ValidationError, model_validator
 
-from features import build_checks, feast_repo, sources
+from features import build_checks, derive, feast_repo, sources
 from features.build_checks import DEFAULT_DAYS, WindowChecks
 from features.partitions import partition_problem, read_record
-from features.schema import EXAMPLE_COLUMNS, FEATURE_SERVICE, IMPRESSION_SCHEMA, LABEL
+from features.schema import (
+    EXAMPLE_COLUMNS,
+    FEATURE_SERVICE,
+    HISTORY_FEATURES,
+    IMPRESSION_SCHEMA,
+    LABEL,
+    PIN_VIEW,
+    SNAPSHOT_TIME,
+    USER_CATEGORY_VIEW,
+)
 from features.validation import statistics as day_statistics
 from ranking.core.atomic import atomic_dir, atomic_write_json, read_json
 from ranking.core.errors import DataValidationError, RankerError
@@ -36,7 +45,7 @@ from ranking.core.summaries import FreshnessSummary, WindowSummary
 from ranking.core.workspace import Workspace
 
 if TYPE_CHECKING:
-    from feast import FeatureStore
+    from feast import FeatureService, FeatureStore
 
 log = logging.getLogger(__name__)
 
@@ -44,7 +53,12 @@ IMPRESSION_KEY = ("request_id", "pin_id")  # one impression: a pin in a request'
 # what identifies a point-in-time lookup (Feast's entity_row_id hashes exactly these): equal
 # lookups are sent to Feast once and joined back many-to-one, both joins counted
 LOOKUP_KEY = ("user_id", "pin_id", "event_timestamp")
-SOURCE_TABLES = (sources.IMPRESSIONS, sources.USERS, sources.PINS)
+# the second join: the user's history with the pin's category, as the first join read it
+SECOND_STAGE_VIEWS = (USER_CATEGORY_VIEW,)
+CATEGORY_KEY = "category"  # the category entity's join key
+CATEGORY_COLUMN = f"{PIN_VIEW}__category"
+CATEGORY_LOOKUP_KEY = ("user_id", CATEGORY_KEY, "event_timestamp")
+SOURCE_TABLES = (sources.IMPRESSIONS, *sources.SNAPSHOTS)
 _ARROW_TYPES = {
     "String": pa.string(),
     "Int64": pa.int64(),
@@ -72,6 +86,7 @@ class DayPartition:
     bytes: int | None = None
     sha256: str | None = None
     repaired: str | None = None  # why an existing partition of this key was rebuilt
+    zero_filled: dict[str, float] | None = None  # column -> share of rows filled with 0
 
     def recorded(self) -> WindowPartition:
         """The day as the window manifest records it."""
@@ -85,6 +100,7 @@ class DayPartition:
             source_version=self.source_version,
             bytes=self.bytes,
             sha256=self.sha256,
+            zero_filled=self.zero_filled,
         )
 
 
@@ -122,6 +138,8 @@ class WindowPartition(BaseModel):
     # the file as recorded in partition.json: the trainer checks the file against them
     bytes: int | None = None
     sha256: str | None = None
+    zero_filled: dict[str, float] | None = None
+    """column -> share of the rows whose pair was absent from its snapshot, filled with 0"""
 
 
 class WindowManifest(BaseModel):
@@ -154,6 +172,9 @@ class WindowManifest(BaseModel):
     days_reused: int | None = None
     days_repaired: dict[str, str] | None = None
     checks: WindowChecks | None = None
+    zero_filled: list[str] | None = None
+    """the columns where a row absent from its view reads 0, not null (the history views' counts
+    and rates: no impression of the pair in the horizon)"""
     created_at: str | None = None
     duration_seconds: float | None = None
     path: Path = Field(exclude=True)
@@ -232,7 +253,8 @@ def load_manifest(
 
 # bump when the join or the partition layout changes: every partition is rebuilt once
 # 2: the key also hashes the day before's snapshots; partition.json records bytes and sha256
-PARTITION_FORMAT = 2
+# 3: the history views (a second join by the pin's category; absent pairs filled with 0)
+PARTITION_FORMAT = 3
 
 
 def serving_version(ws: Workspace, day: dt.date) -> str:
@@ -246,7 +268,7 @@ def serving_version(ws: Workspace, day: dt.date) -> str:
         "\0".join(
             [
                 sources.day_version(ws, SOURCE_TABLES, day),
-                sources.day_version(ws, (sources.USERS, sources.PINS), before),
+                sources.day_version(ws, sources.SNAPSHOTS, before),
             ]
         ).encode()
     ).hexdigest()
@@ -280,46 +302,121 @@ def _partition_key(feature_version: str, source_version: str) -> str:
     return hashlib.sha256(raw.encode()).hexdigest()[:16]
 
 
-def _partition_stats(frame: pd.DataFrame, schema: pa.Schema) -> tuple[float, dict[str, float]]:
+def _partition_stats(
+    frame: pd.DataFrame, schema: pa.Schema
+) -> tuple[float, dict[str, float], dict[str, float]]:
+    """(label rate, null rate per feature, share of rows filled with 0 per zero-filled column:
+    the rows whose view's snapshot time is null, i.e. whose pair was absent)."""
     n = len(frame)
     label_rate = float(frame[LABEL].mean()) if n else 0.0
     features = [c for c in schema.names if c not in IMPRESSION_SCHEMA.names]
     null_rates = {c: (float(frame[c].isna().mean()) if n else 0.0) for c in features}
-    return label_rate, null_rates
+    zero_filled = {
+        c: null_rates.get(f"{c.split('__', 1)[0]}__{SNAPSHOT_TIME}", 0.0) for c in zero_filled_columns(schema)
+    }
+    return label_rate, null_rates, zero_filled
+
+
+def _lookup(
+    store: FeatureStore,
+    day: dt.date,
+    stage: str,
+    lookups: pd.DataFrame,
+    key: Sequence[str],
+    features: list[str],
+    columns: list[str],
+) -> pd.DataFrame:
+    """One Feast point-in-time join of ``lookups`` (unique on ``key``): one row per lookup, with
+    ``columns`` (the features' full names)."""
+    if lookups.empty:  # nothing to look up (no row has the key): Feast is not asked
+        return pd.DataFrame({**{k: lookups[k] for k in key}, **{c: pd.Series(dtype=object) for c in columns}})
+    try:
+        with feast_repo.quiet_stdout():
+            job = store.get_historical_features(entity_df=lookups, features=features, full_feature_names=True)
+            feats = job.to_df()
+    except Exception as exc:  # unreadable source files surface here, deep inside ibis/duckdb
+        raise DataValidationError(
+            f"{stage} of {day.isoformat()} failed: {type(exc).__name__}: {exc}"
+        ) from exc
+    build_checks.check_rows_conserved(day, stage, len(lookups), len(feats))
+    feats["event_timestamp"] = pd.to_datetime(feats["event_timestamp"], utc=True).astype(
+        "datetime64[ns, UTC]"
+    )
+    if feats.duplicated(list(key)).any():
+        raise DataValidationError(f"{stage} of {day.isoformat()} returned duplicate lookups")
+    missing = sorted(set(columns) - set(feats.columns))
+    if missing:
+        raise DataValidationError(f"{stage} of {day.isoformat()} did not return features {missing}")
+    return feats[[*key, *columns]]
+
+
+def _refs(
+    service: FeatureService, views: Sequence[str], columns: Sequence[str]
+) -> tuple[list[str], list[str]]:
+    """The service's features of ``views`` that the partition holds: (Feast refs, full names)."""
+    wanted = set(columns)
+    refs, names = [], []
+    for projection in service.feature_view_projections:
+        if projection.name not in views:
+            continue
+        for feature in projection.features:
+            if f"{projection.name}__{feature.name}" in wanted:
+                refs.append(f"{projection.name}:{feature.name}")
+                names.append(f"{projection.name}__{feature.name}")
+    return refs, names
 
 
 def join_day(store: FeatureStore, day: dt.date, impressions: pa.Table, schema: pa.Schema) -> pd.DataFrame:
-    """Point-in-time join of one day's impressions with the feature service; every row counted."""
+    """Point-in-time join of one day's impressions with the feature service; every row counted.
+
+    Two Feast joins, as serving looks features up: the user's, the pin's and the user x pin
+    history by (user_id, pin_id, time); then the user x category history by (user_id, the pin's
+    category as that first join read it, time). A pair absent from its snapshot had no impression
+    in 28 days: its history counts and rates are 0 (HISTORY_FEATURES; their as_of stays null)."""
     build_checks.check_schema(day, impressions.schema, IMPRESSION_SCHEMA, "impressions")
     imp = impressions.to_pandas()
     build_checks.check_unique_impressions(day, imp, IMPRESSION_KEY)
     check_day_timestamps(day, imp)
     imp["event_timestamp"] = pd.to_datetime(imp["event_timestamp"], utc=True).astype("datetime64[ns, UTC]")
-    lookups = imp[list(LOOKUP_KEY)].drop_duplicates(ignore_index=True)
-    service = store.get_feature_service(FEATURE_SERVICE)
-    try:
-        with feast_repo.quiet_stdout():
-            job = store.get_historical_features(entity_df=lookups, features=service, full_feature_names=True)
-            feats = job.to_df()
-    except Exception as exc:  # unreadable source files surface here, deep inside ibis/duckdb
-        raise DataValidationError(
-            f"the Feast point-in-time join of {day.isoformat()} failed: {type(exc).__name__}: {exc}"
-        ) from exc
-    build_checks.check_rows_conserved(day, "the Feast point-in-time join", len(lookups), len(feats))
-    feats["event_timestamp"] = pd.to_datetime(feats["event_timestamp"], utc=True).astype(
-        "datetime64[ns, UTC]"
-    )
-    if feats.duplicated(list(LOOKUP_KEY)).any():
-        raise DataValidationError(f"the Feast join of {day.isoformat()} returned duplicate lookups")
     feature_cols = [c for c in schema.names if c not in IMPRESSION_SCHEMA.names]
-    missing = sorted(set(feature_cols) - set(feats.columns))
+    service = store.get_feature_service(FEATURE_SERVICE)
+    first_views = [p.name for p in service.feature_view_projections if p.name not in SECOND_STAGE_VIEWS]
+    refs, names = _refs(service, first_views, feature_cols)
+    lookups = imp[list(LOOKUP_KEY)].drop_duplicates(ignore_index=True)
+    feats = _lookup(store, day, "the Feast point-in-time join", lookups, LOOKUP_KEY, refs, names)
+    out = imp.merge(feats, on=list(LOOKUP_KEY), how="left", validate="many_to_one")
+    build_checks.check_rows_conserved(day, "joining features back to impressions", len(imp), len(out))
+
+    refs, names = _refs(service, SECOND_STAGE_VIEWS, feature_cols)
+    if refs:
+        by_category = out[["user_id", CATEGORY_COLUMN, "event_timestamp"]].rename(
+            columns={CATEGORY_COLUMN: CATEGORY_KEY}
+        )
+        lookups = by_category.dropna(subset=[CATEGORY_KEY]).drop_duplicates(ignore_index=True)
+        stage = "the Feast point-in-time join of the user x category history"
+        feats = _lookup(store, day, stage, lookups, CATEGORY_LOOKUP_KEY, refs, names)
+        joined = by_category.merge(feats, on=list(CATEGORY_LOOKUP_KEY), how="left", validate="many_to_one")
+        build_checks.check_rows_conserved(
+            day, "joining the user x category history back", len(out), len(joined)
+        )
+        for name in names:
+            out[name] = joined[name].to_numpy()
+    missing = sorted(set(feature_cols) - set(out.columns))
     if missing:
         raise DataValidationError(f"the Feast join of {day.isoformat()} did not return features {missing}")
-    out = imp.merge(
-        feats[[*LOOKUP_KEY, *feature_cols]], on=list(LOOKUP_KEY), how="left", validate="many_to_one"
-    )
-    build_checks.check_rows_conserved(day, "joining features back to impressions", len(imp), len(out))
+    for name in zero_filled_columns(schema):
+        filled = out[name].astype("float64").fillna(0.0)  # counts are far below 2**53
+        out[name] = (
+            filled.astype("int64")
+            if pa.types.is_integer(schema.field(name).type)
+            else filled.astype("float64")
+        )
     return out.sort_values(["request_id", "position"], kind="stable", ignore_index=True)[list(schema.names)]
+
+
+def zero_filled_columns(schema: pa.Schema) -> list[str]:
+    """The partition columns a missing row fills with 0 (a pair with no impression in the horizon)."""
+    return [c for c in HISTORY_FEATURES if c in schema.names]
 
 
 class _Store:
@@ -360,6 +457,7 @@ def _build_partition(
                 built=False,
                 bytes=int(record["bytes"]),
                 sha256=str(record["sha256"]),
+                zero_filled=record.get("zero_filled"),
             )
         log.warning("partition %s (%s) does not match its record: %s; rebuilding it", day, key, problem)
     started = time.perf_counter()
@@ -367,7 +465,7 @@ def _build_partition(
     if impressions.num_rows == 0:
         raise DataValidationError(f"the source impressions of {day.isoformat()} are empty")
     frame = join_day(store.get(), day, impressions, schema)
-    label_rate, null_rates = _partition_stats(frame, schema)
+    label_rate, null_rates, zero_filled = _partition_stats(frame, schema)
     table = pa.Table.from_pandas(frame, schema=schema, preserve_index=False)
     stats = {
         "date": day.isoformat(),
@@ -375,6 +473,7 @@ def _build_partition(
         "rows_in": impressions.num_rows,
         "label_rate": label_rate,
         "null_rates": null_rates,
+        "zero_filled": zero_filled,
         "feature_version": feature_version,
         "source_version": source_version,
         "schema": {f.name: str(f.type) for f in schema},
@@ -406,6 +505,7 @@ def _build_partition(
         bytes=int(stats["bytes"]),
         sha256=str(stats["sha256"]),
         repaired=problem,
+        zero_filled=zero_filled,
     )
 
 
@@ -460,6 +560,14 @@ def _build(
             f"feature definitions changed since the last apply ({applied} -> {feature_version}):"
             " run `ranker features apply`"
         )
+    lacking = derive.missing_history_days(ws)
+    if lacking:
+        raise DataValidationError(
+            f"{ws.source} has no history snapshots (user_pins, user_categories) for {len(lacking)} days"
+            f" ({lacking[0].isoformat()}..{lacking[-1].isoformat()}): it was derived before them;"
+            " run `ranker features apply` (derives them from the impressions) or rebuild it with"
+            " `ranker data synth` / `ranker data import`"
+        )
     # the views recorded by that apply: a window whose days are all reused needs no Feast import
     schema = example_schema(FEATURE_SERVICE, feast_repo.service_views(FEATURE_SERVICE, ws))
     train_days = [end - dt.timedelta(days=days - i) for i in range(days)]
@@ -502,6 +610,7 @@ def _build(
         days_reused=sum(not p.built for p in parts),
         days_repaired={p.date: p.repaired for p in parts if p.repaired},
         checks=checks,
+        zero_filled=zero_filled_columns(schema),
         created_at=dt.datetime.now(dt.UTC).isoformat(timespec="seconds"),
         duration_seconds=round(time.perf_counter() - started, 3),
     )

@@ -64,6 +64,13 @@ pin = Entity(
     description="a pin that can be shown in a home-feed slate",
 )
 
+category = Entity(
+    name="category",
+    join_keys=["category"],
+    value_type=ValueType.STRING,
+    description="a pin's category (pin_stats' category): the key of a user's history with a category",
+)
+
 # Daily snapshots taken at 00:00 UTC of day D from impressions in [D-7, D) and [D-28, D): a
 # snapshot never holds anything that happened on or after its own timestamp. TTL 24 h: a snapshot
 # serves its own day only, so a missing day gives nulls (which the window's null-rate check sees).
@@ -104,4 +111,43 @@ pin_stats = FeatureView(
     online=True,
 )
 
-ranker_v1 = FeatureService(name="ranker_v1", features=[user_stats, pin_stats])
+
+# A user's history with a pin and with a category (issue 34): the same daily snapshots, one row
+# per pair with an impression in the 28 days before (a pair seen 3 days ago is still there, so the
+# 24 h TTL does not read it as absent); a pair absent from the day's snapshot had no impression in
+# 28 days, and the window fills its counts and rates with 0. Rates: saves / (impressions + 1).
+def _history_fields() -> list[Field]:
+    return [
+        Field(name="impressions_7d", dtype=Int64),
+        Field(name="saves_7d", dtype=Int64),
+        Field(name="save_rate_7d", dtype=Float64),
+        Field(name="impressions_28d", dtype=Int64),
+        Field(name="saves_28d", dtype=Int64),
+        Field(name="save_rate_28d", dtype=Float64),
+        Field(name="as_of", dtype=UnixTimestamp),
+    ]
+
+
+user_pin_stats = FeatureView(
+    name="user_pin_stats",
+    entities=[user, pin],
+    ttl=timedelta(hours=24),
+    schema=_history_fields(),
+    source=_snapshots("user_pin_stats_source", "user_pins"),
+    online=True,
+)
+
+# looked up with the pin's category as pin_stats has it at the impression (a second lookup, as
+# serving does: the pin's features first, then the user's stats of its category)
+user_category_stats = FeatureView(
+    name="user_category_stats",
+    entities=[user, category],
+    ttl=timedelta(hours=24),
+    schema=_history_fields(),
+    source=_snapshots("user_category_stats_source", "user_categories"),
+    online=True,
+)
+
+ranker_v1 = FeatureService(
+    name="ranker_v1", features=[user_stats, pin_stats, user_pin_stats, user_category_stats]
+)

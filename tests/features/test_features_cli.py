@@ -156,7 +156,8 @@ def test_materialize_loads_the_latest_snapshot_then_goes_incremental(
     pins = sources.read_day(ws, sources.PINS, END + dt.timedelta(days=1)).to_pandas().head(5)
     store = open_store(ws)
     online = store.get_online_features(
-        features=store.get_feature_service(FEATURE_SERVICE),
+        # the views keyed by user or pin (user_category_stats needs the pin's category first)
+        features=["user_stats:impressions_28d", "pin_stats:category"],
         entity_rows=[
             {"user_id": int(u), "pin_id": int(p)}
             for u, p in zip(snapshot["user_id"], pins["pin_id"], strict=True)
@@ -167,3 +168,47 @@ def test_materialize_loads_the_latest_snapshot_then_goes_incremental(
         online["user_stats__impressions_28d"].astype("int64"), snapshot["impressions_28d"], check_names=False
     )
     pd.testing.assert_series_equal(online["pin_stats__category"], pins["category"], check_names=False)
+    _serve_a_slate(ws, store, END + dt.timedelta(days=1))
+
+
+def _serve_a_slate(ws: Workspace, store: Any, snapshot_day: dt.date) -> None:
+    """Serving's two lookups for one user and a 25-pin slate: the user's, the pins' and the user x
+    pin history by (user, pin), then the user x category history by the pins' categories. Pairs
+    in the materialised snapshot read its values, the others none (the ranker reads 0)."""
+    from features.schema import HISTORY_NUMERIC, USER_CATEGORY_VIEW, USER_PIN_VIEW
+
+    pairs = sources.read_day(ws, sources.USER_PINS, snapshot_day).to_pandas()
+    user = int(pairs["user_id"].value_counts().index[0])  # the user with the most pins seen
+    theirs = pairs[pairs["user_id"] == user].set_index("pin_id")
+    catalogue = sources.read_day(ws, sources.PINS, snapshot_day).to_pandas().set_index("pin_id")
+    others = [int(p) for p in catalogue.index if p not in theirs.index]
+    slate = [int(p) for p in theirs.index[:10]] + others[: 25 - min(10, len(theirs))]
+    assert len(slate) == 25 and len(theirs) >= 1
+    fields = [*HISTORY_NUMERIC, "as_of"]
+    first = store.get_online_features(
+        features=["pin_stats:category", *(f"{USER_PIN_VIEW}:{f}" for f in fields)],
+        entity_rows=[{"user_id": user, "pin_id": p} for p in slate],
+        full_feature_names=True,
+    ).to_df()
+    for pin, row in zip(slate, first.itertuples(index=False), strict=True):
+        got = row._asdict()
+        if pin in theirs.index:
+            assert got[f"{USER_PIN_VIEW}__saves_28d"] == theirs.loc[pin, "saves_28d"]
+            assert got[f"{USER_PIN_VIEW}__impressions_7d"] == theirs.loc[pin, "impressions_7d"]
+        else:
+            assert pd.isna(got[f"{USER_PIN_VIEW}__impressions_28d"])
+    assert first["pin_stats__category"].tolist() == catalogue.loc[slate, "category"].tolist()
+    categories = sorted(set(first["pin_stats__category"]))
+    second = store.get_online_features(
+        features=[f"{USER_CATEGORY_VIEW}:{f}" for f in fields],
+        entity_rows=[{"user_id": user, "category": c} for c in categories],
+        full_feature_names=True,
+    ).to_df()
+    by_category = sources.read_day(ws, sources.USER_CATEGORIES, snapshot_day).to_pandas()
+    by_category = by_category[by_category["user_id"] == user].set_index("category")
+    for category, saves in zip(categories, second[f"{USER_CATEGORY_VIEW}__saves_28d"], strict=True):
+        if category in by_category.index:
+            assert saves == by_category.loc[category, "saves_28d"]
+        else:
+            assert pd.isna(saves)
+    assert second[f"{USER_CATEGORY_VIEW}__impressions_28d"].notna().any()

@@ -88,6 +88,22 @@ def test_materialize_into_redis_and_read_back(
     ).to_dict()
     assert online["user_stats__country"] == snap["country"].tolist()
     assert online["user_stats__saves_28d"] == snap["saves_28d"].tolist()
+    # the history views: one keyed by user x pin, one by user x category
+    for view, table, key in (
+        ("user_pin_stats", sources.USER_PINS, "pin_id"),
+        ("user_category_stats", sources.USER_CATEGORIES, "category"),
+    ):
+        pairs = sources.read_day(ws, table, END + dt.timedelta(days=1)).to_pandas().head(3)
+        online = store.get_online_features(
+            features=[f"{view}:saves_28d", f"{view}:impressions_7d"],
+            entity_rows=[
+                {"user_id": int(u), key: k}
+                for u, k in zip(pairs["user_id"], pairs[key].tolist(), strict=True)
+            ],
+            full_feature_names=True,
+        ).to_dict()
+        assert online[f"{view}__saves_28d"] == pairs["saves_28d"].tolist()
+        assert online[f"{view}__impressions_7d"] == pairs["impressions_7d"].tolist()
 
 
 def test_bad_online_store_settings_are_refused(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:

@@ -175,17 +175,31 @@ def test_the_stock_feast_cli_applies_the_repo_to_a_workspace(tiny: dict[str, Any
         timeout=300,
     )
     assert proc.returncode == 0, proc.stdout + proc.stderr
-    for line in ("Created feature view user_stats", "Created feature view pin_stats"):
-        assert line in proc.stdout
+    tables = {
+        "user_stats": "users",
+        "pin_stats": "pins",
+        "user_pin_stats": "user_pins",
+        "user_category_stats": "user_categories",
+    }
+    for view in tables:
+        assert f"Created feature view {view}" in proc.stdout
+    assert "Created entity category" in proc.stdout
     assert "Created feature service ranker_v1" in proc.stdout
 
     store = FeatureStore(repo_path=str(ws.feast))
     views = {fv.name: fv for fv in store.list_feature_views()}
-    assert set(views) == {"user_stats", "pin_stats"}
-    assert views["user_stats"].batch_source.path == str(home / "source" / "users" / "date=*" / "*.parquet")
-    assert views["pin_stats"].batch_source.path == str(home / "source" / "pins" / "date=*" / "*.parquet")
+    assert set(views) == set(tables)
+    for view, table in tables.items():
+        assert views[view].batch_source.path == str(home / "source" / table / "date=*" / "*.parquet")
+    assert views["user_pin_stats"].entities == ["user", "pin"]
+    assert views["user_category_stats"].entities == ["user", "category"]
+    assert {e.name: e.join_key for e in store.list_entities()} == {
+        "user": "user_id",
+        "pin": "pin_id",
+        "category": "category",
+    }
     service = store.get_feature_service("ranker_v1")
-    assert [p.name for p in service.feature_view_projections] == ["user_stats", "pin_stats"]
+    assert [p.name for p in service.feature_view_projections] == list(tables)
     # the stock CLI registered exactly what `ranker features apply` loads for this workspace
     ours = feast_repo.describe_views(feast_repo.load_repo(home))
     assert {v.name: v.fields for v in ours} == {

@@ -17,7 +17,7 @@ import pytest
 from tinyspace import WINDOW_DAYS
 
 from features.feast_repo import StoreSettings
-from features.schema import IMPRESSION_SCHEMA
+from features.schema import HISTORY_FEATURES, HISTORY_VIEWS, IMPRESSION_SCHEMA
 from ranking.core.workspace import Workspace
 
 pytestmark = [pytest.mark.slow, pytest.mark.integration]
@@ -93,22 +93,39 @@ def test_spark_and_duckdb_build_the_same_window(
         duck_stats = json.loads((Path(d["path"]).parent / "partition.json").read_text())
         assert duck_stats["offline_store"] == "duckdb"  # not Spark compared with Spark
         _assert_same_day(pd.read_parquet(d["path"]), pd.read_parquet(s["path"]), d["date"])
-    # a window with features: not all null (the comparison above would also pass on empty joins)
+    # a window with features: not all null (the comparison above would also pass on empty joins);
+    # the history views' as_of is null where a pair has no row (most user x pin pairs), their
+    # counts read 0 there, and both stores fill the same rows
     last = pd.read_parquet(spark_parts[-1]["path"])
-    features = [c for c in last.columns if c not in IMPRESSION_SCHEMA.names]
+    pair_as_of = {f"{view}__as_of" for view in HISTORY_VIEWS}
+    features = [c for c in last.columns if c not in IMPRESSION_SCHEMA.names and c not in pair_as_of]
     assert all(last[c].notna().mean() >= 0.5 for c in features)
+    assert spark["zero_filled"] == duck["zero_filled"] == list(HISTORY_FEATURES)
+    assert spark["eval"]["zero_filled"] == duck["eval"]["zero_filled"]
+    for view in HISTORY_VIEWS:
+        assert last[f"{view}__as_of"].notna().any() and (last[f"{view}__impressions_28d"] > 0).any()
 
     # serving: the online store loaded through the Spark store holds the newest snapshot
     from features import sources
-    from features.schema import FEATURE_SERVICE
 
     assert feast_repo.materialize(ws, end, spark_settings).mode == "full"
     users = sources.read_day(ws, sources.USERS, end + dt.timedelta(days=1)).to_pandas().head(5)
+    pairs = sources.read_day(ws, sources.USER_PINS, end + dt.timedelta(days=1)).to_pandas().head(5)
     store = feast_repo.open_store(ws, spark_settings)
     online = store.get_online_features(
-        features=store.get_feature_service(FEATURE_SERVICE),
-        entity_rows=[{"user_id": int(u), "pin_id": 1} for u in users["user_id"]],
+        features=["user_stats:country", "user_stats:saves_28d"],
+        entity_rows=[{"user_id": int(u)} for u in users["user_id"]],
         full_feature_names=True,
     ).to_dict()
     assert online["user_stats__country"] == users["country"].tolist()
     assert online["user_stats__saves_28d"] == users["saves_28d"].tolist()
+    online = store.get_online_features(
+        features=["user_pin_stats:impressions_28d", "user_pin_stats:saves_28d"],
+        entity_rows=[
+            {"user_id": int(u), "pin_id": int(p)}
+            for u, p in zip(pairs["user_id"], pairs["pin_id"], strict=True)
+        ],
+        full_feature_names=True,
+    ).to_dict()
+    assert online["user_pin_stats__impressions_28d"] == pairs["impressions_28d"].tolist()
+    assert online["user_pin_stats__saves_28d"] == pairs["saves_28d"].tolist()

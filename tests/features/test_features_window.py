@@ -132,10 +132,11 @@ def test_rows_are_conserved_and_the_manifest_follows_the_contract(tiny: dict[str
     assert set(loaded) == {
         "window_id", "end", "days", "train", "eval", "missing_days", "schema", "feature_service",
         "feature_version", "source_version", "rows_train", "rows_eval", "label_rate", "days_built",
-        "days_reused", "days_repaired", "checks", "created_at", "duration_seconds",
+        "days_reused", "days_repaired", "checks", "zero_filled", "created_at", "duration_seconds",
     }  # fmt: skip
     assert set(loaded["eval"]) == {
-        "date", "path", "rows", "label_rate", "null_rates", "partition_key", "source_version", "bytes", "sha256"
+        "date", "path", "rows", "label_rate", "null_rates", "partition_key", "source_version", "bytes", "sha256",
+        "zero_filled",
     }  # fmt: skip
     assert read_window_manifest(ws.window_manifest(END, WINDOW_DAYS)).record() == loaded
     with pytest.raises(RankerError, match="no window manifest"):
