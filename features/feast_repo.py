@@ -51,6 +51,9 @@ log = logging.getLogger(__name__)
 
 REPO = Path(__file__).parent / "repo"  # definition files (*.py) and the feature_store.yaml template
 OFFLINE_STORES = ("duckdb", "spark")
+# offline_store = "duckdb": the template's store, Feast's DuckDB store reading only the snapshots that
+# can serve a lookup (features/offline_store.py, which imports Feast; named here by its import path)
+DAY_RANGE_DUCKDB = "features.offline_store.DayRangeDuckDBOfflineStore"
 ONLINE_STORES = ("sqlite", "redis")
 # a local Spark for one machine and for CI: 2 shuffle partitions (the default 200 is for a
 # cluster), no UI, driver bound to loopback, UTC sessions (Feast compares timestamps as strings)
@@ -89,6 +92,11 @@ class StoreSettings:
     offline_store: str = "duckdb"  # duckdb | spark
     online_store: str = "sqlite"  # sqlite | redis
     redis_url: str = "localhost:6379"  # host:port[,option=value...] (online_store=redis)
+
+
+def offline_store_name(store_type: str) -> str:
+    """The ``[features] offline_store`` setting a rendered config's ``offline_store.type`` comes from."""
+    return "duckdb" if store_type == DAY_RANGE_DUCKDB else store_type
 
 
 def valid_redis_url(url: str) -> bool:

@@ -477,7 +477,7 @@ def _build_partition(
         "feature_version": feature_version,
         "source_version": source_version,
         "schema": {f.name: str(f.type) for f in schema},
-        "offline_store": store.get().config.offline_store.type,
+        "offline_store": feast_repo.offline_store_name(store.get().config.offline_store.type),
         "build_seconds": round(time.perf_counter() - started, 3),
     }
     with atomic_dir(target) as tmp:

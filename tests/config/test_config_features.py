@@ -201,7 +201,7 @@ def test_apply_renders_the_configured_offline_store(
     assert main(["features", "apply", "--home", str(home), "--json"]) == 0
     assert got[-1] == StoreSettings()
     assert yaml.safe_load((home / "feast" / "feature_store.yaml").read_text())["offline_store"] == {
-        "type": "duckdb"
+        "type": feast_repo.DAY_RANGE_DUCKDB
     }
     monkeypatch.setenv("RANKER_OFFLINE_STORE", "spark")
     assert main(["features", "apply", "--home", str(home), "--json"]) == 0

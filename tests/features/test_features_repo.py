@@ -37,7 +37,7 @@ def test_the_template_as_feast_reads_it_is_the_default_rendered_config(
     rendered = yaml.safe_load(render_store_config(template, tmp_path, StoreSettings()))
     assert rendered == as_feast_reads_it
     assert rendered["registry"]["path"] == str(tmp_path / "feast" / "registry.db")
-    assert rendered["offline_store"] == {"type": "duckdb"}
+    assert rendered["offline_store"] == {"type": feast_repo.DAY_RANGE_DUCKDB}
     assert rendered["online_store"] == {"type": "sqlite", "path": str(tmp_path / "feast" / "online_store.db")}
 
 

@@ -1,0 +1,296 @@
+"""What the history views cost (issue 34): `python -m benchmarks.history_cost [--baseline REV] [--out FILE]`.
+
+On the stack's workspace (infra/stack/stack.py SMALL_WORKSPACE: 10 synthetic days, 300 users, 600
+pins, 600 requests of 25 pins a day; its 5-day windows), built twice in the same run: once by this
+checkout and once by ``--baseline`` (default: the commit before the history views, checked out in
+a temporary git worktree, run with the same interpreter):
+1. the snapshot job (``ranker data synth``'s seconds, which derive every snapshot) and the source's
+   bytes;
+2. the window build, cold (every partition built through Feast), 5 times each: medians and their
+   ratio (the issue's bound: at most 1.5x); and this checkout's builds again through Feast's own
+   DuckDB store (features/offline_store.py's reason to exist);
+3. this checkout only: the sqlite online store after ``ranker features materialize``: bytes per
+   million user x pin and user x category pairs (each view's rows copied alone into a fresh
+   database with Feast's own table schema, vacuumed), and the online lookup of a 25-pin slate as
+   serving does it (user, pins and user x pin first, then user x category on the pins'
+   categories): median and p95 over 200 slates.
+Prints and writes one JSON object (``--out``); figures are recorded in docs/data.md.
+"""
+
+from __future__ import annotations
+
+import argparse
+import datetime as dt
+import json
+import os
+import shutil
+import sqlite3
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+from typing import Any
+
+REPO = Path(__file__).resolve().parents[1]
+BASELINE = "b9d3fa3"  # main before issue 34's views
+SIZE = {"days": 10, "users": 300, "pins": 600, "requests_per_day": 600, "seed": 11}
+START = dt.date(2026, 11, 1)
+WINDOW_DAYS = 5
+BUILDS = 5
+SLATES = 200
+SLATE = 25
+
+
+def _ranker(tree: Path, home: Path, *args: str) -> dict[str, Any]:
+    env = {**os.environ, "PYTHONPATH": str(tree), "OMP_NUM_THREADS": "1", "RANKER_HOME": str(home)}
+    argv = [sys.executable, "-m", "ranking.cli", *args, "--home", str(home), "--json"]
+    done = subprocess.run(argv, cwd=tree, env=env, capture_output=True, text=True)
+    if done.returncode:
+        raise SystemExit(f"{' '.join(args[:2])} in {tree} failed ({done.returncode}): {done.stderr[-2000:]}")
+    out: dict[str, Any] = json.loads(done.stdout.strip().splitlines()[-1])
+    return out
+
+
+def _du(path: Path) -> int:
+    return sum(p.stat().st_size for p in path.rglob("*") if p.is_file())
+
+
+def _measure(tree: Path, home: Path) -> dict[str, Any]:
+    end = START + dt.timedelta(days=SIZE["days"] - 1)
+    synth = _ranker(
+        tree,
+        home,
+        *("data", "synth", "--start", START.isoformat(), "--days", str(SIZE["days"])),
+        *("--users", str(SIZE["users"]), "--pins", str(SIZE["pins"])),
+        *("--requests-per-day", str(SIZE["requests_per_day"]), "--seed", str(SIZE["seed"])),
+    )
+    _ranker(tree, home, "features", "apply")
+    seconds = []
+    for i in range(BUILDS):
+        shutil.rmtree(home / "windows", ignore_errors=True)
+        started = time.perf_counter()
+        window = _ranker(
+            tree, home, "features", "window", "--end", end.isoformat(), "--days", str(WINDOW_DAYS)
+        )
+        wall = time.perf_counter() - started
+        seconds.append(float(window["duration_seconds"]))
+        print(
+            f"  {tree.name}: build {i + 1}/{BUILDS}: {seconds[-1]:.2f} s ({wall:.1f} s with the CLI)",
+            flush=True,
+        )
+    return {
+        "synth_seconds": synth.get("duration_seconds"),
+        "source_bytes": _du(home / "source"),
+        "source_tables": sorted(p.name for p in (home / "source").iterdir() if p.is_dir()),
+        "window_build_seconds": seconds,
+        "window_build_median_seconds": statistics.median(seconds),
+        "window_bytes": _du(home / "windows"),
+    }
+
+
+# this checkout with Feast's own DuckDB store rendered in place of ours: argv[2] "apply" or an end day
+_STOCK = """
+import datetime as dt, json, sys
+from pathlib import Path
+from features import feast_repo
+feast_repo.DAY_RANGE_DUCKDB = "duckdb"
+from ranking.core.workspace import Workspace
+ws = Workspace.resolve(Path(sys.argv[1]))
+if sys.argv[2] == "apply":
+    feast_repo.apply(ws)
+else:
+    from features.window import build_window
+    print(json.dumps(build_window(ws, dt.date.fromisoformat(sys.argv[2]), int(sys.argv[3]))["duration_seconds"]))
+"""
+
+
+def _stock(home: Path, *args: str) -> str:
+    env = {**os.environ, "PYTHONPATH": str(REPO), "OMP_NUM_THREADS": "1", "RANKER_HOME": str(home)}
+    done = subprocess.run(
+        [sys.executable, "-c", _STOCK, str(home), *args], cwd=REPO, env=env, capture_output=True, text=True
+    )
+    if done.returncode:
+        raise SystemExit(f"the stock-store run failed ({done.returncode}): {done.stderr[-2000:]}")
+    return done.stdout.strip()
+
+
+def _stock_builds(home: Path) -> list[float]:
+    """This checkout's window builds through Feast's own DuckDB store (what the day-range store
+    replaces) on the same workspace, each in a fresh process as the CLI's are; the workspace is
+    applied with our store again after."""
+    end = START + dt.timedelta(days=SIZE["days"] - 1)
+    _stock(home, "apply")
+    seconds = []
+    for i in range(BUILDS):
+        shutil.rmtree(home / "windows", ignore_errors=True)
+        seconds.append(float(_stock(home, end.isoformat(), str(WINDOW_DAYS)).splitlines()[-1]))
+        print(f"  stock duckdb: build {i + 1}/{BUILDS}: {seconds[-1]:.2f} s", flush=True)
+    _ranker(REPO, home, "features", "apply")
+    return seconds
+
+
+def _view_bytes(db: Path, table: str, scratch: Path) -> int:
+    """The bytes of one view's table alone: its rows copied into a fresh database with the same
+    schema and indexes, vacuumed."""
+    src = sqlite3.connect(db)
+    ddl = [
+        sql
+        for (sql,) in src.execute(
+            "SELECT sql FROM sqlite_master WHERE tbl_name = ? AND sql IS NOT NULL", (table,)
+        )
+    ]
+    src.close()
+    alone = scratch / f"{table}.db"
+    alone.unlink(missing_ok=True)
+    con = sqlite3.connect(alone)
+    for sql in ddl:
+        con.execute(sql)
+    con.execute("ATTACH DATABASE ? AS src", (str(db),))
+    con.execute(f'INSERT INTO "{table}" SELECT * FROM src."{table}"')
+    con.commit()
+    con.execute("DETACH DATABASE src")
+    con.execute("VACUUM")
+    con.close()
+    return alone.stat().st_size
+
+
+def _online(home: Path, scratch: Path) -> dict[str, Any]:
+    sys.path.insert(0, str(REPO))
+    os.environ["RANKER_HOME"] = str(home)
+    import numpy as np
+
+    from features import feast_repo, sources
+    from features.schema import HISTORY_VIEWS, PIN_VIEW, USER_CATEGORY_VIEW, USER_PIN_VIEW, USER_VIEW
+    from ranking.core.workspace import Workspace
+
+    ws = Workspace.resolve(home)
+    started = time.perf_counter()
+    _ranker(REPO, home, "features", "materialize")
+    materialize_seconds = time.perf_counter() - started
+    store = feast_repo.open_store(ws)
+    project = store.project
+    db = home / "feast" / "online_store.db"
+    sizes = {}
+    latest = sources.list_days(ws, sources.USER_PINS)[-1]
+    for view in HISTORY_VIEWS:
+        table = sources.USER_PINS if view == USER_PIN_VIEW else sources.USER_CATEGORIES
+        pairs = sources.read_day(ws, table, latest).num_rows
+        nbytes = _view_bytes(db, f"{project}_{view}", scratch)
+        sizes[view] = {
+            "pairs": pairs,
+            "bytes": nbytes,
+            "bytes_per_million_pairs": round(nbytes / pairs * 1e6) if pairs else None,
+        }
+    # the newest day's slates, served from the snapshot materialised last (the day after it)
+    impressions = sources.read_day(
+        ws, sources.IMPRESSIONS, sources.list_days(ws, sources.IMPRESSIONS)[-1]
+    ).to_pandas()
+    slates = [g for _, g in impressions.groupby("request_id", sort=True)][:SLATES]
+    first = [
+        *(f"{USER_VIEW}:{f}" for f in ("impressions_28d", "saves_28d", "save_rate_28d")),
+        *(f"{PIN_VIEW}:{f}" for f in ("category", "impressions_28d", "save_rate_28d")),
+        *(f"{USER_PIN_VIEW}:{f}" for f in ("impressions_28d", "saves_28d", "save_rate_28d")),
+    ]
+    second = [f"{USER_CATEGORY_VIEW}:{f}" for f in ("impressions_28d", "saves_28d", "save_rate_28d")]
+    millis, found = [], 0
+    for slate in slates:
+        rows = [
+            {"user_id": int(u), "pin_id": int(p)} for u, p in zip(slate.user_id, slate.pin_id, strict=True)
+        ]
+        t0 = time.perf_counter()
+        got = store.get_online_features(features=first, entity_rows=rows, full_feature_names=True).to_dict()
+        cats = sorted({c for c in got[f"{PIN_VIEW}__category"] if c is not None})
+        user = rows[0]["user_id"]
+        store.get_online_features(
+            features=second,
+            entity_rows=[{"user_id": user, "category": c} for c in cats],
+            full_feature_names=True,
+        ).to_dict()
+        millis.append((time.perf_counter() - t0) * 1e3)
+        found += sum(v is not None for v in got[f"{USER_PIN_VIEW}__impressions_28d"])
+    return {
+        "materialize_seconds": round(materialize_seconds, 2),
+        "online_store_bytes": db.stat().st_size,
+        "views": sizes,
+        "slate_lookup_ms": {
+            "slates": len(millis),
+            "pins_per_slate": SLATE,
+            "median": round(statistics.median(millis), 2),
+            "p95": round(float(np.percentile(millis, 95)), 2),
+            "user_pin_rows_found_share": round(found / sum(len(s) for s in slates), 3),
+        },
+    }
+
+
+def main(argv: list[str]) -> int:
+    ap = argparse.ArgumentParser(
+        prog="python -m benchmarks.history_cost", description=__doc__.splitlines()[0]
+    )
+    ap.add_argument("--baseline", default=BASELINE, help=f"the commit to compare with (default {BASELINE})")
+    ap.add_argument("--out", type=Path, help="also write the JSON here")
+    args = ap.parse_args(argv)
+    if not args.baseline.replace("-", "").replace("_", "").isalnum() or len(args.baseline) > 64:
+        print(f"--baseline must be a commit or ref name, got {args.baseline!r}", file=sys.stderr)
+        return 2
+    with tempfile.TemporaryDirectory(prefix="history-cost-") as tmp:
+        scratch = Path(tmp)
+        base_tree = scratch / "baseline"
+        subprocess.run(
+            ["git", "-C", str(REPO), "worktree", "add", "--detach", "-q", str(base_tree), args.baseline],
+            check=True,
+        )
+        try:
+            commit = subprocess.run(
+                ["git", "-C", str(base_tree), "rev-parse", "--short", "HEAD"],
+                capture_output=True,
+                text=True,
+                check=True,
+            ).stdout.strip()
+            print(f"baseline {commit}: synth, apply, {BUILDS} cold window builds", flush=True)
+            baseline = _measure(base_tree, scratch / "home-baseline")
+            print("this checkout: synth, apply, the same builds", flush=True)
+            head = _measure(REPO, scratch / "home-head")
+            print("this checkout through Feast's own DuckDB store: the same builds", flush=True)
+            stock = _stock_builds(scratch / "home-head")
+            print("this checkout: materialize, online sizes, slate lookups", flush=True)
+            online = _online(scratch / "home-head", scratch)
+        finally:
+            subprocess.run(
+                ["git", "-C", str(REPO), "worktree", "remove", "--force", str(base_tree)], check=False
+            )
+    ratio = head["window_build_median_seconds"] / baseline["window_build_median_seconds"]
+    out = {
+        "benchmark": "history_cost",
+        "date": dt.date.today().isoformat(),
+        "workspace": {**SIZE, "window_days": WINDOW_DAYS},
+        "baseline": {"commit": commit, **baseline},
+        "head": head,
+        "window_build_ratio": round(ratio, 3),
+        "bound": 1.5,
+        "bound_met": ratio <= 1.5,
+        # the same checkout's builds through Feast's stock DuckDB store: what the day-range store saves
+        "head_stock_duckdb_build_seconds": stock,
+        "head_stock_duckdb_build_median_seconds": statistics.median(stock),
+        "stock_duckdb_ratio": round(statistics.median(stock) / baseline["window_build_median_seconds"], 3),
+        "snapshot_job_ratio": (
+            round(head["synth_seconds"] / baseline["synth_seconds"], 3)
+            if head["synth_seconds"] and baseline["synth_seconds"]
+            else None
+        ),
+        "source_bytes_ratio": round(head["source_bytes"] / baseline["source_bytes"], 3),
+        "online": online,
+    }
+    text = json.dumps(out, indent=1)
+    print(text)
+    if args.out:
+        args.out.parent.mkdir(parents=True, exist_ok=True)
+        tmp_out = args.out.with_name(f".{args.out.name}.tmp")
+        tmp_out.write_text(text + "\n")
+        tmp_out.replace(args.out)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main(sys.argv[1:]))
