@@ -9,7 +9,9 @@ a temporary git worktree, run with the same interpreter):
 2. the window build, cold (every partition built through Feast), 5 times each: medians and their
    ratio (the issue's bound: at most 1.5x); and this checkout's builds again through Feast's own
    DuckDB store (features/offline_store.py's reason to exist);
-3. this checkout only: the sqlite online store after ``ranker features materialize``: bytes per
+3. this checkout only, on a long history (the backtest's world: 54 days of 1,000 requests): one
+   day's join through our store and through Feast's own, 5 times each, medians and ratio;
+4. this checkout only: the sqlite online store after ``ranker features materialize``: bytes per
    million user x pin and user x category pairs (each view's rows copied alone into a fresh
    database with Feast's own table schema, vacuumed), and the online lookup of a 25-pin slate as
    serving does it (user, pins and user x pin first, then user x category on the pins'
@@ -224,6 +226,69 @@ def _online(home: Path, scratch: Path) -> dict[str, Any]:
     }
 
 
+# the backtest's synthetic world (infra/history_backtest.sh, make backtest): 54 days of 1,000
+# requests of 25 pins, 20,000 users and pins
+LONG = {"days": 54, "requests_per_day": 1000, "seed": 0}
+
+
+def _long_history(home: Path) -> dict[str, Any]:
+    """One day's point-in-time join (features.window.join_day, both Feast calls) late in a long
+    history, through our store and through Feast's own DuckDB store, in one process, 5 times each,
+    alternating: medians, their ratio, and whether the two joined the same rows."""
+    os.environ["RANKER_HOME"] = str(home)
+    _ranker(
+        REPO,
+        home,
+        *("data", "synth", "--start", START.isoformat(), "--days", str(LONG["days"])),
+        *("--requests-per-day", str(LONG["requests_per_day"]), "--seed", str(LONG["seed"])),
+    )
+    _ranker(REPO, home, "features", "apply")
+    import pandas as pd
+    import yaml
+    from feast import FeatureStore
+    from feast.repo_config import RepoConfig
+
+    from features import feast_repo, sources
+    from features.window import example_schema, join_day
+    from ranking.core.workspace import Workspace
+
+    ws = Workspace.resolve(home)
+    day = sources.list_days(ws, sources.IMPRESSIONS)[-1]
+    impressions = sources.read_day(ws, sources.IMPRESSIONS, day)
+    schema = example_schema()
+    raw = yaml.safe_load((ws.feast / "feature_store.yaml").read_text())
+    stores = {}
+    for name, offline in (
+        ("day_range", {"type": feast_repo.DAY_RANGE_DUCKDB}),
+        ("feast_duckdb", {"type": "duckdb"}),
+    ):
+        config = RepoConfig(**{**raw, "offline_store": offline})
+        config.repo_path = feast_repo.REPO
+        stores[name] = FeatureStore(config=config)
+    seconds: dict[str, list[float]] = {name: [] for name in stores}
+    frames: dict[str, pd.DataFrame] = {}
+    for i in range(BUILDS):
+        for name, store in stores.items():
+            t0 = time.perf_counter()
+            frames[name] = join_day(store, day, impressions, schema)
+            seconds[name].append(round(time.perf_counter() - t0, 3))
+        print(
+            f"  long history, join {i + 1}/{BUILDS}: {seconds['day_range'][-1]:.2f} s vs {seconds['feast_duckdb'][-1]:.2f} s",
+            flush=True,
+        )
+    medians = {name: statistics.median(v) for name, v in seconds.items()}
+    return {
+        **LONG,
+        "day": day.isoformat(),
+        "rows": impressions.num_rows,
+        "user_pin_rows_that_day": sources.read_day(ws, sources.USER_PINS, day).num_rows,
+        "join_seconds": seconds,
+        "join_median_seconds": medians,
+        "feast_duckdb_over_day_range": round(medians["feast_duckdb"] / medians["day_range"], 3),
+        "same_rows": bool(frames["day_range"].equals(frames["feast_duckdb"])),
+    }
+
+
 def main(argv: list[str]) -> int:
     ap = argparse.ArgumentParser(
         prog="python -m benchmarks.history_cost", description=__doc__.splitlines()[0]
@@ -256,6 +321,8 @@ def main(argv: list[str]) -> int:
             stock = _stock_builds(scratch / "home-head")
             print("this checkout: materialize, online sizes, slate lookups", flush=True)
             online = _online(scratch / "home-head", scratch)
+            print("this checkout: one day's join late in a long history, both stores", flush=True)
+            long_history = _long_history(scratch / "home-long")
         finally:
             subprocess.run(
                 ["git", "-C", str(REPO), "worktree", "remove", "--force", str(base_tree)], check=False
@@ -281,6 +348,7 @@ def main(argv: list[str]) -> int:
         ),
         "source_bytes_ratio": round(head["source_bytes"] / baseline["source_bytes"], 3),
         "online": online,
+        "long_history": long_history,
     }
     text = json.dumps(out, indent=1)
     print(text)
