@@ -11,9 +11,10 @@ a temporary git worktree, run with the same interpreter):
    DuckDB store (features/offline_store.py's reason to exist);
 3. this checkout only, on a long history (the backtest's world: 54 days of 1,000 requests): one
    day's join through our store and through Feast's own, 5 times each, medians and ratio;
-4. this checkout only: the sqlite online store after ``ranker features materialize``: bytes per
-   million user x pin and user x category pairs (each view's rows copied alone into a fresh
-   database with Feast's own table schema, vacuumed), and the online lookup of a 25-pin slate as
+4. this checkout only: the online store after ``ranker features materialize``, SQLite and a real
+   redis-server (when installed): bytes per million user x pin and user x category pairs (SQLite:
+   each view's rows copied alone into a fresh database with Feast's own table schema, vacuumed;
+   Redis: MEMORY USAGE of the keys holding the view), and the online lookup of a 25-pin slate as
    serving does it (user, pins and user x pin first, then user x category on the pins'
    categories): median and p95 over 200 slates.
 Prints and writes one JSON object (``--out``); figures are recorded in docs/data.md.
@@ -26,6 +27,7 @@ import datetime as dt
 import json
 import os
 import shutil
+import socket
 import sqlite3
 import statistics
 import subprocess
@@ -158,34 +160,30 @@ def _view_bytes(db: Path, table: str, scratch: Path) -> int:
     return alone.stat().st_size
 
 
-def _online(home: Path, scratch: Path) -> dict[str, Any]:
-    sys.path.insert(0, str(REPO))
-    os.environ["RANKER_HOME"] = str(home)
+def _pairs(ws: Any) -> dict[str, int]:
+    """Each history view's pairs in the snapshot materialised last (the day after the last)."""
+    from features import sources
+    from features.schema import HISTORY_VIEWS, USER_PIN_VIEW
+
+    latest = sources.list_days(ws, sources.USER_PINS)[-1]
+    return {
+        view: sources.read_day(
+            ws, sources.USER_PINS if view == USER_PIN_VIEW else sources.USER_CATEGORIES, latest
+        ).num_rows
+        for view in HISTORY_VIEWS
+    }
+
+
+def _slate_lookups(store: Any, ws: Any) -> dict[str, Any]:
+    """The newest day's first SLATES slates served as serving does: the user's, the pins' and the
+    user x pin features of the slate in one call, then the user x category features of the
+    slate's categories (the pins' as the first call read them). Those slates' pairs all have a
+    row (they were shown that day): the lookup's cost with every row present."""
     import numpy as np
 
-    from features import feast_repo, sources
-    from features.schema import HISTORY_VIEWS, PIN_VIEW, USER_CATEGORY_VIEW, USER_PIN_VIEW, USER_VIEW
-    from ranking.core.workspace import Workspace
+    from features import sources
+    from features.schema import PIN_VIEW, USER_CATEGORY_VIEW, USER_PIN_VIEW, USER_VIEW
 
-    ws = Workspace.resolve(home)
-    started = time.perf_counter()
-    _ranker(REPO, home, "features", "materialize")
-    materialize_seconds = time.perf_counter() - started
-    store = feast_repo.open_store(ws)
-    project = store.project
-    db = home / "feast" / "online_store.db"
-    sizes = {}
-    latest = sources.list_days(ws, sources.USER_PINS)[-1]
-    for view in HISTORY_VIEWS:
-        table = sources.USER_PINS if view == USER_PIN_VIEW else sources.USER_CATEGORIES
-        pairs = sources.read_day(ws, table, latest).num_rows
-        nbytes = _view_bytes(db, f"{project}_{view}", scratch)
-        sizes[view] = {
-            "pairs": pairs,
-            "bytes": nbytes,
-            "bytes_per_million_pairs": round(nbytes / pairs * 1e6) if pairs else None,
-        }
-    # the newest day's slates, served from the snapshot materialised last (the day after it)
     impressions = sources.read_day(
         ws, sources.IMPRESSIONS, sources.list_days(ws, sources.IMPRESSIONS)[-1]
     ).to_pandas()
@@ -193,9 +191,9 @@ def _online(home: Path, scratch: Path) -> dict[str, Any]:
     first = [
         *(f"{USER_VIEW}:{f}" for f in ("impressions_28d", "saves_28d", "save_rate_28d")),
         *(f"{PIN_VIEW}:{f}" for f in ("category", "impressions_28d", "save_rate_28d")),
-        *(f"{USER_PIN_VIEW}:{f}" for f in ("impressions_28d", "saves_28d", "save_rate_28d")),
+        *(f"{USER_PIN_VIEW}:{f}" for f in ("impressions_28d", "saves_28d", "save_rate_28d", "as_of")),
     ]
-    second = [f"{USER_CATEGORY_VIEW}:{f}" for f in ("impressions_28d", "saves_28d", "save_rate_28d")]
+    second = [f"{USER_CATEGORY_VIEW}:{f}" for f in ("impressions_28d", "saves_28d", "save_rate_28d", "as_of")]
     millis, found = [], 0
     for slate in slates:
         rows = [
@@ -204,26 +202,134 @@ def _online(home: Path, scratch: Path) -> dict[str, Any]:
         t0 = time.perf_counter()
         got = store.get_online_features(features=first, entity_rows=rows, full_feature_names=True).to_dict()
         cats = sorted({c for c in got[f"{PIN_VIEW}__category"] if c is not None})
-        user = rows[0]["user_id"]
         store.get_online_features(
             features=second,
-            entity_rows=[{"user_id": user, "category": c} for c in cats],
+            entity_rows=[{"user_id": rows[0]["user_id"], "category": c} for c in cats],
             full_feature_names=True,
         ).to_dict()
         millis.append((time.perf_counter() - t0) * 1e3)
         found += sum(v is not None for v in got[f"{USER_PIN_VIEW}__impressions_28d"])
     return {
+        "slates": len(millis),
+        "pins_per_slate": SLATE,
+        "median": round(statistics.median(millis), 2),
+        "p95": round(float(np.percentile(millis, 95)), 2),
+        "user_pin_rows_found_share": round(found / sum(len(s) for s in slates), 3),
+    }
+
+
+def _online_sqlite(home: Path, scratch: Path) -> dict[str, Any]:
+    from features import feast_repo
+    from features.schema import HISTORY_VIEWS
+    from ranking.core.workspace import Workspace
+
+    ws = Workspace.resolve(home)
+    started = time.perf_counter()
+    _ranker(REPO, home, "features", "materialize")
+    materialize_seconds = time.perf_counter() - started
+    store = feast_repo.open_store(ws)
+    db = home / "feast" / "online_store.db"
+    pairs = _pairs(ws)
+    sizes = {}
+    for view in HISTORY_VIEWS:
+        nbytes = _view_bytes(db, f"{store.project}_{view}", scratch)
+        sizes[view] = {
+            "pairs": pairs[view],
+            "bytes": nbytes,
+            "bytes_per_million_pairs": round(nbytes / pairs[view] * 1e6),
+        }
+    return {
         "materialize_seconds": round(materialize_seconds, 2),
         "online_store_bytes": db.stat().st_size,
         "views": sizes,
-        "slate_lookup_ms": {
-            "slates": len(millis),
-            "pins_per_slate": SLATE,
-            "median": round(statistics.median(millis), 2),
-            "p95": round(float(np.percentile(millis, 95)), 2),
-            "user_pin_rows_found_share": round(found / sum(len(s) for s in slates), 3),
-        },
+        "slate_lookup_ms": _slate_lookups(store, ws),
     }
+
+
+def _redis_server(folder: Path) -> tuple[subprocess.Popen[bytes], int] | None:
+    binary = shutil.which("redis-server")
+    if binary is None:
+        return None
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        port = int(sock.getsockname()[1])
+    argv = [
+        binary,
+        "--port",
+        str(port),
+        "--bind",
+        "127.0.0.1",
+        "--save",
+        "",
+        "--appendonly",
+        "no",
+        "--dir",
+        str(folder),
+    ]
+    proc = subprocess.Popen(argv, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    deadline = time.monotonic() + 10
+    while time.monotonic() < deadline:
+        try:
+            socket.create_connection(("127.0.0.1", port), timeout=0.2).close()
+            return proc, port
+        except OSError:
+            time.sleep(0.05)
+    proc.kill()
+    raise SystemExit("redis-server did not start within 10 s")
+
+
+def _online_redis(home: Path, scratch: Path) -> dict[str, Any] | None:
+    """The same workspace served from a real redis-server (the compose stack's online store):
+    each history view's memory (MEMORY USAGE of the keys holding its fields) per million pairs."""
+    started_server = _redis_server(scratch)
+    if started_server is None:
+        print("  redis-server not installed: the Redis figures are skipped", flush=True)
+        return None
+    proc, port = started_server
+    try:
+        import redis
+
+        from features import feast_repo
+        from features.schema import HISTORY_VIEWS
+        from ranking.core.workspace import Workspace
+
+        os.environ.update(RANKER_ONLINE_STORE="redis", RANKER_REDIS_URL=f"127.0.0.1:{port}")
+        _ranker(REPO, home, "features", "apply")
+        started = time.perf_counter()
+        _ranker(REPO, home, "features", "materialize")
+        materialize_seconds = time.perf_counter() - started
+        ws = Workspace.resolve(home)
+        store = feast_repo.open_store(ws, feast_repo.store_settings())
+        client = redis.Redis(host="127.0.0.1", port=port)
+        memory = {view: 0 for view in HISTORY_VIEWS}
+        keys = {view: 0 for view in HISTORY_VIEWS}
+        for key in client.scan_iter(count=1000):
+            fields = client.hkeys(key)
+            for view in HISTORY_VIEWS:
+                if f"_ts:{view}".encode() in fields:
+                    memory[view] += int(client.memory_usage(key, samples=0) or 0)
+                    keys[view] += 1
+        pairs = _pairs(ws)
+        return {
+            "materialize_seconds": round(materialize_seconds, 2),
+            "used_memory_bytes": int(client.info("memory")["used_memory"]),
+            "views": {
+                view: {
+                    "pairs": pairs[view],
+                    "keys": keys[view],
+                    "bytes": memory[view],
+                    "bytes_per_million_pairs": round(memory[view] / pairs[view] * 1e6),
+                }
+                for view in HISTORY_VIEWS
+            },
+            "slate_lookup_ms": _slate_lookups(store, ws),
+        }
+    finally:
+        for name in ("RANKER_ONLINE_STORE", "RANKER_REDIS_URL"):
+            os.environ.pop(name, None)
+        proc.kill()
+        proc.wait()
+        _ranker(REPO, home, "features", "apply")
 
 
 # the backtest's synthetic world (infra/history_backtest.sh, make backtest): 54 days of 1,000
@@ -320,7 +426,11 @@ def main(argv: list[str]) -> int:
             print("this checkout through Feast's own DuckDB store: the same builds", flush=True)
             stock = _stock_builds(scratch / "home-head")
             print("this checkout: materialize, online sizes, slate lookups", flush=True)
-            online = _online(scratch / "home-head", scratch)
+            sys.path.insert(0, str(REPO))
+            os.environ["RANKER_HOME"] = str(scratch / "home-head")
+            online = {"sqlite": _online_sqlite(scratch / "home-head", scratch)}
+            print("this checkout: the same from a real redis-server", flush=True)
+            online["redis"] = _online_redis(scratch / "home-head", scratch)
             print("this checkout: one day's join late in a long history, both stores", flush=True)
             long_history = _long_history(scratch / "home-long")
         finally:
