@@ -428,7 +428,7 @@ def main(argv: list[str]) -> int:
             print("this checkout: materialize, online sizes, slate lookups", flush=True)
             sys.path.insert(0, str(REPO))
             os.environ["RANKER_HOME"] = str(scratch / "home-head")
-            online = {"sqlite": _online_sqlite(scratch / "home-head", scratch)}
+            online: dict[str, Any] = {"sqlite": _online_sqlite(scratch / "home-head", scratch)}
             print("this checkout: the same from a real redis-server", flush=True)
             online["redis"] = _online_redis(scratch / "home-head", scratch)
             print("this checkout: one day's join late in a long history, both stores", flush=True)
