@@ -473,11 +473,12 @@ class Stack:
     def up(self, config: dict[str, Any]) -> None:
         self.root.mkdir(parents=True, exist_ok=True)
         self.logs.mkdir(exist_ok=True)
+        build_small = bool(config.pop("small_workspace", False))
         if self.state and all(self.running().values()) and _all_healthy(self.health()):
             say("already running")
+            self.fill_running_workspace(build_small)
             self.print_access()
             return
-        build_small = bool(config.pop("small_workspace", False))
         old = self.state.get("config", {})
         self.state["config"] = {**old, **{k: v for k, v in config.items() if v not in (None, [], {})}}
         self.state["config"].setdefault("ranker_home", str(REPO / "var" / "stack" / "workspace"))
@@ -533,6 +534,19 @@ class Stack:
         say("all healthy: " + ", ".join(f"{k}={v}" for k, v in self.health().items()))
         say(f"environment for the airflow CLI: source {env_file}")
         self.print_access()
+
+    def fill_running_workspace(self, build: bool) -> None:
+        """A running stack's workspace, read by each DAG run rather than by the servers: an empty
+        one is built now (``build``) or told how; one with data is left as it is."""
+        home = Path(self.state.get("config", {}).get("ranker_home") or REPO / "var" / "stack" / "workspace")
+        if has_data(home):
+            if build:
+                say(
+                    f"the workspace {home} already holds data: --small-workspace builds only into an empty one"
+                )
+            return
+        home.mkdir(parents=True, exist_ok=True)
+        self.prepare_workspace(home, build=build)
 
     def prepare_workspace(self, home: Path, build: bool) -> None:
         """An empty workspace: build the small one (--small-workspace), else say how."""

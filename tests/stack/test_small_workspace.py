@@ -85,3 +85,34 @@ def test_a_build_that_succeeds_writes_the_pipeline_config(tmp_path: Path) -> Non
     stack.build_small_workspace(str(ranker_bin), home, dt.date(2026, 12, 4), tmp_path / "ws.log")
     assert stack.has_data(home)
     assert (home / "ranker.toml").read_text() == stack.SMALL_PIPELINE_CONFIG
+
+
+@pytest.mark.parametrize("has_data", [False, True])
+def test_small_workspace_on_a_running_stack_builds_or_says_why_not(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str], has_data: bool
+) -> None:
+    """Issue 35: `make stack STACK_ARGS=--small-workspace` on a running stack used to stop at
+    "already running" with the workspace left empty. The DAG runs read the workspace, not the
+    servers, so an empty one is built there and then; one with data is left, and says so."""
+    stack_py = stack_module()
+    home = tmp_path / "workspace"
+    if has_data:
+        (home / "source" / "impressions").mkdir(parents=True)
+    stack = stack_py.Stack(tmp_path / "stack")
+    stack.state = {"config": {"ranker_home": str(home)}, "pids": {"scheduler": 1}}
+    monkeypatch.setattr(stack, "running", lambda: {"scheduler": True})
+    monkeypatch.setattr(stack, "health", lambda: {"scheduler": "healthy"})
+    monkeypatch.setattr(stack, "print_access", lambda: None)
+    built: list[tuple[Path, bool]] = []
+    monkeypatch.setattr(stack, "prepare_workspace", lambda h, build: built.append((h, build)))
+    stack.up({"small_workspace": True})
+    out = capsys.readouterr().out
+    assert "already running" in out
+    if has_data:
+        assert built == [] and "already holds data" in out
+    else:
+        assert built == [(home, True)]
+    # without the flag an empty workspace gets the commands (prepare_workspace with build=False)
+    built.clear()
+    stack.up({})
+    assert built == ([] if has_data else [(home, False)])
