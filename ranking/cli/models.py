@@ -21,14 +21,15 @@ def _list_text(summary: ModelsListing) -> str:
     lines = [
         f"registry {summary.registry}  champion: {summary.champion or '(none)'}"
         f"  base: {summary.base or '(none)'}",
-        "versions:",
+        "versions:  (what each status means: docs/registry.md, 'Statuses')",
     ]
+    width = max((len(r.status) for r in summary.versions), default=0)
     for r in summary.versions:
         hit = r.eval.get("save_hit_at_3")
         window = r.train
         created = r.created_at if "created_at" in r.model_fields_set else "-"
         lines.append(
-            f"  {r.version}{'*' if r.base else ' '} {r.status:<13} HIT@3={hit if hit is None else f'{hit:.4f}'}  "
+            f"  {r.version}{'*' if r.base else ' '} {r.status:<{width}} HIT@3={hit if hit is None else f'{hit:.4f}'}  "
             f"train=[{window.get('train_start', '?')}, {window.get('train_end', '?')})  "
             f"created={created}  run={r.run_id or '-'}"
         )

@@ -10,6 +10,7 @@ from pydantic import Field, JsonValue
 
 from ranking.core.summaries import PromoteSummary, RejectSummary, Summary
 from ranking.registry.aliases import BASE, CHAMPION
+from ranking.registry.blessing import AliasPast, VersionStatus
 from ranking.registry.records import (
     AliasEventJson,
     AsRecorded,
@@ -81,7 +82,8 @@ class VersionRow(Summary):
     """A version as `models list` shows it (an incomplete one: its id and status only)."""
 
     version: str
-    status: str
+    status: VersionStatus
+    """what it is now (docs/registry.md, "Statuses")"""
     created_at: str | None = None
     run_id: str | None = None
     eval: AsRecorded[EvalRecord] = Field(default_factory=lambda: EvalRecord())
@@ -112,7 +114,7 @@ class ModelShown(Summary):
     eval: AsRecorded[EvalRecord]
     train: AsRecorded[TrainRecord]
     who: str
-    status: str
+    status: VersionStatus
     verdict: AsRecorded[dict[str, JsonValue]] | None  # the verdict file's JSON, every field
     checksums_verified: bool
     was_champion: bool
@@ -162,8 +164,10 @@ def rollback(req: RollbackRequest) -> RollbackSummary:
     )
 
 
-def _version_row(reg: Registry, version: str, champion: str | None, base: str | None) -> VersionRow:
-    status = reg.status(version, champion)
+def _version_row(
+    reg: Registry, version: str, champion: str | None, base: str | None, pasts: dict[str, AliasPast]
+) -> VersionRow:
+    status = reg.status(version, champion, pasts)
     if status == "incomplete":
         return VersionRow(version=version, status=status, base=version == base)
     rec = reg.record(version)
@@ -184,11 +188,12 @@ def list_models(req: ListRequest) -> ModelsListing:
     reg.store.require_location()
     champion = reg.champion()
     base = reg.base()
+    pasts = reg.alias_pasts()
     return ModelsListing(
         registry=reg.url,
         champion=champion,
         base=base,
-        versions=[_version_row(reg, v, champion, base) for v in reg.version_ids()],
+        versions=[_version_row(reg, v, champion, base, pasts) for v in reg.version_ids()],
         history=[e.to_dict() for e in reg.history()],
         base_history=[e.to_dict() for e in reg.history(BASE)],
     )

@@ -32,7 +32,14 @@ from ranking.core.hashing import sha256_bytes, sha256_file
 from ranking.core.ids import VERSION_ID, is_version_id
 from ranking.core.workspace import Workspace
 from ranking.registry.aliases import BASE, CHAMPION, MAX_CAS_RETRIES, Alias, rollback_target
-from ranking.registry.blessing import blessing_digest, blessing_problem, version_status
+from ranking.registry.blessing import (
+    AliasPast,
+    VersionStatus,
+    alias_pasts,
+    blessing_digest,
+    blessing_problem,
+    version_status,
+)
 from ranking.registry.records import (
     AliasEvent,
     Blessing,
@@ -413,13 +420,24 @@ class Registry:
 
     # ---- listing -----------------------------------------------------------------------------
 
-    def status(self, version: str, champion: str | None = None) -> str:
+    def alias_pasts(self) -> dict[str, AliasPast]:
+        """Each version the champion or base alias ever pointed to, with how it left them."""
+        return alias_pasts(self.history(CHAMPION), self.history(BASE))
+
+    def status(
+        self, version: str, champion: str | None = None, pasts: dict[str, AliasPast] | None = None
+    ) -> VersionStatus:
+        """What `models list` calls ``version`` (``pasts``: :meth:`alias_pasts`, read once for a
+        listing; read here when not given)."""
         complete = self.is_complete(version)
+        if complete and version != champion and pasts is None:
+            pasts = self.alias_pasts()
         return version_status(
             complete=complete,
             is_champion=version == champion,
             verdict=self.verdict(version) if complete and version != champion else None,
             champion=champion,
+            past=(pasts or {}).get(version),
         )
 
     def trained_for(self, version: str) -> str | None:

@@ -213,7 +213,7 @@ def test_rejection_is_recorded_and_the_champion_stays(
     assert rejected_run.models["champion"] == rerun.models["champion"]
     candidate = rejected_run.summary(home, "train")["version"]
     row = next(r for r in rejected_run.models["versions"] if r["version"] == candidate)
-    assert row["status"] == "rejected"
+    assert row["status"] == "rejected-by-gate"
     metrics = (home / "metrics" / "ranker.prom").read_text()
     rejections = len(list((home / "pipeline").glob("*/reject.json")))
     assert f"ranker_rejections_total {float(rejections)}" in metrics

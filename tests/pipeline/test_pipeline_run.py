@@ -133,8 +133,8 @@ def test_two_consecutive_days_then_rollback(tmp_path: Path, capsys: pytest.Captu
     code, listing = _run(capsys, "models", "list", "--home", str(home), "--json")
     assert listing["champion"] == "v0002"
     statuses = {v["version"]: v["status"] for v in listing["versions"]}
-    # v0001 passed against no champion, v0003 against v0002: stale once the champion moved (issue 14)
-    assert statuses == {"v0001": "gate-rejected" if day1["forced"] else "blessed-stale", "v0002": "champion"}
+    # v0001 was the champion until v0002 was promoted over it, whatever its own gate said
+    assert statuses == {"v0001": "former-champion", "v0002": "champion"}
     assert [(e["from"], e["to"], e["run_id"]) for e in listing["history"]] == [
         (None, "v0001", "day-1"),
         ("v0001", "v0002", "day-2"),
@@ -171,7 +171,12 @@ def test_two_consecutive_days_then_rollback(tmp_path: Path, capsys: pytest.Captu
     assert listing["champion"] == "v0001"
     assert [e["action"] for e in listing["history"]] == ["promote", "promote", "rollback"]
     statuses = {v["version"]: v["status"] for v in listing["versions"]}
-    assert (statuses["v0003"], statuses["v0004"]) == ("blessed-stale", "rejected")
+    # v0003 passed against v0002, not the champion now (issue 14); the rollback left v0002
+    assert (statuses["v0002"], statuses["v0003"], statuses["v0004"]) == (
+        "rolled-back-from",
+        "needs-regate",
+        "rejected-by-gate",
+    )
 
     # gating on another day scores the candidate there; v0002 was trained on 2026-01-06: unfair
     code, unfair = _run(

@@ -53,7 +53,7 @@ def test_promote_refuses_stale_or_negative_verdicts(registry_url: str, make_run:
     reg.record_rejection(v3, "on-call says no", run_id=None, who="bob")
     with pytest.raises(RegistryError, match="it was rejected"):
         reg.promote(v3, reason="no")
-    assert reg.status(v3, reg.champion()) == "rejected"
+    assert reg.status(v3, reg.champion()) == "rejected-by-operator"  # the gate passed it last
     assert reg.champion() == v1 and len(reg.history()) == 1
 
 

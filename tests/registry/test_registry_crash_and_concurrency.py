@@ -51,7 +51,7 @@ def test_crash_after_registering_before_promoting_keeps_the_old_champion(
     assert proc.returncode == 137, proc.stderr
     assert reg.champion() == v1
     assert reg.version_ids() == [v1, "v0002"]
-    assert reg.status("v0002", reg.champion()) == "blessed"  # visible as a candidate, promotable later
+    assert reg.status("v0002", reg.champion()) == "promotable"  # visible, promotable later
     reg.verify("v0002")
     reg.promote("v0002", reason="after the crash")
     assert reg.champion() == "v0002"

@@ -221,11 +221,11 @@ def test_models_list_does_not_bless_a_verdict_against_an_older_champion(
     v2, v3 = reg.register(make_run()), reg.register(make_run())
     reg.record_verdict(v2, Verdict(decision="pass", champion_version=v1))
     reg.record_verdict(v3, Verdict(decision="pass", champion_version=v1))
-    assert reg.status(v3, reg.champion()) == "blessed"
+    assert reg.status(v3, reg.champion()) == "promotable"
     reg.promote(v2, reason="second")
-    # v3 passed against v1; the champion is v2 now: promote would refuse it, so no "blessed"
-    assert reg.status(v3, reg.champion()) == "blessed-stale"
+    # v3 passed against v1; the champion is v2 now: promote would refuse it, so not "promotable"
+    assert reg.status(v3, reg.champion()) == "needs-regate"
     with pytest.raises(RegistryError, match="run the gate again"):
         reg.promote(v3, reason="third")
     reg.rollback(reason="back")  # champion v1 again: the verdict is current once more
-    assert reg.status(v3, reg.champion()) == "blessed"
+    assert reg.status(v3, reg.champion()) == "promotable"
