@@ -84,6 +84,21 @@ def _run_folder(train: TrainSummary, run_id: str) -> Path:
     return folder
 
 
+def _is_base(ws: Workspace, run_id: str, train: TrainSummary) -> bool:
+    """Whether the run trained a base model (``ranker pretrain``'s, or the first base ``ranker run``
+    pretrains): it recorded a pretrain summary, or the registry's ``base`` alias ever pointed to it."""
+    if ws.step_summary_path(run_id, "pretrain").is_file():
+        return True
+    if train.version is None:
+        return False
+    from ranking.registry import BASE, Registry
+
+    try:
+        return any(e.to_version == train.version for e in Registry.for_workspace(ws).history(BASE))
+    except RankerError:  # an unreadable registry: the report is still written, as a daily run's
+        return False
+
+
 def _report(args: argparse.Namespace) -> CommandResult[ReportSummary]:
     from ranking.core.atomic import atomic_write_text
     from ranking.trainer.reports.plots import plot_curve, plot_slices
@@ -116,7 +131,8 @@ def _report(args: argparse.Namespace) -> CommandResult[ReportSummary]:
             tolerance=judged.config.slice_tolerance if judged.config.slice_guard else None,
             title=curve_labels(train, run_id).title(),
         )
-    atomic_write_text(folder / "report.md", render_report(train, judged, run_id))
+    base = judged is None and _is_base(ws, run_id, train)
+    atomic_write_text(folder / "report.md", render_report(train, judged, run_id, base=base))
     summary = ReportSummary(
         run_id=run_id,
         report=str(folder / "report.md"),

@@ -50,6 +50,33 @@ class CurveLabels:
         return " | ".join(parts)
 
 
+# characters of a 9-pt title line that fit the 7-inch (700 px) figures with room to spare (~8 px each)
+TITLE_LINE_CHARS = 64
+
+
+def wrap_title(title: str, width: int = TITLE_LINE_CHARS) -> str:
+    """``title``'s ``" | "``-separated parts on lines of at most ``width`` characters (a part longer
+    than that broken), so that a long run id, as Airflow's default ones, never runs off the figure."""
+    import textwrap
+
+    lines: list[str] = []
+    for part in title.split(" | "):
+        pieces = textwrap.wrap(part, width, break_long_words=True, break_on_hyphens=False) or [""]
+        for piece in pieces:
+            if lines and len(lines[-1]) + 3 + len(piece) <= width and piece is pieces[0]:
+                lines[-1] += " | " + piece
+            else:
+                lines.append(piece)
+    return "\n".join(lines)
+
+
+def _center_title(fig: Any, ax: Any) -> None:
+    """Center the axes' title on the figure, not on the axes: tick labels on one side shift the
+    axes, and a wide title centered on them would run off the other side."""
+    middle = ax.transAxes.inverted().transform((fig.bbox.width / 2, 0))[0]
+    ax.title.set_x(middle)
+
+
 def axis_range(metric: str, values: Sequence[float]) -> tuple[float, float, bool]:
     """``(low, high, widened)``: the metric's fixed range, widened to hold every finite value."""
     low, high = AXIS_RANGES.get(metric, (0.0, 1.0))
@@ -129,16 +156,19 @@ def curve_figure(
                 linestyle=":",
                 label=f"champion {champion_version or ''} {champion_metric:.4f}".replace("  ", " "),
             )
-            ax2.legend(loc="lower right", fontsize=8)
         plotted = [v[1] for v in values] + ([champion_metric] if champion_metric is not None else [])
         low, high, widened = axis_range(metric, plotted)
         ax2.set_ylim(low, high)
         ax2.set_ylabel(f"eval {metric}" + (" (range widened)" if widened else ""), color="tab:red")
+    # one legend for both axes: every labelled line, the train loss included
+    handles = [h for a in fig.axes for h in a.get_lines() if not str(h.get_label()).startswith("_")]
+    fig.axes[-1].legend(handles=handles, loc="lower right", fontsize=8)
     title = "training curve (F = frozen tables, J = joint)"
     if labels is not None and labels.title():
-        title = labels.title() + "\n" + title
+        title = wrap_title(labels.title()) + "\n" + title
     ax.set_title(title, fontsize=9)
     fig.tight_layout()
+    _center_title(fig, ax)
     return fig
 
 
@@ -202,6 +232,7 @@ def slices_figure(
         ax.set_xlabel("save HIT@3 of the slice's saved pins")
     ax.set_yticks(ys)
     ax.set_yticklabels(names, fontsize=8)
-    ax.set_title((title + "\n" if title else "") + "slices (requests with a save)", fontsize=9)
+    ax.set_title((wrap_title(title) + "\n" if title else "") + "slices (requests with a save)", fontsize=9)
     fig.tight_layout()
+    _center_title(fig, ax)
     return fig

@@ -26,26 +26,33 @@ def curve_labels(train: TrainSummary, run_id: str) -> CurveLabels:
     )
 
 
-def outcome(gate: GateSummary | None) -> str:
+def outcome(gate: GateSummary | None, *, base: bool = False) -> str:
+    if base:
+        return "a base model (not gated: a base is not a daily candidate)"
     if gate is None:
         return "not gated yet"
     return "passed the gate" if gate.decision == "pass" else "REJECTED by the gate"
+
+
+def plural(count: int, noun: str) -> str:
+    return f"{count} {noun}{'' if count == 1 else 's'}"
 
 
 def _metric(model: EvalSummary | None, key: str) -> float | int | str | None:
     return getattr(model, key, None) if model is not None else None
 
 
-def render_report(train: TrainSummary, gate: GateSummary | None, run_id: str) -> str:
-    """The markdown report of one run (``gate`` None: trained, not judged yet)."""
+def render_report(train: TrainSummary, gate: GateSummary | None, run_id: str, *, base: bool = False) -> str:
+    """The markdown report of one run (``gate`` None: trained, not judged yet; ``base``: a
+    pretrain's base model, which the gate never judges)."""
     labels = curve_labels(train, run_id)
     warm = train.warm_start
     version = train.version or "(not registered)"
     lines = [
-        f"# Run {run_id}: {version}, {outcome(gate)}",
+        f"# Run {run_id}: {version}, {outcome(gate, base=base)}",
         "",
         f"- eval day: {labels.eval_date or '?'}; window: {labels.window or '?'}",
-        f"- recipe: schedule {train.schedule or '?'}, {len(train.epochs or [])} epochs, "
+        f"- recipe: schedule {train.schedule or '?'}, {plural(len(train.epochs or []), 'epoch')}, "
         f"pipeline {train.pipeline or '?'}, warm start {warm.source or 'none'}"
         + (f" (scope {warm.scope})" if warm.scope else ""),
         "",
@@ -133,7 +140,11 @@ def _number(value: object) -> str:
         return "[" + ", ".join(_number(v) for v in value) + "]"
     if isinstance(value, bool) or not isinstance(value, int | float):
         return _cell(str(value))
-    return f"{value:.4f}" if isinstance(value, float) else str(value)
+    if isinstance(value, int):
+        return str(value)
+    # 4 decimals read metrics and changes alike; a tiny or huge value (the scores' spread floor,
+    # 1e-06) keeps 3 significant digits instead of printing as 0.0000
+    return f"{value:.3g}" if value != 0 and not 1e-3 <= abs(value) < 1e6 else f"{value:.4f}"
 
 
 def _cell(text: str) -> str:

@@ -8,6 +8,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from registry_fixtures import make_run as make_run  # a fixture
 from summary_examples import example_summaries
 
 from ranking.cli.main import main
@@ -236,3 +237,115 @@ def test_ranker_report_before_the_gate_and_on_bad_input(
     with pytest.raises(SystemExit) as usage:  # a flag's bad value: a usage error, as argparse's
         main(["report", "--run", "../r2", "--home", str(home)])
     assert usage.value.code == 2 and "invalid run id" in capsys.readouterr().err
+
+
+AIRFLOW_RUN_ID = "scheduled__2026-12-05T03:00:00+00:00"  # every scheduled run's id looks like this
+
+
+def _title_inside(fig: Any) -> None:
+    """The title's rendered extent lies inside the figure (as the PNG is written: no bbox cropping)."""
+    renderer = fig.canvas.get_renderer()
+    box = fig.axes[0].title.get_window_extent(renderer)
+    width, height = fig.bbox.width, fig.bbox.height
+    assert box.x0 >= 0 and box.x1 <= width and box.y0 >= 0 and box.y1 <= height, (box, width, height)
+
+
+@pytest.mark.parametrize("run_id", [AIRFLOW_RUN_ID, "manual__" + "x" * 120])
+def test_a_long_run_id_keeps_the_title_inside_the_figure(run_id: str) -> None:
+    import matplotlib.pyplot as plt
+
+    from ranking.trainer.reports.plots import slices_figure
+
+    labels = curve_labels(TRAIN, run_id)
+    curve = curve_figure(TRAIN.epochs, labels=labels, champion_metric=0.3884, champion_version="v0003")
+    slices = slices_figure(
+        [SliceSummary(name="user:returning", requests_with_save=5, candidate=0.4, heuristic=0.3)],
+        tolerance=None,
+        title=labels.title(),
+    )
+    try:
+        for fig in (curve, slices):
+            _title_inside(fig)
+            title = fig.axes[0].get_title()
+            # every character of the run id is still there, however it was wrapped
+            assert run_id in title.replace("\n", ""), title
+    finally:
+        plt.close(curve)
+        plt.close(slices)
+
+
+def test_wrap_title_keeps_short_titles_on_one_line_and_breaks_long_parts() -> None:
+    from ranking.trainer.reports.plots import wrap_title
+
+    assert wrap_title("version v0002 | run r1") == "version v0002 | run r1"
+    wrapped = wrap_title("version v0002 | run " + "y" * 100 + " | eval day 2026-01-25", width=40)
+    assert all(len(line) <= 40 for line in wrapped.splitlines()), wrapped
+    assert wrapped.replace("\n", "").replace(" | ", "") == (
+        "version v0002run " + "y" * 100 + "eval day 2026-01-25"
+    )
+
+
+@pytest.mark.parametrize("champion", [None, 0.3884])
+def test_every_curve_with_a_labelled_line_has_a_legend_of_them_all(champion: float | None) -> None:
+    import matplotlib.pyplot as plt
+
+    # day 1 has no champion: its curve has the loss and the eval metric, and a legend of both
+    fig = curve_figure(TRAIN.epochs, champion_metric=champion, champion_version="v0003")
+    try:
+        labelled = [
+            line.get_label()
+            for ax in fig.axes
+            for line in ax.get_lines()
+            if not line.get_label().startswith("_")
+        ]
+        legends = [ax.get_legend() for ax in fig.axes if ax.get_legend() is not None]
+        assert len(legends) == 1
+        assert [t.get_text() for t in legends[0].get_texts()] == labelled
+        assert labelled[:2] == ["train loss", "eval save_hit_at_3"] and len(labelled) == (
+            2 if champion is None else 3
+        )
+    finally:
+        plt.close(fig)
+
+
+def test_small_thresholds_and_values_read_right_in_the_gate_table() -> None:
+    check = GateCheck(
+        name="scores_not_constant", passed=True, value=3.2e-07, threshold=1e-06, detail="score std"
+    )
+    text = render_report(TRAIN, GATE.model_copy(update={"checks": [check]}), "r1")
+    assert "| scores_not_constant | pass | 3.2e-07 | 1e-06 | score std |" in text, text
+    assert "0.0000" not in text.split("## Gate", 1)[1]
+
+
+def test_a_base_models_report_says_what_a_base_is_and_counts_one_epoch() -> None:
+    one_epoch = TRAIN.model_copy(update={"epochs": TRAIN.epochs[:1]})
+    text = render_report(one_epoch, None, "pretrain-1", base=True)
+    header = text.splitlines()[0]
+    assert header == "# Run pretrain-1: v0002, a base model (not gated: a base is not a daily candidate)"
+    assert "not gated yet" not in text and ", 1 epoch," in text and "1 epochs" not in text
+    assert ", 2 epochs," in render_report(TRAIN, None, "r1")
+
+
+def test_ranker_report_knows_a_base_run_by_its_pretrain_summary_or_the_registry(
+    tmp_path: Path,
+    make_run: Any,
+) -> None:
+    from ranking.registry import Registry
+
+    home = _workspace(tmp_path, "pt", gate=False)
+    (home / "pipeline" / "pt" / "pretrain.json").write_text(json.dumps({"step": "pretrain"}))
+    assert main(["report", "--run", "pt", "--home", str(home)]) == 0
+    assert "a base model (not gated" in (home / "runs" / "pt" / "report.md").read_text()
+
+    # `ranker run`'s first base records no pretrain summary: the registry's base history says
+    home = _workspace(tmp_path / "run", "first-pretrain", gate=False)
+    reg = Registry(str(home / "registry"))
+    version = reg.register(make_run())
+    train_json = home / "pipeline" / "first-pretrain" / "train.json"
+    train_json.write_text(json.dumps(json.loads(train_json.read_text()) | {"version": version}))
+    assert main(["report", "--run", "first-pretrain", "--home", str(home)]) == 0
+    report = home / "runs" / "first-pretrain" / "report.md"
+    assert "not gated yet" in report.read_text()  # a daily candidate, until the base points at it
+    reg.set_base(version, reason="pretrained")
+    assert main(["report", "--run", "first-pretrain", "--home", str(home)]) == 0
+    assert "a base model (not gated" in report.read_text()
