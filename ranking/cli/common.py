@@ -13,9 +13,11 @@ import datetime as dt
 import json
 import math
 import os
+import select
 import sys
 from abc import ABC, abstractmethod
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
 from types import UnionType
@@ -338,13 +340,48 @@ def emit(args: argparse.Namespace, step: str, result: CommandResult) -> None:
     if result.quiet:
         return
     summary = record_summary(workspace(args), getattr(args, "run_id", None), step, result)
-    if getattr(args, "json", False):
-        print(json.dumps(summary, sort_keys=True, default=str))
-    elif result.text:
-        print(result.text)
-    else:
-        print(json.dumps(summary, indent=2, sort_keys=True, default=str))
-    sys.stdout.flush()
+    with reader_may_leave():  # the summary is recorded; `| head` may read only part of it
+        if getattr(args, "json", False):
+            print(json.dumps(summary, sort_keys=True, default=str))
+        elif result.text:
+            print(result.text)
+        else:
+            print(json.dumps(summary, indent=2, sort_keys=True, default=str))
+        sys.stdout.flush()
+
+
+def stdout_reader_gone() -> bool:
+    """Whether stdout is a pipe or socket whose reader went away (``ranker ... | head``): the one
+    broken pipe that is the reader's choice, not a failure (a broken pipe elsewhere still is)."""
+    try:
+        fd = sys.stdout.fileno()
+    except (AttributeError, OSError, ValueError):  # replaced by an in-memory stream, or closed
+        return False
+    poller = select.poll()
+    poller.register(fd, select.POLLOUT)
+    return any(events & (select.POLLERR | select.POLLHUP) for _, events in poller.poll(0))
+
+
+def silence_stdout() -> None:
+    """Point stdout's file descriptor at /dev/null, so what is still buffered (and the
+    interpreter's flush at exit) goes nowhere instead of raising BrokenPipeError again."""
+    devnull = os.open(os.devnull, os.O_WRONLY)
+    try:
+        os.dup2(devnull, sys.stdout.fileno())
+    finally:
+        os.close(devnull)
+
+
+@contextmanager
+def reader_may_leave() -> Iterator[None]:
+    """Printing to stdout whose reader may go away (``| head``): the rest of the block is skipped
+    and stdout silenced, and the command goes on to its own exit code; any other broken pipe raises."""
+    try:
+        yield
+    except BrokenPipeError:
+        if not stdout_reader_gone():
+            raise
+        silence_stdout()
 
 
 def progress_printer(what: str, *, unit: str, label: str) -> Callable[[str, int, int, float], None]:

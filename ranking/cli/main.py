@@ -19,10 +19,11 @@ from typing import NoReturn
 
 from pydantic import JsonValue
 
-from ranking.cli.common import emit
+from ranking.cli.common import emit, reader_may_leave, silence_stdout, stdout_reader_gone
 from ranking.cli.config import RankerParser
 from ranking.core.errors import EXIT_CRASH, RankerError, as_user_error
 from ranking.core.lifetime import die_with_parent
+from ranking.core.noise import install as demote_library_noise
 
 # (module, what it provides) — order is the order of `ranker --help`
 _GROUPS = [
@@ -78,7 +79,9 @@ def _fail(command: str | None, error: RankerError, want_json: bool) -> int:
             "error": str(error),
             "error_type": type(error).__name__,
         }
-        print(json.dumps(body, sort_keys=True, default=str))
+        with reader_may_leave():
+            print(json.dumps(body, sort_keys=True, default=str))
+            sys.stdout.flush()
     return error.exit_code
 
 
@@ -119,12 +122,14 @@ def build_parser() -> argparse.ArgumentParser:
 
 
 def configure_logging(level: str) -> None:
-    """Log records to stderr (stdout is the JSON summary's), without native-library load chatter."""
+    """Log records to stderr (stdout is the JSON summary's), without native-library load chatter;
+    third-party lines an operator cannot act on only at DEBUG (``ranking.core.noise``)."""
     logging.basicConfig(
         level=level.upper(), stream=sys.stderr, format="%(asctime)s %(levelname)s %(name)s %(message)s"
     )
     for handler in logging.getLogger().handlers:
         handler.addFilter(_not_library_chatter)
+    demote_library_noise()
 
 
 def _not_library_chatter(record: logging.LogRecord) -> bool:
@@ -178,9 +183,22 @@ def main(argv: list[str] | None = None) -> int:
 
 def entry() -> int:
     """The ``ranker`` console script: ``main``, with a crash of ours printed as a traceback and
-    returned as ``EXIT_CRASH`` (Python's default for an uncaught exception would be 1)."""
+    returned as ``EXIT_CRASH`` (Python's default for an uncaught exception would be 1).
+
+    stdout's reader going away (``ranker metrics show | head -20``) is not a crash: exit 0 quietly,
+    as ``head`` users expect, wherever the write was (a summary's, --help's)."""
     try:
-        return main()
+        try:
+            return main()
+        finally:  # flushed here, where a closed pipe is handled, not in the interpreter's exit
+            with reader_may_leave():
+                sys.stdout.flush()
+    except BrokenPipeError:
+        if not stdout_reader_gone():
+            traceback.print_exc()
+            return EXIT_CRASH
+        silence_stdout()
+        return 0
     except Exception:  # the last resort: the traceback is the report (SystemExit passes)
         traceback.print_exc()
         return EXIT_CRASH
