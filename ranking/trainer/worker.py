@@ -10,6 +10,7 @@ import sys
 import traceback
 from pathlib import Path
 
+from ranking.core import noise
 from ranking.core.errors import EXIT_CRASH, as_user_error
 
 
@@ -17,6 +18,7 @@ def main(argv: list[str]) -> int:
     from ranking.trainer.job import job_from_json, run_train_job
 
     logging.basicConfig(level=logging.INFO, format="%(asctime)s %(levelname)s %(name)s: %(message)s")
+    noise.install()  # the torch FX note every forward logs: not the worker log's business
     if len(argv) != 1:
         print("usage: python -m ranking.trainer.worker JOB_FILE", file=sys.stderr)
         return 2
