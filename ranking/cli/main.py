@@ -37,6 +37,7 @@ _GROUPS = [
     ("ranking.cli.reject", "reject"),
     ("ranking.cli.rollback", "rollback"),
     ("ranking.cli.models", "models list|show"),
+    ("ranking.cli.runs", "runs list"),
     ("ranking.cli.gc", "gc"),
     ("ranking.cli.run", "run"),
     ("ranking.cli.step", "step"),
