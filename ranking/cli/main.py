@@ -36,7 +36,7 @@ _GROUPS = [
     ("ranking.cli.promote", "promote"),
     ("ranking.cli.reject", "reject"),
     ("ranking.cli.rollback", "rollback"),
-    ("ranking.cli.models", "models list|show"),
+    ("ranking.cli.models", "models list|show|diff"),
     ("ranking.cli.runs", "runs list"),
     ("ranking.cli.gc", "gc"),
     ("ranking.cli.run", "run"),

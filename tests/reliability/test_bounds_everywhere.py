@@ -45,6 +45,7 @@ WORKER_FLAGS = ("threads", "nproc", "parallel", "workers")
 class Flag:
     path: tuple[str, ...]  # the subcommand words: ("data", "synth")
     action: argparse.Action
+    before: tuple[str, ...] = ()  # valid values of the positionals before this one (`models diff A B`)
 
     @property
     def name(self) -> str:
@@ -55,19 +56,22 @@ class Flag:
         return " ".join([*self.path, self.name])
 
     def argv(self, value: str, home: Path) -> list[str]:
-        given = [self.name, value] if self.action.option_strings else [value]
+        given = [self.name, value] if self.action.option_strings else [*self.before, value]
         if not self.path:  # an option of `ranker` itself, before a command that takes --home
             return [*given, "config", "show", "--home", str(home)]
         return [*self.path, *given, "--home", str(home)]
 
 
 def _walk(parser: argparse.ArgumentParser, path: tuple[str, ...] = ()) -> Iterator[Flag]:
+    before: list[str] = []
     for action in parser._actions:
         if isinstance(action, argparse._SubParsersAction):
             for word, child in action.choices.items():
                 yield from _walk(child, (*path, word))
         elif action.nargs != 0:  # store_true, --help, --x/--no-x take no value
-            yield Flag(path, action)
+            yield Flag(path, action, tuple(before))
+            if not action.option_strings:
+                before.append(str(getattr(action.type, "longest", "")))
 
 
 FLAGS = list(_walk(build_parser()))
