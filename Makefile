@@ -1,7 +1,8 @@
 # ranker-retrain — the two commands: `make demo` (the main job) and `make test` (the suite).
-# Two environments, as production has two images:
+# Three environments, as production has three images:
 #   .venv          project + trainer + features (torch, fbgemm, torchrec, feast), the `ranker` CLI
 #   .venv-airflow  Airflow 3 (+ providers) running dags/, whose tasks call .venv/bin/ranker
+#   .venv-mlflow   the MLflow tracking server and UI (make stack); .venv holds the client (mlflow-skinny)
 # Both are installed from full lock files with --no-deps (no resolver). `make setup` is idempotent:
 # a stamp keyed on the lock's content makes a re-run on a complete env a no-op.
 
@@ -16,8 +17,11 @@ VENV := .venv
 AFVENV := .venv-airflow
 TRAINER_LOCK := requirements/trainer.lock
 AIRFLOW_LOCK := requirements/airflow.lock
+MLFLOW_LOCK := requirements/mlflow.lock
+MLVENV := .venv-mlflow
 TRAINER_STAMP := $(VENV)/.installed-$(DEVICE)-$(shell cat $(TRAINER_LOCK) pyproject.toml | sha256sum | cut -c1-12)
 AIRFLOW_STAMP := $(AFVENV)/.installed-$(shell sha256sum < $(AIRFLOW_LOCK) | cut -c1-12)
+MLFLOW_STAMP := $(MLVENV)/.installed-$(shell sha256sum < $(MLFLOW_LOCK) | cut -c1-12)
 PYTEST_ARGS ?=
 STACK_ARGS ?=# e.g. --ranker-home $(CURDIR)/var/demo (infra/stack/stack.py --help)
 
@@ -31,7 +35,7 @@ help:
 	@echo "make setup [DEVICE=cuda] | make bench | make study | make backtest | make lock"
 	@echo "make schema - write the step summaries' JSON Schema and docs/architecture.md's Step summaries from ranking/core/summaries.py"
 
-setup: $(TRAINER_STAMP) $(AIRFLOW_STAMP)
+setup: $(TRAINER_STAMP) $(AIRFLOW_STAMP) $(MLFLOW_STAMP)
 
 # the trainer environment alone (benchmarks/gpu.sh on a GPU machine needs no Airflow)
 setup-trainer: $(TRAINER_STAMP)
@@ -55,6 +59,13 @@ $(AIRFLOW_STAMP):
 	rm -f $(AFVENV)/.installed-*
 	test -x $(AFVENV)/bin/python || $(PYTHON) -m venv $(AFVENV)
 	$(AFVENV)/bin/pip install -q --no-deps -r $(AIRFLOW_LOCK)
+	touch $@
+
+$(MLFLOW_STAMP):
+	@echo ">> installing $(MLVENV) from $(MLFLOW_LOCK)"
+	rm -f $(MLVENV)/.installed-*
+	test -x $(MLVENV)/bin/python || $(PYTHON) -m venv $(MLVENV)
+	$(MLVENV)/bin/pip install -q --no-deps -r $(MLFLOW_LOCK)
 	touch $@
 
 # The servers the integration tests start (Debian packages): installed where root and apt-get are
@@ -127,7 +138,7 @@ lock:
 lock-check:
 	@out=$$(mktemp -d); trap 'rm -rf "$$out"' EXIT; \
 	LOCK_DIR=$$out requirements/compile.sh all >"$$out/log" 2>&1 || { tail -20 "$$out/log"; echo "make lock failed" >&2; exit 1; }; \
-	for f in trainer airflow; do \
+	for f in trainer airflow mlflow; do \
 	  diff -u requirements/$$f.lock "$$out/$$f.lock" || { echo "requirements/$$f.lock is not what make lock writes: run make lock (UPGRADE_PACKAGES=... to move a pin)" >&2; exit 1; }; \
 	done; echo "locks reproduce byte for byte"
 
@@ -138,4 +149,4 @@ wheels:
 	$(PYTHON) infra/trainer_env.py download --wheels $(WHEELS) --torch-version $(TORCH_VERSION) --python-version $(PYTHON_VERSION)
 
 clean-venvs:
-	rm -rf $(VENV) $(AFVENV)
+	rm -rf $(VENV) $(AFVENV) $(MLVENV)
