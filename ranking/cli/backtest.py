@@ -95,10 +95,16 @@ def register(sub: argparse._SubParsersAction) -> None:  # type: ignore[type-arg]
         "--bootstrap-samples",
         type=config_type("backtest.bootstrap_samples"),
         default=None,
-        help="bootstrap resamples for the CIs",
+        help="resamples of the paired two-stage bootstrap (days, then each drawn day's requests) behind"
+        " every CI of the report: each recipe vs the baseline, its slices, the heuristic (10..100000;"
+        " more: steadier CIs, slower)",
     )
     p.add_argument(
-        "--ci-level", type=config_type("backtest.ci_level"), default=None, help="two-sided level of the CIs"
+        "--ci-level",
+        type=config_type("backtest.ci_level"),
+        default=None,
+        help="two-sided level of the report's CIs, above 0.5 and below 1 (0.9: each bound is a one-sided 95%%"
+        " bound)",
     )
     p.add_argument("--seed", type=config_type("backtest.seed"), default=None, help="bootstrap seed")
     p.add_argument(

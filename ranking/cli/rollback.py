@@ -27,15 +27,34 @@ def handle_rollback(args: argparse.Namespace) -> CommandResult[RollbackSummary]:
 def register(sub: argparse._SubParsersAction) -> None:  # type: ignore[type-arg]
     """Add ``rollback`` to ``ranker``."""
     p = sub.add_parser("rollback", help="move the champion back (default: to the previous champion)")
-    p.add_argument("--to", type=version_arg, default=None, metavar="VERSION")
+    p.add_argument(
+        "--to",
+        type=version_arg,
+        default=None,
+        metavar="VERSION",
+        help="the registered version to move the alias to (e.g. v0003; its files are verified first)."
+        " Default: the alias's previous version, skipping versions already rolled back from, so"
+        " repeated rollbacks walk back v0003 -> v0002 -> v0001",
+    )
     p.add_argument(
         "--alias",
         choices=(CHAMPION, BASE),
         default=CHAMPION,
         help="the alias to move back: the champion (default) or the base model (ranker pretrain)",
     )
-    p.add_argument("--reason", type=reason_arg, required=True)
-    p.add_argument("--who", type=text_arg, default=None)
+    p.add_argument(
+        "--reason",
+        type=reason_arg,
+        required=True,
+        help="why (required, one line): recorded with the rollback in the alias's history"
+        " (`ranker models list`)",
+    )
+    p.add_argument(
+        "--who",
+        type=text_arg,
+        default=None,
+        help="who rolls back, recorded with the reason (default: $RANKER_ACTOR, else the OS user)",
+    )
     add_registry_option(p)
     add_common(p)
     p.set_defaults(handler=handle_rollback, step="rollback")
