@@ -15,7 +15,14 @@ from pydantic import BaseModel, ConfigDict, JsonValue, StrictFloat, ValidationEr
 
 from ranking.core.atomic import atomic_write_json
 from ranking.core.errors import RankerError
-from ranking.core.summaries import GateSummary, PromoteSummary, StepSummary, parse_summary
+from ranking.core.summaries import (
+    DecideSummary,
+    GateSummary,
+    PromoteSummary,
+    RunSummary,
+    StepSummary,
+    parse_summary,
+)
 from ranking.core.workspace import Workspace, validate_run_id
 from ranking.monitoring.catalogue import KNOWN_STEPS, STATUSES
 from ranking.monitoring.fields import MetricsInputError, as_float, label
@@ -133,6 +140,17 @@ def gate_decision(run: RunRecord) -> str | None:
     if not isinstance(gate, GateSummary) or step_failed(gate):
         return None
     return gate.decision
+
+
+def dry_run(run: RunRecord) -> bool:
+    """The run was a dry run (its decide step or ``ranker run`` recorded so): it trains and gates
+    but never moves the champion, so its gate's verdict is neither a rejection nor a pass of the
+    daily candidates (the rejection counters and streak leave it out)."""
+    for step, model in (("decide", DecideSummary), ("run", RunSummary)):
+        summary = run.summaries.get(step)
+        if isinstance(summary, model) and summary.dry_run:
+            return True
+    return False
 
 
 def stage_durations(run: RunRecord) -> dict[str, float]:

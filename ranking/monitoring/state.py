@@ -21,7 +21,14 @@ from ranking.core.summaries import FreshnessSummary, MaterializeSummary
 from ranking.core.workspace import Workspace
 from ranking.monitoring.catalogue import DURATION_HISTORY, KNOWN_STEPS, STATUSES
 from ranking.monitoring.fields import MetricsInputError, day_timestamp
-from ranking.monitoring.runs import RunRecord, gate_decision, promoted, read_json_object, stage_durations
+from ranking.monitoring.runs import (
+    RunRecord,
+    dry_run,
+    gate_decision,
+    promoted,
+    read_json_object,
+    stage_durations,
+)
 
 COUNTED_RUNS_KEPT = 500  # run ids remembered so that re-publishing a run never double-counts
 
@@ -113,7 +120,9 @@ def advance_state(state: MetricsState, run: RunRecord, now: float) -> MetricsSta
             done.add(outcome)
             _count_outcome(new, outcome, now)
     moved, _ = promoted(run)
-    if gate_decision(run) == "pass" or moved:
+    # a dry run neither adds to the streak nor ends it: it judges no daily candidate. A run stopped
+    # before its gate (data validation, a failure) has no verdict and leaves the streak as it is
+    if (gate_decision(run) == "pass" and not dry_run(run)) or moved:
         new.consecutive_rejections = 0.0
     _record_last_run(new, run, now)
     _record_data_facts(new, run)
@@ -125,14 +134,14 @@ def advance_state(state: MetricsState, run: RunRecord, now: float) -> MetricsSta
 
 def run_outcomes(run: RunRecord) -> list[str]:
     """What a run counts, as ``kind[:label value]``: its status, its failed step, a promotion
-    (forced or not) and a gate rejection."""
+    (forced or not) and a gate rejection (never a dry run's: it rejects no daily candidate)."""
     outcomes: list[str] = [f"status:{run.status}"]
     if run.status == "failed":
         outcomes.append(f"failure:{run.failed_step}")
     moved, forced = promoted(run)
     if moved:
         outcomes.append(f"promotion:{'true' if forced else 'false'}")
-    if gate_decision(run) == "reject":
+    if gate_decision(run) == "reject" and not dry_run(run):
         outcomes.append("rejection")
     return outcomes
 

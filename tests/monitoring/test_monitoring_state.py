@@ -42,6 +42,52 @@ def test_counters_keep_counting_across_runs_and_republishing_does_not_double_cou
     assert v['ranker_promotions_total{forced="false"}'] == 2
 
 
+def _dry_run(ws: Workspace, run_id: str, decision: str) -> None:
+    """A dry run as the DAG's steps record it: gated, decided (dry_run), the champion kept."""
+    write_contract_run(ws, run_id, decision=decision, promote=False)
+    ws.step_summary_path(run_id, "reject").unlink(missing_ok=True)  # a dry run records no rejection
+    write_summary(
+        ws,
+        run_id,
+        "decide",
+        {"branch": "keep_champion", "decision": decision, "dry_run": True, "version": f"v-{run_id}"},
+    )
+
+
+def test_a_dry_run_neither_counts_as_a_rejection_nor_ends_the_streak(ws: Workspace) -> None:
+    write_contract_run(ws, "d1", decision="reject")
+    write_contract_run(ws, "d2", decision="reject")
+    publish(ws, "d1", now=NOW)
+    publish(ws, "d2", now=NOW + DAY)
+    _dry_run(ws, "dry-reject", "reject")
+    v = publish(ws, "dry-reject", now=NOW + 2 * DAY)
+    assert v["ranker_gate_consecutive_rejections"] == 2  # not 3: RankerGateRejectionsInARow stays quiet
+    assert v["ranker_rejections_total"] == 2
+    assert v['ranker_runs_total{status="success"}'] == 3  # still a run that succeeded
+    assert v["ranker_gate_passed"] == 0  # its own gate's verdict is still exported
+
+    _dry_run(ws, "dry-pass", "pass")
+    v = publish(ws, "dry-pass", now=NOW + 3 * DAY)
+    assert v["ranker_gate_consecutive_rejections"] == 2  # a dry run's pass promotes nothing: no reset
+    assert v["ranker_gate_passed"] == 1
+
+    write_contract_run(ws, "d3", decision="reject")
+    v = publish(ws, "d3", now=NOW + 4 * DAY)
+    assert v["ranker_gate_consecutive_rejections"] == 3
+    assert v["ranker_rejections_total"] == 3
+
+
+def test_a_run_stopped_by_data_validation_leaves_the_streak_as_it_is(ws: Workspace) -> None:
+    write_contract_run(ws, "d1", decision="reject")
+    publish(ws, "d1", now=NOW)
+    write_summary(ws, "stopped", "validate", {"verdict": "fail"}, exit_code=2)
+    v = publish(ws, "stopped", now=NOW + DAY, status="failed", failed_step="validate")
+    assert v["ranker_gate_consecutive_rejections"] == 1
+    assert v["ranker_rejections_total"] == 1
+    assert v['ranker_runs_total{status="failed"}'] == 1
+    assert v['ranker_run_failures_total{step="validate"}'] == 1
+
+
 def test_forced_promotion_and_noop_promotion(ws: Workspace) -> None:
     write_contract_run(ws, "d1", decision="reject")
     write_summary(ws, "d1", "promote", {"version": "v-d1", "forced": True, "noop": False})
