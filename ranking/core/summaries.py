@@ -505,7 +505,10 @@ class GateThresholds(Summary):
     # leakage: a candidate above its champion on the same day by more than max_lift (point
     # estimate) is too good to be true (trained on the eval day)
     max_lift: float = Field(
-        default=0.10, ge=0, description="leakage: max lift over the best recent model (0: off)"
+        default=0.10,
+        ge=0,
+        description="leakage: a save HIT@3 lift over the champion above this (and, rule ci, significant)"
+        " is rejected unless the data checks and the lineage show it clean (0: off)",
     )
     max_window_lag_days: int = Field(
         default=3,
