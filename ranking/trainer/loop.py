@@ -51,6 +51,13 @@ from ranking.trainer.datasets.input import (
 )
 from ranking.trainer.datasets.window import list_units, plan_epoch, validate_window
 from ranking.trainer.models.config import ModelConfig, TrainConfig, resolve_pipeline
+from ranking.trainer.reports.curve_data import (
+    CurveRecorder,
+    TrainingCurve,
+    every_steps_for,
+    read_training_curve,
+    write_training_curve,
+)
 from ranking.trainer.schedule import FROZEN, schedule_letters
 
 if TYPE_CHECKING:
@@ -292,10 +299,14 @@ def run_training(req: TrainRequest) -> TrainSummary | None:
 
 class _LossAccount:
     """An epoch's losses, checked and summed LOSS_CHECK_STEPS steps at a time: one host sync (and,
-    with several ranks, one all-reduce) per that many steps instead of per step."""
+    with several ranks, one all-reduce) per that many steps instead of per step. The per-step
+    curve is fed from the same host copies (global losses under several ranks), no sync of its own."""
 
-    def __init__(self, plan: Any, epoch: int, progress: Any, multi: bool) -> None:
+    def __init__(
+        self, plan: Any, epoch: int, progress: Any, multi: bool, curve: CurveRecorder | None = None
+    ) -> None:
         self.plan, self.epoch, self.progress, self.multi = plan, epoch, progress, multi
+        self.curve = curve
         self.pending: list[Any] = []
         self.steps = 0
         self.total = 0.0
@@ -324,6 +335,8 @@ class _LossAccount:
             global_rows = self.plan.global_rows(self.steps)
             self.total += value * global_rows
             self.progress.update(global_rows, value * global_rows)
+            if self.curve is not None:
+                self.curve.add(value, global_rows)
             self.steps += 1
 
 
@@ -333,6 +346,8 @@ class _Trainer:
         self.ctx = ctx
         self.cfg = req.model_config
         self.tc = req.train_config
+        self.curve: CurveRecorder | None = None  # rank 0's per-step curve, from its first epoch on
+        self.resumed_epochs: list[EpochSummary] = []
 
     # -------------------------------------------------------------- setup
     def _build(self, init_state: StateDict | None) -> None:
@@ -345,7 +360,9 @@ class _Trainer:
     def _restore(self, path: Path) -> CheckpointMeta:
         from ranking.trainer.checkpointing.state import restore_epoch
 
-        return restore_epoch(path, self.dmp, self.optimizer)
+        meta = restore_epoch(path, self.dmp, self.optimizer)
+        self.resumed_epochs = [EpochSummary.model_validate(e) for e in meta["epochs"]]
+        return meta
 
     def _load_table_optimizer(self, saved: StateDict) -> None:
         from ranking.trainer.distributed import setup as distributed
@@ -379,6 +396,36 @@ class _Trainer:
         from ranking.trainer.evaluation.scoring import score_model
 
         return score_model(self.task.model, eval_paths, self.tc.eval_batch_size)
+
+    # -------------------------------------------------------------- the per-step curve
+    def _curve_for(self, steps_per_epoch: int) -> CurveRecorder:
+        every = every_steps_for(steps_per_epoch)
+        done = self.resumed_epochs
+        if not done:
+            return CurveRecorder(every)
+        return CurveRecorder.resumed(
+            self.req.run_dir,
+            after_epoch=done[-1].epoch,
+            steps=sum(e.steps for e in done),
+            samples=sum(e.samples for e in done),
+            every_steps=every,
+        )
+
+    def _write_curve(self) -> None:
+        """Rank 0's curve so far to the run folder (a resume drops the points of an epoch written
+        past its checkpoint)."""
+        if self.curve is not None:
+            write_training_curve(self.req.run_dir, self.curve.curve())
+
+    def _final_curve(self) -> TrainingCurve | None:
+        """The curve this process recorded, or (resumed after the last epoch) the file's."""
+        if self.curve is not None:
+            return self.curve.curve()
+        try:
+            return read_training_curve(self.req.run_dir)
+        except RankerError as exc:
+            log.warning("%s: curve.png shows the per-epoch losses", exc)
+            return None
 
     # -------------------------------------------------------------- one epoch
     def _batches(self, plan: Any, epoch: int) -> Any:
@@ -442,7 +489,11 @@ class _Trainer:
             plan.rows,
             enabled=self.req.progress and self.ctx.is_main,
         )
-        losses = _LossAccount(plan, epoch, progress, multi=self.ctx.world_size > 1)
+        if self.ctx.is_main:
+            if self.curve is None:
+                self.curve = self._curve_for(plan.steps)
+            self.curve.start_epoch(epoch, phase)
+        losses = _LossAccount(plan, epoch, progress, multi=self.ctx.world_size > 1, curve=self.curve)
         self.clock.reset()
         cuda = self.ctx.device.type == "cuda"
         if cuda:
@@ -450,6 +501,8 @@ class _Trainer:
         start = time.perf_counter()
         self._drive(self._batches(plan, epoch), pipeline, frozen, losses.on_step)
         losses.flush()
+        if self.curve is not None:
+            self.curve.end_epoch()
         if losses.steps != plan.steps:
             raise TrainingFailed(f"epoch {epoch} ran {losses.steps} steps, the plan has {plan.steps}")
         lookup, exposed, seconds = self._across_ranks(time.perf_counter() - start)
@@ -494,7 +547,7 @@ class _Trainer:
         start_epoch = 1
         if resume is not None:
             meta = self._restore(resume[0])
-            epochs = [EpochSummary.model_validate(e) for e in meta["epochs"]]
+            epochs = list(self.resumed_epochs)
             start_epoch = int(meta["epoch"]) + 1
         if ctx.is_main:
             req.run_dir.mkdir(parents=True, exist_ok=True)
@@ -517,6 +570,7 @@ class _Trainer:
                 scores = self._score(eval_paths)
                 stats = stats.model_copy(update={"eval": _eval_summary(metrics_of(scores))})
             epochs.append(stats)
+            self._write_curve()  # before the checkpoint: the file holds every checkpointed epoch
             save_epoch(
                 epoch_checkpoint_path(req.run_dir, epoch), self.dmp, self.optimizer, self._meta(epoch, epochs)
             )
@@ -576,7 +630,7 @@ class _Trainer:
         atomic_write_json(
             run_dir / "eval.json", {**final_eval.body(), "eval_date": req.manifest.eval.date.isoformat()}
         )
-        plot_curve(run_dir / "curve.png", epochs)
+        plot_curve(run_dir / "curve.png", epochs, curve=self._final_curve())
         # typed before anything marks the run finished: a field that does not fit fails here
         summary = TrainSummary(
             run_dir=str(run_dir),

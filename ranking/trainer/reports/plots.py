@@ -1,4 +1,5 @@
-"""Training curve: loss and the eval metric per epoch, one PNG beside the run.
+"""Training curve: the train loss per step (per epoch for runs before training_curve.json) and the
+eval metric per epoch, one PNG beside the run.
 
 Two curves are meant to be compared at a glance: every axis has one fixed range per metric
 (widened only when a value falls outside it, and then labelled so), and with labels the title names
@@ -16,6 +17,7 @@ from ranking.core.atomic import atomic_path
 
 if TYPE_CHECKING:
     from ranking.core.summaries import EpochSummary, SliceSummary
+    from ranking.trainer.reports.curve_data import TrainingCurve
 
 # one y range per metric, whatever the run: HIT@3 of the synthetic and real feeds sits in 0.1-0.45,
 # AUC above 0.5, NE around 1, the BCE loss of a few-percent save rate well under 0.8
@@ -95,12 +97,18 @@ def plot_curve(
     labels: CurveLabels | None = None,
     champion_metric: float | None = None,
     champion_version: str | None = None,
+    curve: TrainingCurve | None = None,
 ) -> None:
     """Write :func:`curve_figure` as a PNG (atomically) at ``path``."""
     import matplotlib.pyplot as plt
 
     fig = curve_figure(
-        epochs, metric, labels=labels, champion_metric=champion_metric, champion_version=champion_version
+        epochs,
+        metric,
+        labels=labels,
+        champion_metric=champion_metric,
+        champion_version=champion_version,
+        curve=curve,
     )
     with atomic_path(path) as tmp:
         fig.savefig(tmp, format="png")
@@ -114,32 +122,41 @@ def curve_figure(
     labels: CurveLabels | None = None,
     champion_metric: float | None = None,
     champion_version: str | None = None,
+    curve: TrainingCurve | None = None,
 ) -> Any:
-    """Left axis: train loss per epoch (markers F/J by phase); right axis: eval ``metric`` and,
-    when given, the champion's value of it on the same eval day as a dotted reference line."""
+    """Left axis: the train loss, per step from ``curve`` (a thin line; frozen epochs shaded, epoch
+    boundaries dotted, F/J over each epoch) or, without one, per epoch (markers F/J by phase);
+    right axis: eval ``metric`` at each epoch's end and, when given, the champion's value of it on
+    the same eval day as a dotted reference line. The x axis counts epochs either way: epoch e's
+    values sit at x = e, a step's at its fraction of its epoch."""
     import matplotlib
 
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
 
-    xs = [e.epoch for e in epochs]
-    losses = [e.loss for e in epochs]
     fig, ax = plt.subplots(figsize=(7, 4.2), dpi=100)
-    ax.plot(xs, losses, "o-", color="tab:blue", label="train loss")
-    for e in epochs:
-        ax.annotate(
-            "F" if e.phase == "frozen" else "J",
-            (e.epoch, e.loss),
-            textcoords="offset points",
-            xytext=(0, 6),
-            ha="center",
-            fontsize=8,
-        )
+    if curve is not None and curve.points:
+        losses = _plot_steps(ax, curve)
+        xs = sorted({p.epoch for p in curve.points} | {e.epoch for e in epochs})
+        ax.set_xticks([0, *xs])
+    else:
+        xs = [e.epoch for e in epochs]
+        losses = [e.loss for e in epochs]
+        ax.plot(xs, losses, "o-", color="tab:blue", label="train loss (epoch mean)")
+        for e in epochs:
+            ax.annotate(
+                "F" if e.phase == "frozen" else "J",
+                (e.epoch, e.loss),
+                textcoords="offset points",
+                xytext=(0, 6),
+                ha="center",
+                fontsize=8,
+            )
+        ax.set_xticks(xs)
     ax.set_xlabel("epoch")
     low, high, widened = axis_range("loss", losses)
     ax.set_ylim(low, high)
     ax.set_ylabel("train loss (BCE)" + (" (range widened)" if widened else ""), color="tab:blue")
-    ax.set_xticks(xs)
     values = [
         (e.epoch, getattr(e.eval, metric)) for e in epochs if e.eval is not None and hasattr(e.eval, metric)
     ]
@@ -170,6 +187,56 @@ def curve_figure(
     fig.tight_layout()
     _center_title(fig, ax)
     return fig
+
+
+def epoch_spans(curve: TrainingCurve) -> dict[int, tuple[int, int]]:
+    """Per epoch of the curve, (steps before it, steps at its end): every epoch ends on a point. An
+    epoch whose previous one is missing (a resumed run that lost the file) starts one interval
+    before its first point."""
+    ends: dict[int, int] = {}
+    firsts: dict[int, int] = {}
+    for p in curve.points:
+        ends[p.epoch] = max(ends.get(p.epoch, 0), p.step)
+        firsts[p.epoch] = min(firsts.get(p.epoch, p.step), p.step)
+    return {
+        epoch: (ends[epoch - 1] if epoch - 1 in ends else max(0, firsts[epoch] - curve.every_steps), end)
+        for epoch, end in ends.items()
+    }
+
+
+def _plot_steps(ax: Any, curve: TrainingCurve) -> list[float]:
+    """The per-step loss on ``ax`` (x in epochs), the phases and the epoch boundaries; returns the
+    plotted losses (for the axis range)."""
+    spans = epoch_spans(curve)
+
+    def x_of(epoch: int, step: int) -> float:
+        start, end = spans[epoch]
+        return epoch - 1 + (step - start) / (end - start) if end > start else float(epoch)
+
+    xs = [x_of(p.epoch, p.step) for p in curve.points]
+    losses = [p.loss for p in curve.points]
+    ax.plot(
+        xs,
+        losses,
+        "-",
+        color="tab:blue",
+        linewidth=0.9,
+        label=f"train loss (mean of {curve.every_steps} steps)",
+    )
+    phases = {p.epoch: p.phase for p in curve.points}
+    for epoch, phase in sorted(phases.items()):
+        if phase == "F":
+            ax.axvspan(epoch - 1, epoch, color="tab:gray", alpha=0.12, linewidth=0)
+        ax.text(
+            epoch - 0.5, 0.97, phase, transform=ax.get_xaxis_transform(), ha="center", va="top", fontsize=8
+        )
+    last = max(phases)
+    for i, epoch in enumerate(e for e in sorted(phases) if e < last):
+        ax.axvline(epoch, color="tab:gray", linestyle=":", linewidth=1, label="epoch end" if i == 0 else "_")
+    first = min(phases) - 1
+    margin = 0.03 * (last - first)  # room for the eval marker at the last epoch's end
+    ax.set_xlim(first - margin, last + margin)
+    return losses
 
 
 def plot_slices(

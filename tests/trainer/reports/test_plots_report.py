@@ -301,7 +301,7 @@ def test_every_curve_with_a_labelled_line_has_a_legend_of_them_all(champion: flo
         legends = [ax.get_legend() for ax in fig.axes if ax.get_legend() is not None]
         assert len(legends) == 1
         assert [t.get_text() for t in legends[0].get_texts()] == labelled
-        assert labelled[:2] == ["train loss", "eval save_hit_at_3"] and len(labelled) == (
+        assert labelled[:2] == ["train loss (epoch mean)", "eval save_hit_at_3"] and len(labelled) == (
             2 if champion is None else 3
         )
     finally:
