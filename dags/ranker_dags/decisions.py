@@ -64,8 +64,8 @@ def gate_check_lines(report: Summary) -> list[str]:
     for check in map(as_object, as_list(report.get("checks"))):
         verdict = "pass" if check.get("passed") else "FAIL"
         lines.append(
-            f"gate check {check.get('name')}: {verdict}  value={_number(check.get('value'))}"
-            f"  threshold={_number(check.get('threshold'))}  ({check.get('detail', '')})"
+            f"gate check {check.get('name')}: {verdict}  value={number(check.get('value'))}"
+            f"  threshold={number(check.get('threshold'))}  ({check.get('detail', '')})"
         )
     failed = [str(name) for name in as_list(report.get("failed_checks"))]
     candidate = as_object(report.get("candidate")).get("version")
@@ -75,11 +75,11 @@ def gate_check_lines(report: Summary) -> list[str]:
     return lines
 
 
-def _number(value: Json) -> str:
+def number(value: Json) -> str:
     if value is None:
         return "-"
     if isinstance(value, list):
-        return "[" + ", ".join(_number(v) for v in value) + "]"
+        return "[" + ", ".join(number(v) for v in value) + "]"
     if isinstance(value, bool) or not isinstance(value, int | float):
         return str(value)
     return f"{value:.4g}"

@@ -19,7 +19,7 @@ import functools
 import json
 import re
 from collections.abc import Callable, Mapping
-from dataclasses import asdict, dataclass
+from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, TypedDict, TypeVar
 
@@ -83,6 +83,48 @@ def config_param(key: str, **schema: Json) -> Schema:
 
 def config_default(key: str) -> Json:
     return config_bounds()[key].get("default")
+
+
+# the sections a run may override through the ``overrides`` Param (with a reason): the gate's
+# checks, the heuristic the gate compares with, and the data validation's thresholds and policies
+OVERRIDE_SECTIONS = ("gate", "validation", "heuristic")
+OVERRIDE_REASON = "reason"
+_POLICIES = ("fail", "warn")  # ranking.config.model Policy (no project import here)
+
+
+@functools.cache
+def override_keys() -> tuple[str, ...]:
+    """The config keys the ``overrides`` Param may set, in the bounds file's order."""
+    return tuple(k for k in config_bounds() if k.split(".")[0] in OVERRIDE_SECTIONS)
+
+
+def _override_value_schema(key: str) -> Schema:
+    """A config key's own JSON schema for its override value (no default: an override is a value)."""
+    schema = {k: v for k, v in config_bounds()[key].items() if k != "default"}
+    if key == "validation.policy":  # anomaly kind -> fail | warn; the step names an unknown kind
+        schema["additionalProperties"] = {"type": "string", "enum": list(_POLICIES)}
+    return schema
+
+
+def overrides_schema() -> Schema:
+    """The ``overrides`` Param: ``{"gate.allow_unfair": true, "reason": "..."}``, config keys of the
+    gate, the heuristic and the data validation, each within its own limits, and a non-empty
+    reason (so an override without one is a 400 when the run is created, before any task)."""
+    properties: dict[str, Json] = {key: _override_value_schema(key) for key in override_keys()}
+    properties[OVERRIDE_REASON] = {"type": "string", "pattern": r"\S", "maxLength": REASON_MAX}
+    return {
+        "default": None,
+        "type": ["null", "object"],
+        "properties": properties,
+        "required": [OVERRIDE_REASON],
+        "additionalProperties": False,
+        "minProperties": 2,  # the reason and at least one key
+        "title": "Gate and data validation overrides (with a reason)",
+        "description": "This run only: config keys of [gate], [heuristic] and [validation] with their "
+        'values and why, e.g. {"gate.allow_unfair": true, "reason": "champion trained a day later"} or '
+        '{"validation.policy": {"label_rate_jump": "warn"}, "reason": "..."}. The reason is required '
+        "and shown in the run's note. Empty: the config's.",
+    }
 
 
 class PlanError(ValueError):
@@ -159,6 +201,7 @@ def retrain_param_schemas() -> dict[str, Schema]:
             title="Gate floor on save HIT@3",
             description="Absolute floor on the candidate's save HIT@3. Empty: the config's gate.min_save_hit_at_3.",
         ),
+        "overrides": overrides_schema(),
         "dry_run": {
             "default": False,
             "type": "boolean",
@@ -287,6 +330,8 @@ class PlanXCom(TypedDict):
     force_promote: bool
     reason: str
     actor: str
+    overrides: dict[str, Json]
+    override_reason: str
     config_params: dict[str, Json]
 
 
@@ -309,12 +354,16 @@ class RetrainPlan:
     force_promote: bool
     reason: str
     actor: str  # who triggered the run: recorded by the registry as "who"
+    overrides: dict[str, Json] = field(default_factory=dict)  # config key -> value (the overrides Param)
+    override_reason: str = ""  # why, required with any override
 
     @property
     def config_params(self) -> dict[str, Json]:
-        """The Params that are set, by config key (what the steps get as ``--params``)."""
+        """The Params that are set, by config key (what the steps get as ``--params``); an
+        override of the ``overrides`` Param wins over the tolerance and min_hit Params."""
         values = asdict(self)
-        return {key: values[name] for name, key in PARAM_KEYS.items() if values[name] is not None}
+        named = {key: values[name] for name, key in PARAM_KEYS.items() if values[name] is not None}
+        return {**named, **self.overrides}
 
     def to_dict(self) -> PlanXCom:
         return PlanXCom(**asdict(self), config_params=self.config_params)  # type: ignore[typeddict-item]
@@ -375,6 +424,7 @@ def make_plan(
         raise PlanError("force_promote requires a non-empty reason")
     if force and dry_run:
         raise PlanError("force_promote and dry_run contradict each other: a dry run never promotes")
+    overrides, override_reason = _overrides(params.get("overrides"))
     window_end = resolve_window_end(
         requested=_optional(params, "window_end", str),
         run_type=run_type,
@@ -397,7 +447,28 @@ def make_plan(
         force_promote=force,
         reason=reason,
         actor=actor or f"airflow:{run_type}",
+        overrides=overrides,
+        override_reason=override_reason,
     )
+
+
+def _overrides(value: Json) -> tuple[dict[str, Json], str]:
+    """The ``overrides`` Param as (config key -> value, reason); its schema was checked when the
+    run was created, this is the same rule for a run whose Params were not (``dags test``)."""
+    if value is None:
+        return {}, ""
+    if not isinstance(value, dict):
+        raise PlanError(f"overrides must be a JSON object of config keys and a reason, got {value!r:.80}")
+    reason = str(value.get(OVERRIDE_REASON) or "").strip()
+    keys = {k: v for k, v in value.items() if k != OVERRIDE_REASON}
+    unknown = sorted(k for k in keys if k not in override_keys())
+    if unknown:
+        raise PlanError(
+            f"overrides: {unknown[0]!r} is not a key a run may override ({', '.join(OVERRIDE_SECTIONS)} keys)"
+        )
+    if keys and not reason:
+        raise PlanError('overrides require a non-empty reason (the "reason" key of overrides)')
+    return keys, reason
 
 
 def _optional(params: Mapping[str, Json], name: str, kind: Callable[[Any], T]) -> T | None:

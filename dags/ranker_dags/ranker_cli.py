@@ -10,6 +10,7 @@ from __future__ import annotations
 import json
 import logging
 import os
+import shlex
 import subprocess
 import tempfile
 from collections import deque
@@ -81,7 +82,7 @@ def run_ranker(
     out task leaves no training process behind.
     """
     env = {**os.environ, **(extra_env or {})}
-    log.info("running: %s", " ".join(argv))
+    log.info("running: %s", shlex.join(argv))
     tail: deque[str] = deque(maxlen=_STDERR_TAIL_LINES)
     with (
         tempfile.TemporaryFile(mode="w+", encoding="utf-8") as stdout,

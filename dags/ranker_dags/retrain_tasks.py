@@ -18,7 +18,7 @@ from airflow.providers.standard.operators.empty import EmptyOperator
 from airflow.sdk import DAG, Asset, BaseOperator, XComArg, get_current_context, task
 from airflow.sdk.exceptions import AirflowException, AirflowFailException
 
-from ranker_dags import decisions
+from ranker_dags import decisions, notes
 from ranker_dags.assets import OUTLETS, outlet_extra
 from ranker_dags.json_values import Json, Summary
 from ranker_dags.launchers import container_train_operator, params_arg
@@ -89,12 +89,16 @@ class RetrainSteps:
         allowed = (EXIT_OK, EXIT_NEGATIVE) if step.on_exit_1 != "fails" else (EXIT_OK,)
         run_id = (plan["run_id"] if plan else _airflow_run_id()) if step.summary is not None else None
         argv = ranker_argv(self.settings.ranker_bin, args, home=self.settings.home, run_id=run_id)
-        result = run_ranker(
-            argv,
-            allowed_exit_codes=allowed,
-            extra_env={"RANKER_ACTOR": plan["actor"] if plan else "airflow"},
-            stdin=json.dumps(given) if step.inputs else None,
-        )
+        try:
+            result = run_ranker(
+                argv,
+                allowed_exit_codes=allowed,
+                extra_env={"RANKER_ACTOR": plan["actor"] if plan else "airflow"},
+                stdin=json.dumps(given) if step.inputs else None,
+            )
+        finally:
+            if RUN in step.inputs:  # the step that sees the whole run (publish_metrics) notes it
+                self._note_the_run(plan)
         if result.exit_code == EXIT_NEGATIVE and step.on_exit_1 == "not_yet":
             raise SourceNotReady(f"{step.name}: {decisions.not_landed(result.summary)}")
         if plan is not None:
@@ -113,6 +117,24 @@ class RetrainSteps:
         if step.outlet is not None:
             event = get_current_context()["outlet_events"][OUTLETS[step.outlet]]
             event.extra = outlet_extra(step.outlet, result.summary, plan)
+
+    def _note_the_run(self, plan: PlanXCom | None) -> None:
+        """The run's note (``notes.py``): its decision in Airflow's runs list. Never raises."""
+        try:
+            context = get_current_context()
+            ti, dag_run = context["ti"], context["dag_run"]
+            summaries = {name: _pulled(ti.xcom_pull(task_ids=name)) for name in ("gate", "decide", "promote")}
+            states = _other_task_states()
+            run_id = plan["run_id"] if plan else _airflow_run_id()
+            facts = notes.RunFacts(
+                states=states,
+                plan=plan,
+                validation=notes.recorded_validation(self.settings.home, run_id, states),
+                **summaries,
+            )
+            notes.set_note(ti.dag_id, dag_run.run_id, notes.run_note(facts))
+        except Exception as exc:  # a note is for people: the run's outcome never depends on it
+            log.warning("no run note: %s: %s", type(exc).__name__, exc)
 
     def _write_run_report(self, plan: PlanXCom) -> None:
         """report.md + a labelled curve.png beside the model: for people, never fails the gate."""
@@ -150,6 +172,18 @@ def _upstream_value(name: str, value: Json | bytes) -> Summary:
     if name == "gate":  # the old gate task copied the candidate into its report
         value = {k: v for k, v in value.items() if k != "candidate_version"}
     return value
+
+
+def _pulled(value: Json | bytes) -> Summary | None:
+    """An XCom read for the note: the summary, or None (a step that did not run or pushed none)."""
+    if isinstance(value, bytes):
+        value = value.decode("utf-8", errors="replace")
+    if isinstance(value, str):
+        try:
+            value = parse_summary(value)
+        except AirflowException:
+            return None
+    return value if isinstance(value, dict) else None
 
 
 def _plan_if_any() -> PlanXCom | None:

@@ -20,6 +20,7 @@ from ranker_dags.params import (
     PlanError,
     config_bounds,
     make_plan,
+    override_keys,
     ranker_run_id,
     resolve_window_end,
     retrain_param_schemas,
@@ -55,6 +56,7 @@ def test_defaults_validate() -> None:
         "warm_start_scope": None,
         "tolerance": None,
         "min_hit": None,
+        "overrides": None,
         "dry_run": False,
         "force_promote": False,
         "reason": "",
@@ -108,6 +110,14 @@ def test_bad_params_are_rejected(conf: dict[str, Any]) -> None:
         {"warm_start": "none", "schedule": "joint", "epochs": 1},
         {"warm_start": "champion", "warm_start_scope": "dense"},
         {"force_promote": True, "reason": "hotfix for incident 42"},
+        {"overrides": {"gate.allow_unfair": True, "reason": "champion trained a day later"}},
+        {
+            "overrides": {
+                "validation.policy": {"label_rate_jump": "warn"},
+                "gate.max_lift": 0.5,
+                "reason": "r",
+            }
+        },
     ],
 )
 def test_good_params_are_accepted(conf: dict[str, Any]) -> None:
@@ -393,3 +403,56 @@ def test_review_params_take_what_ranker_review_takes_and_refuse_the_rest(
     assert accepted == [True] * len(argvs) + [False] * len(past_argvs), list(
         zip(argvs + past_argvs, accepted, strict=True)
     )
+
+
+@pytest.mark.parametrize(
+    "overrides",
+    [
+        {"gate.allow_unfair": True},  # no reason
+        {"gate.allow_unfair": True, "reason": "   "},  # a blank one
+        {"reason": "nothing overridden"},
+        {"recipe.epochs": 3, "reason": "not a check"},  # a recipe key: its own Params
+        {"gate.tolerance": 1.5, "reason": "r"},  # past the key's own limit
+        {"validation.policy": {"label_rate_jump": "ignore"}, "reason": "r"},
+        {"gate.nonsense": 1, "reason": "r"},
+    ],
+)
+def test_an_override_without_a_reason_or_out_of_bounds_is_refused_when_the_run_is_created(
+    overrides: dict[str, Any],
+) -> None:
+    with pytest.raises(ParamValidationError, match="overrides"):
+        validated(overrides=overrides)
+
+
+def test_overrides_reach_the_steps_by_config_key_with_their_reason() -> None:
+    plan = plan_for(
+        {
+            "tolerance": 0.05,
+            "epochs": 3,
+            "overrides": {"gate.allow_unfair": True, "gate.tolerance": 0.2, "reason": " late champion "},
+        }
+    )
+    assert plan.config_params == {"recipe.epochs": 3, "gate.tolerance": 0.2, "gate.allow_unfair": True}
+    assert plan.override_reason == "late champion"
+    assert plan.to_dict()["overrides"] == {"gate.allow_unfair": True, "gate.tolerance": 0.2}
+
+
+def test_the_plan_refuses_an_override_without_a_reason_it_was_not_validated_for() -> None:
+    # `airflow dags test` and old runs: the schema was not checked when the run was created
+    run = {
+        "airflow_run_id": "manual__x",
+        "run_type": "manual",
+        "data_interval_end": None,
+        "logical_date": dt.datetime(2026, 1, 25, 10, tzinfo=UTC),
+        "run_after": dt.datetime(2026, 1, 25, 10, tzinfo=UTC),
+    }
+    with pytest.raises(PlanError, match="overrides require a non-empty reason"):
+        make_plan({"overrides": {"gate.allow_unfair": True}}, **run)
+    with pytest.raises(PlanError, match="not a key a run may override"):
+        make_plan({"overrides": {"recipe.epochs": 1, "reason": "r"}}, **run)
+
+
+def test_every_gate_validation_and_heuristic_key_of_the_config_can_be_overridden() -> None:
+    keys = set(override_keys())
+    assert {"gate.allow_unfair", "gate.max_lift", "validation.policy", "heuristic.policy"} <= keys
+    assert keys == {k for k in config_bounds() if k.split(".")[0] in ("gate", "validation", "heuristic")}
