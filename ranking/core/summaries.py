@@ -671,6 +671,24 @@ class MetricsSummary(StepSummary):
     series: NonNegativeInt
 
 
+class TrackSummary(StepSummary):
+    """``ranker step track``: the pipeline run as one MLflow run, or queued when MLflow is down."""
+
+    step: Literal["track"] = "track"
+    record_id: str | None
+    """the run's record (``retrain:<run id>``; null: tracking is off)"""
+    experiment: str | None
+    mlflow_run_id: str | None
+    """null: queued, or tracking off"""
+    url: str | None
+    """where the run is (the UI's page, or the local store's)"""
+    queued: bool
+    decision: str | None
+    """the decision tagged on the run (``ranker.decision``)"""
+    message: str
+    """one line for the operator: where the run is, or that it was queued and how to replay it"""
+
+
 class StepBrief(Summary):
     """One step of ``ranker run``, as the run summary lists it."""
 
@@ -743,6 +761,7 @@ SUMMARY_MODELS: tuple[type[StepSummary], ...] = (
     PromoteSummary,
     RejectSummary,
     MetricsSummary,
+    TrackSummary,
     RunSummary,
 )
 STEP_MODELS: dict[str, type[StepSummary]] = {m.model_fields["step"].default: m for m in SUMMARY_MODELS}
@@ -758,6 +777,7 @@ AnySummary = Annotated[
     | PromoteSummary
     | RejectSummary
     | MetricsSummary
+    | TrackSummary
     | RunSummary
     | StepError,
     Field(description="A step summary: the step's own, or a step that failed before it had one."),

@@ -29,6 +29,7 @@ from ranking.core.summaries import (
     SliceSummary,
     StepBrief,
     StepSummary,
+    TrackSummary,
     TrainSummary,
     TrainWindow,
     ValidationSummary,
@@ -159,6 +160,12 @@ def example_summaries() -> dict[str, StepSummary]:
             status="success", failed_step=None, delivery="textfile", target=f"{home}/metrics/ranker.prom",
             push_ok=None, push_attempts=None, push_error=None, steps=["gate", "promote", "train", "window"],
             series=71,
+        ),
+        TrackSummary(
+            record_id="retrain:manual__2026-12-01__20261201T030000Z-1a2b", experiment="ranker-retrain",
+            mlflow_run_id="0f" * 16, url="http://127.0.0.1:5000/#/experiments/1/runs/" + "0f" * 16,
+            queued=False, decision="promoted",
+            message="tracked retrain:manual__2026-12-01__20261201T030000Z-1a2b as MLflow run " + "0f" * 16,
         ),
         RunSummary(
             end=day, days=20, dry_run=False, decision="pass", version="v0003", promoted=True, forced=False,
