@@ -221,7 +221,9 @@ def _plot_steps(ax: Any, curve: TrainingCurve) -> list[float]:
         "-",
         color="tab:blue",
         linewidth=0.9,
-        label=f"train loss (mean of {curve.every_steps} steps)",
+        label="train loss (per step)"
+        if curve.every_steps == 1
+        else f"train loss (mean of {curve.every_steps} steps)",
     )
     phases = {p.epoch: p.phase for p in curve.points}
     for epoch, phase in sorted(phases.items()):

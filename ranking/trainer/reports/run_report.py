@@ -2,14 +2,31 @@
 
 Built from the run's step summaries (``train`` and, once judged, ``gate``): which recipe ran, the
 candidate against the champion on the eval day, and the gate table (every check with its value,
-threshold and verdict). :func:`render_report` and :func:`curve_labels` are pure; the CLI
-(``ranker report``) reads the summaries and writes the files.
+threshold and verdict). :func:`render_report` and :func:`curve_labels` are pure;
+:func:`write_run_report` reads a pipeline run's summaries and writes the files, for ``ranker
+report`` (the DAG's gate task runs it) and for ``ranker run`` after its gate step.
 """
 
 from __future__ import annotations
 
-from ranking.core.summaries import EvalSummary, GateSummary, SliceSummary, TrainSummary
+import json
+import logging
+from pathlib import Path
+
+from ranking.core.errors import RankerError
+from ranking.core.summaries import (
+    Decision,
+    EvalSummary,
+    GateSummary,
+    SliceSummary,
+    StepSummary,
+    Summary,
+    TrainSummary,
+)
+from ranking.core.workspace import Workspace
 from ranking.trainer.reports.plots import CurveLabels
+
+log = logging.getLogger(__name__)
 
 METRICS = (("save_hit_at_3", "save HIT@3"), ("auc", "AUC"), ("ne", "normalized entropy"))
 
@@ -150,3 +167,114 @@ def _number(value: object) -> str:
 def _cell(text: str) -> str:
     """A table cell: one line, no column break."""
     return " ".join(text.split()).replace("|", "\\|")
+
+
+class ReportSummary(Summary):
+    """``ranker report``: where the run's report and plots were written."""
+
+    run_id: str
+    report: str
+    curve: str
+    slices: str | None
+    """null: the gate cut no slices (or has not run)"""
+    decision: Decision | None
+    """the gate's (null: not gated yet)"""
+
+
+def write_run_report(ws: Workspace, run_id: str) -> ReportSummary:
+    """Write pipeline run ``run_id``'s ``report.md``, labelled ``curve.png`` and (once the gate cut
+    slices) ``slices.png`` in its training run folder. Bad input (no train summary, a failed train,
+    no run folder) raises :class:`RankerError` in one line."""
+    from ranking.core.atomic import atomic_write_text
+    from ranking.trainer.reports.curve_data import read_training_curve
+    from ranking.trainer.reports.plots import plot_curve, plot_slices
+
+    train = _summary(ws, run_id, "train", required=True)
+    if not isinstance(train, TrainSummary):
+        raise RankerError(
+            f"run {run_id}'s train step failed ({getattr(train, 'error', None)}): nothing to report"
+        )
+    gate = _summary(ws, run_id, "gate", required=False)
+    judged = gate if isinstance(gate, GateSummary) else None  # a gate that errored judged nothing
+    folder = _run_folder(train, run_id)
+    champion = judged.champion if judged is not None else None
+    try:
+        curve = read_training_curve(folder)
+    except RankerError as exc:  # the report is still written, with the per-epoch losses
+        log.warning("%s: the report's curve shows the per-epoch losses", exc)
+        curve = None
+    plot_curve(
+        folder / "curve.png",
+        train.epochs,
+        labels=curve_labels(train, run_id),
+        champion_metric=champion.save_hit_at_3 if champion is not None else None,
+        champion_version=champion.version if champion is not None else None,
+        curve=curve,
+    )
+    slices_png = None
+    if judged is not None and judged.slices:
+        slices_png = folder / "slices.png"
+        plot_slices(
+            slices_png,
+            judged.slices,
+            tolerance=judged.config.slice_tolerance if judged.config.slice_guard else None,
+            title=curve_labels(train, run_id).title(),
+        )
+    base = judged is None and _is_base(ws, run_id, train)
+    atomic_write_text(folder / "report.md", render_report(train, judged, run_id, base=base))
+    return ReportSummary(
+        run_id=run_id,
+        report=str(folder / "report.md"),
+        curve=str(folder / "curve.png"),
+        slices=str(slices_png) if slices_png else None,
+        decision=judged.decision if judged is not None else None,
+    )
+
+
+def _summary(ws: Workspace, run_id: str, step: str, required: bool) -> StepSummary | None:
+    """The run's recorded ``step`` summary through its model (ranking.core.summaries)."""
+    from pydantic import ValidationError
+
+    from ranking.core.summaries import not_a_summary, parse_summary
+
+    path = ws.step_summary_path(run_id, step)
+    if not path.is_file():
+        if required:
+            raise RankerError(
+                f"run {run_id} has no {step} summary ({path}): was it trained with --run-id {run_id}?"
+            )
+        return None
+    try:
+        data = json.loads(path.read_text())
+    except (json.JSONDecodeError, UnicodeDecodeError) as exc:
+        raise RankerError(f"{path} is not a JSON step summary ({exc})") from None
+    if not isinstance(data, dict):
+        raise RankerError(f"{path} is not a JSON object")
+    try:
+        return parse_summary(data, step)
+    except ValidationError as exc:
+        raise RankerError(not_a_summary(path, step, exc)) from None
+
+
+def _run_folder(train: TrainSummary, run_id: str) -> Path:
+    folder = Path(train.run_dir)
+    if not (folder / "train_manifest.json").is_file():
+        raise RankerError(
+            f"run {run_id}'s train summary names no training run folder here (run_dir: {train.run_dir!r})"
+        )
+    return folder
+
+
+def _is_base(ws: Workspace, run_id: str, train: TrainSummary) -> bool:
+    """Whether the run trained a base model (``ranker pretrain``'s, or the first base ``ranker run``
+    pretrains): it recorded a pretrain summary, or the registry's ``base`` alias ever pointed to it."""
+    if ws.step_summary_path(run_id, "pretrain").is_file():
+        return True
+    if train.version is None:
+        return False
+    from ranking.registry import BASE, Registry
+
+    try:
+        return any(e.to_version == train.version for e in Registry.for_workspace(ws).history(BASE))
+    except RankerError:  # an unreadable registry: the report is still written, as a daily run's
+        return False

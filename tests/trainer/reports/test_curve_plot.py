@@ -89,6 +89,16 @@ def test_without_the_file_the_curve_is_drawn_from_the_epochs() -> None:
         plt.close(fig)
 
 
+def test_a_curve_of_single_steps_says_so() -> None:
+    import matplotlib.pyplot as plt
+
+    fig = curve_figure(_epochs(), curve=_curve(steps=4, every=1))
+    try:
+        assert "train loss (per step)" in _labelled(fig)
+    finally:
+        plt.close(fig)
+
+
 def test_epoch_spans_of_a_curve_that_lost_its_first_epochs() -> None:
     full = _curve()
     assert epoch_spans(full) == {1: (0, 10), 2: (10, 20), 3: (20, 30)}

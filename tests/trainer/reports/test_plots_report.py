@@ -349,3 +349,31 @@ def test_ranker_report_knows_a_base_run_by_its_pretrain_summary_or_the_registry(
     reg.set_base(version, reason="pretrained")
     assert main(["report", "--run", "first-pretrain", "--home", str(home)]) == 0
     assert "a base model (not gated" in report.read_text()
+
+
+def test_ranker_report_draws_the_runs_per_step_curve_and_survives_a_bad_one(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, caplog: pytest.LogCaptureFixture
+) -> None:
+    from ranking.trainer.reports import plots
+    from ranking.trainer.reports.curve_data import TRAINING_CURVE_FILE, CurveRecorder, write_training_curve
+
+    home = _workspace(tmp_path, "r3", gate=True)
+    run_dir = home / "runs" / "r3"
+    recorder = CurveRecorder(every_steps=2)
+    for epoch, phase in ((1, "frozen"), (2, "joint")):
+        recorder.start_epoch(epoch, phase)
+        for _ in range(5):
+            recorder.add(0.3, 64)
+        recorder.end_epoch()
+    write_training_curve(run_dir, recorder.curve())
+    drawn: list[Any] = []
+    real = plots.plot_curve
+    monkeypatch.setattr(plots, "plot_curve", lambda *a, **kw: drawn.append(kw["curve"]) or real(*a, **kw))
+    assert main(["report", "--run", "r3", "--home", str(home)]) == 0
+    assert drawn == [recorder.curve()]
+    # a torn or foreign file: the report is still written, from the per-epoch losses
+    (run_dir / TRAINING_CURVE_FILE).write_text("{")
+    (run_dir / "report.md").unlink()
+    assert main(["report", "--run", "r3", "--home", str(home)]) == 0
+    assert drawn[-1] is None and (run_dir / "report.md").is_file()
+    assert any("is not a training curve" in m for m in caplog.messages)
