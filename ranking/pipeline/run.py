@@ -385,6 +385,7 @@ class _Run:
             outcome = self._train() if step.name == "train" else self._run(step)
             if step.name == "gate":
                 gate_exit = outcome.exit_code
+                self._write_report()
             if step.name == "train" and self._promoted_by_an_earlier_attempt():
                 return 0
         return 1 if RECORD_REJECTION in self.results else 0
@@ -413,6 +414,19 @@ class _Run:
         self.results["train"] = trained.model_copy(update={"version": version})
         self.so_far.version = version
         return outcome
+
+    def _write_report(self) -> None:
+        """report.md and the labelled curve.png in the run folder once the gate judged, as the
+        DAG's gate task writes them (``ranker report``'s function); for people: a failure is a
+        warning, never the run's."""
+        from ranking.trainer.reports.run_report import write_run_report
+
+        try:
+            written = write_run_report(self.ctx.ws, self.ctx.run_id)
+        except Exception as exc:
+            log.warning("ranker run: no run report: %s", exc)
+            return
+        log.info("ranker run: report %s (curve: %s)", written.report, written.curve)
 
     def _note(self, result: BaseModel) -> None:
         """What the run summary says of a step's result."""
