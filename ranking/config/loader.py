@@ -2,7 +2,8 @@
 
 Layers, lowest first: built-in defaults < environment (``$RANKER_PUSHGATEWAY_URL``,
 ``$RANKER_MAX_SOURCE_LAG_HOURS``, ``$RANKER_OFFLINE_STORE``, ``$RANKER_ONLINE_STORE``,
-``$RANKER_REDIS_URL``: deployment-wide settings that predate the file) < config file < CLI flags
+``$RANKER_REDIS_URL``, ``$RANKER_MLFLOW_TRACKING_URI``: deployment-wide settings that predate the
+file) < config file < CLI flags
 < DAG Params (``--params``). Each effective value remembers the layer it came from.
 
 The file is TOML (primary: ``tomllib`` is in the standard library and TOML's types are explicit,
@@ -39,6 +40,7 @@ ENV_KEYS: dict[str, str] = {
     "features.offline_store": "RANKER_OFFLINE_STORE",
     "features.online_store": "RANKER_ONLINE_STORE",
     "features.redis_url": "RANKER_REDIS_URL",
+    "tracking.uri": "RANKER_MLFLOW_TRACKING_URI",
 }
 # store names read from the environment are case-insensitive (as feast_repo.store_settings reads them)
 _LOWERCASE_ENV_KEYS = ("features.offline_store", "features.online_store")

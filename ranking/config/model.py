@@ -1,6 +1,6 @@
-"""The pipeline config: one typed model with twelve sections (``features``, ``window``,
+"""The pipeline config: one typed model with thirteen sections (``features``, ``window``,
 ``validation``, ``recipe``, ``pretrain``, ``gate``, ``heuristic``, ``slices``, ``metrics``,
-``backtest``, ``review``, ``retention``), validated by pydantic.
+``backtest``, ``review``, ``retention``, ``tracking``), validated by pydantic.
 
 Defaults are not written twice: they are read from the dataclasses the steps already use
 (``features.feast_repo.StoreSettings``, ``features.build_checks.WindowChecks``,
@@ -32,6 +32,7 @@ from ranking.evaluation.heuristic import HEURISTIC_POLICIES, HEURISTICS, Heurist
 from ranking.evaluation.slices import SLICE_COLUMNS, SliceConfig
 from ranking.gate.checks import GateConfig
 from ranking.registry.retention import RetentionPolicy
+from ranking.tracking.settings import check_model_name, check_uri
 from ranking.trainer.models.config import (
     DENSE_OPTIMIZERS,
     PIPELINES,
@@ -575,6 +576,43 @@ class RetentionSection(_Section):
     """window days older than the window, its base and the review read, by this many more"""
 
 
+class TrackingSection(_Section):
+    """MLflow: runs, backtests, reviews and the champion's alias (docs/tracking.md)
+
+    Runs, backtests and reviews as MLflow runs, the champion as a registered model's alias. A down MLflow never fails a step: what it could not send waits in ``<home>/mlflow/queue``
+    for ``ranker tracking replay``."""
+
+    enabled: bool = True
+    """send runs and model versions to MLflow"""
+    # None: a SQLite store in the workspace (<home>/mlflow/mlflow.db, artifacts beside it)
+    uri: str | None = None
+    """sqlite:///PATH | file:PATH | http(s)://HOST[:PORT]; unset: $RANKER_MLFLOW_TRACKING_URI, else <home>/mlflow/mlflow.db"""
+    ui_url: str | None = None
+    """the MLflow UI the links point to; unset: the uri when it is http(s)"""
+    model_name: str = "ranker"
+    """the registered model mirroring the registry (its alias champion)"""
+    # MLflow's own HTTP client retries for minutes: a down server must not hold a run that long
+    timeout_seconds: float = Field(default=5.0, gt=0, le=300)
+    """one MLflow call's limit (no retries); then the record is queued"""
+
+    @field_validator("uri")
+    @classmethod
+    def _uri(cls, value: str | None) -> str | None:
+        return None if value is None else check_uri(value)
+
+    @field_validator("ui_url")
+    @classmethod
+    def _ui_url(cls, value: str | None) -> str | None:
+        if value is not None and not value.startswith(("http://", "https://")):
+            raise ValueError("must be an http(s):// URL")
+        return None if value is None else check_uri(value)
+
+    @field_validator("model_name")
+    @classmethod
+    def _model_name(cls, value: str) -> str:
+        return check_model_name(value)
+
+
 class PipelineConfig(_Section):
     features: FeaturesSection = Field(default_factory=FeaturesSection)
     window: WindowSection = Field(default_factory=WindowSection)
@@ -588,6 +626,7 @@ class PipelineConfig(_Section):
     backtest: BacktestSection = Field(default_factory=BacktestSection)
     review: ReviewSection = Field(default_factory=ReviewSection)
     retention: RetentionSection = Field(default_factory=RetentionSection)
+    tracking: TrackingSection = Field(default_factory=TrackingSection)
 
 
 SECTIONS: dict[str, type[_Section]] = {
@@ -603,6 +642,7 @@ SECTIONS: dict[str, type[_Section]] = {
     "backtest": BacktestSection,
     "review": ReviewSection,
     "retention": RetentionSection,
+    "tracking": TrackingSection,
 }
 # keys whose values are filesystem paths: relative ones are relative to the file that sets them
 PATH_KEYS = (

@@ -252,8 +252,16 @@ def defined_twice() -> list[str]:
     ]
 
 
+# the same name and value for another thing, not a copy: [tracking] enabled = true and an
+# ``enabled: bool = True`` switch of the training clock and progress line
+COINCIDENCES = frozenset(
+    {
+        "ranking/trainer/distributed/timing.py:0: tracking.enabled = True",
+        "ranking/trainer/reports/progress.py:0: tracking.enabled = True",
+    }
+)
 # a left copy is known by its file and key (its line moves with the file's other changes)
-_LEFT = frozenset(c.split(":", 2)[0] + ":" + c.split(": ", 1)[1] for c in LEFT_TO_OWNERS)
+_LEFT = frozenset(c.split(":", 2)[0] + ":" + c.split(": ", 1)[1] for c in LEFT_TO_OWNERS | COINCIDENCES)
 
 
 def test_every_default_is_written_once() -> None:
