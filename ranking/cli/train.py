@@ -158,6 +158,18 @@ def train_job(args: argparse.Namespace) -> TrainJob:
 
 
 def _train(args: argparse.Namespace) -> CommandResult:
+    import time
+
+    from ranking.core.summaries import TrainSummary
     from ranking.pipeline.steps import train
 
-    return train(train_job(args))
+    started = time.time()
+    job = train_job(args)
+    result = train(job)
+    # a run of its own (experiment ranker-train; a pipeline's train step is part of its run's
+    # record); a worker rank has no summary: the launcher's process tracks the run, once
+    if isinstance(result.summary, TrainSummary):
+        from ranking.tracking.hooks import track_train
+
+        track_train(job.workspace, effective_config(args), result.summary, started=started)
+    return result

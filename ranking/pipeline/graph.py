@@ -35,6 +35,7 @@ from ranking.core.summaries import (
     MetricsSummary,
     PromoteSummary,
     RejectSummary,
+    TrackSummary,
     TrainSummary,
     ValidationSummary,
     WindowSummary,
@@ -356,6 +357,12 @@ def _publish_metrics(ctx: RetrainContext, run: RunOutcome) -> CommandResult[Metr
     return steps.publish(request)
 
 
+def _track(ctx: RetrainContext, run: RunOutcome) -> CommandResult[TrackSummary]:
+    from ranking.tracking.hooks import track_retrain
+
+    return track_retrain(ctx, run)
+
+
 def _collect_garbage(ctx: RetrainContext) -> CommandResult[GcSummary]:
     from ranking.config.requests import retention_policy
     from ranking.pipeline import steps
@@ -491,6 +498,19 @@ RETRAIN = Graph(
             inputs=(RUN,),
             after=("materialize_online",),
             runs=Runs.WHATEVER_HAPPENED,
+        ),
+        Step(
+            "track",
+            "the run as one MLflow run (experiment ranker-retrain), whatever happened; MLflow down:"
+            " queued for `ranker tracking replay`, never a failure of the run",
+            summary="track",
+            label=None,
+            result=TrackSummary,
+            call=_track,
+            inputs=(RUN,),
+            after=("publish_metrics",),
+            runs=Runs.WHATEVER_HAPPENED,
+            timeout=5 * _MINUTES,
         ),
         Step(
             "collect_garbage",

@@ -148,7 +148,8 @@ def execute_pretrain(
 
     ws = Workspace.resolve(home)
     base = base_effective(effective, plan)
-    started = time.perf_counter()
+    started, started_at = time.perf_counter(), time.time()
+    trained: TrainSummary | None = None
     version: str | None = None
     previous: str | None = None
     moved = False
@@ -167,8 +168,9 @@ def execute_pretrain(
             train = runner.run("train", lambda: steps.train(job))
             if train.exit_code != 0:
                 raise _Failed("train", train.error)
-            trained = train.result.summary if train.result is not None else None
-            if not isinstance(trained, TrainSummary) or not trained.version:
+            result = train.result.summary if train.result is not None else None
+            trained = result if isinstance(result, TrainSummary) else None
+            if trained is None or not trained.version:
                 raise _Failed("train", "the base run was not registered")
             version, trained_eval = trained.version, trained.eval
             from ranking.registry import Registry
@@ -207,6 +209,9 @@ def execute_pretrain(
         summary = summary.model_copy(update={"eval": trained_eval})
     if failed is not None:
         summary = summary.model_copy(update={"failed_step": failed[0], "error": failed[1]})
+    from ranking.tracking.hooks import track_pretrain
+
+    track_pretrain(ws, base, summary, trained, started=started_at)  # never fails the pretrain
     text = (
         f"pretrain {run_id}: base range [{plan.base_start}, {plan.base_end}), version {version or '-'}"
         + (f", base {previous or '(none)'} -> {version}" if moved else "")

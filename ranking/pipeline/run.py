@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import contextlib
 import datetime as dt
+import functools
 import logging
 import os
 import secrets
@@ -39,7 +40,16 @@ from ranking.core.summaries import (
     ValidationSummary,
     WindowSummary,
 )
-from ranking.pipeline.graph import RETRAIN, OnExit1, RetrainContext, RetrainRequest, RunOutcome, Runs, Step
+from ranking.pipeline.graph import (
+    RETRAIN,
+    RUN,
+    OnExit1,
+    RetrainContext,
+    RetrainRequest,
+    RunOutcome,
+    Runs,
+    Step,
+)
 from ranking.pipeline.policy import KEEP_CHAMPION, RECORD_REJECTION, request_problem
 from ranking.pipeline.steps import StepOutcome
 
@@ -480,21 +490,25 @@ class _Run:
         return True
 
     def publish(self, failed_step: str | None) -> None:
-        """The graph's publish step, whatever happened; a failed publish never fails the run."""
-        step = RETRAIN["publish_metrics"]
-        assert step.call is not None and step.summary is not None
-        call, labels = step.call, {s.summary: s.label for s in RETRAIN if s.summary}
+        """The graph's in-process steps that run whatever happened, in order (the metrics publish,
+        the MLflow record); none of them ever fails the run."""
+        labels = {s.summary: s.label for s in RETRAIN if s.summary}
         outcome = RunOutcome(
             status="failed" if failed_step else "success",
             failed_step=labels.get(failed_step, failed_step) if failed_step else None,
         )
-        try:
-            published = self.runner.run(step.summary, lambda: call(self.ctx, run=outcome))
-        except Exception as exc:  # monitoring must never turn a retrain into a failure
-            log.warning("ranker run: metrics publish crashed: %s", exc)
-            return
-        if published.exit_code != 0:
-            log.warning("ranker run: metrics publish failed: %s", published.error)
+        for step in RETRAIN:
+            if not step.in_process or step.runs is not Runs.WHATEVER_HAPPENED:
+                continue
+            assert step.call is not None and step.summary is not None
+            inputs: dict[str, BaseModel] = {RUN: outcome} if RUN in step.inputs else {}
+            try:
+                done = self.runner.run(step.summary, functools.partial(step.call, self.ctx, **inputs))
+            except Exception as exc:  # monitoring and tracking never turn a retrain into a failure
+                log.warning("ranker run: %s crashed: %s", step.name, exc)
+                continue
+            if done.exit_code != 0:
+                log.warning("ranker run: %s failed: %s", step.name, done.error)
 
 
 def _reused_train(rerun: Rerun, window: BaseModel, run_id: str, runner: StepRunner) -> StepOutcome:

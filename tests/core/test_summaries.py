@@ -174,6 +174,7 @@ def test_the_summaries_of_a_real_small_run_validate(tmp_path: Path) -> None:
         "RejectSummary",
         "DecideSummary",
         "MetricsSummary",
+        "TrackSummary",
         "RunSummary",
         "StepError",
     }

@@ -23,6 +23,7 @@ TRANSIENT = {
     "record_rejection",
     "materialize_online",
     "publish_metrics",
+    "track",
     "collect_garbage",
 }
 NO_RETRY = {"plan", "validate_window", "gate", "decide", "decide_branch"}
@@ -149,7 +150,7 @@ def test_retries_timeouts_pool_and_callbacks(dagbag: BundleDagBag) -> None:
     for task_id, (_, _, _, timeout, callback) in tasks.items():
         if task_id not in ("keep_champion", "fail_run_if_a_step_failed"):
             assert timeout and timeout <= timedelta(hours=8).total_seconds(), task_id
-            assert callback or task_id == "collect_garbage", task_id
+            assert callback or task_id in ("collect_garbage", "track"), task_id
 
 
 def test_champion_asset_is_updated_by_promotion_and_rollback(dagbag: BundleDagBag) -> None:
