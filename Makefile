@@ -30,7 +30,7 @@ STACK_ARGS ?=# e.g. --ranker-home $(CURDIR)/var/demo (infra/stack/stack.py --hel
 help:
 	@echo "make demo   - set up, build a synthetic workspace, run ranker_retrain through Airflow for two days"
 	@echo "make test   - set up, install the test servers (root + apt), lint, type check, pytest in both environments"
-	@echo "make stack  - Postgres + Airflow (api-server, scheduler, dag-processor, triggerer) + Prometheus, on 127.0.0.1"
+	@echo "make stack  - Postgres + Airflow (api-server, scheduler, dag-processor, triggerer) + Prometheus + MLflow, on 127.0.0.1"
 	@echo "make stack-down | make stack-status"
 	@echo "make setup [DEVICE=cuda] | make bench | make study | make backtest | make lock"
 	@echo "make schema - write the step summaries' JSON Schema and docs/architecture.md's Step summaries from ranking/core/summaries.py"

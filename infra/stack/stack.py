@@ -3,6 +3,7 @@
     Postgres (Debian package)  Airflow's metadata DB, a private cluster in <dir>/pg
     Airflow 3                  api-server, scheduler (LocalExecutor), dag-processor, triggerer
     Pushgateway + Prometheus   the repo's infra/prometheus config and alert rules
+    MLflow                     tracking server + UI (.venv-mlflow), store in <workspace>/mlflow
 
 The production shape is docker-compose.yml; this is the same set of servers without a Docker
 engine (docs/orchestration.md, "The local stack"). State, logs and data live under <dir>
@@ -17,7 +18,12 @@ empty one prints the exact commands of a small one and its size; `--small-worksp
 
 `up` is idempotent: a running, healthy stack is reported and left alone; a stopped one is
 started again with the ports, secrets and data it had. Ports are free ones picked on the first
-`up` unless STACK_<NAME>_PORT says otherwise (API, POSTGRES, PROMETHEUS, PUSHGATEWAY).
+`up` unless STACK_<NAME>_PORT says otherwise (API, POSTGRES, PROMETHEUS, PUSHGATEWAY, MLFLOW).
+
+MLflow's store is the workspace's own (``sqlite:///<workspace>/mlflow/mlflow.db``, the local store
+`ranker` writes when no tracking URI is set); the Airflow tasks log through the server
+(RANKER_MLFLOW_TRACKING_URI), which keeps the artifacts they upload in <workspace>/mlflow/artifacts.
+Every task of ranker_retrain links to its run (infra/airflow_plugins, the plugins folder).
 
 Run with .venv-airflow's python (it needs the `airflow` executable beside it and PyYAML).
 """
@@ -46,7 +52,11 @@ from typing import Any
 
 REPO = Path(__file__).resolve().parents[2]
 HOST = "127.0.0.1"
-PORT_NAMES = ("api", "postgres", "prometheus", "pushgateway")
+PORT_NAMES = ("api", "postgres", "prometheus", "pushgateway", "mlflow")
+SERVERS = ("prometheus", "pushgateway", "mlflow")  # spawned by server_argv, healthy on a GET
+HEALTH_PATHS = {"prometheus": "/-/ready", "pushgateway": "/-/ready", "mlflow": "/health"}
+MLFLOW_BIN = REPO / ".venv-mlflow" / "bin" / "mlflow"
+PLUGINS = REPO / "infra" / "airflow_plugins"
 AIRFLOW_COMPONENTS = ("api-server", "scheduler", "dag-processor", "triggerer")
 ADMIN = "admin"
 # The worker/trigger log servers (8793/8794) bind every interface, with no setting to change it
@@ -283,6 +293,7 @@ class Stack:
             "AIRFLOW__CORE__PARALLELISM": "4",
             "AIRFLOW__CORE__LOAD_EXAMPLES": "False",
             "AIRFLOW__CORE__DAGS_FOLDER": str(REPO / "dags"),
+            "AIRFLOW__CORE__PLUGINS_FOLDER": str(PLUGINS),  # each retrain task's MLflow link
             "AIRFLOW__CORE__FERNET_KEY": values["fernet_key"],
             "AIRFLOW__CORE__EXECUTION_API_SERVER_URL": f"{api}/execution/",
             "AIRFLOW__CORE__SIMPLE_AUTH_MANAGER_USERS": f"{ADMIN}:admin",
@@ -300,6 +311,8 @@ class Stack:
             "RANKER_HOME": cfg["ranker_home"],
             "RANKER_BIN": str(REPO / ".venv" / "bin" / "ranker"),
             "RANKER_PUSHGATEWAY_URL": f"http://{HOST}:{ports['pushgateway']}",
+            # the steps log through the server (artifacts uploaded to it, readable in its UI)
+            "RANKER_MLFLOW_TRACKING_URI": f"http://{HOST}:{ports['mlflow']}",
         }
         if cfg.get("extra_dags"):
             bundles = [
@@ -449,7 +462,7 @@ class Stack:
 
     def running(self) -> dict[str, bool]:
         pids = self.state.get("pids", {})
-        return {name: alive(pids.get(name)) for name in (*AIRFLOW_COMPONENTS, "prometheus", "pushgateway")}
+        return {name: alive(pids.get(name)) for name in (*AIRFLOW_COMPONENTS, *SERVERS)}
 
     def health(self) -> dict[str, str]:
         """Each component's health as the servers themselves report it."""
@@ -465,8 +478,8 @@ class Stack:
             ("triggerer", "triggerer"),
         ):
             out[name] = str((report.get(key) or {}).get("status") or "down")  # fmt: skip
-        for name in ("prometheus", "pushgateway"):
-            status, _ = http_get(f"http://{HOST}:{ports.get(name, 0)}/-/ready")
+        for name in SERVERS:
+            status, _ = http_get(f"http://{HOST}:{ports.get(name, 0)}{HEALTH_PATHS[name]}")
             out[name] = "healthy" if status == 200 else "down"
         return out
 
@@ -482,6 +495,8 @@ class Stack:
         old = self.state.get("config", {})
         self.state["config"] = {**old, **{k: v for k, v in config.items() if v not in (None, [], {})}}
         self.state["config"].setdefault("ranker_home", str(REPO / "var" / "stack" / "workspace"))
+        if not MLFLOW_BIN.exists():
+            raise StackError(f"{MLFLOW_BIN} is missing (the MLflow server's environment): run `make setup`")
         ports = self.ports()
         self.state["ports"] = ports
         values = self.secrets()
@@ -510,9 +525,9 @@ class Stack:
 
         pids = dict(self.state.get("pids", {}))
         running = self.running()
-        for name in ("pushgateway", "prometheus"):
+        for name in SERVERS:
             if not running[name]:
-                pids[name] = self.spawn(name, self.server_argv(name, ports), env)
+                pids[name] = self.spawn(name, self.server_argv(name, ports), self.server_env(name, env))
         for name in AIRFLOW_COMPONENTS:
             if not running[name]:
                 argv = [str(_airflow_bin()), *(a.format(**ports) for a in COMMANDS[name])]
@@ -520,9 +535,9 @@ class Stack:
         self.state["pids"] = pids
         self.save_state()
 
-        for name in ("pushgateway", "prometheus"):
-            url = f"http://{HOST}:{ports[name]}/-/ready"
-            wait_for(name, lambda u=url: http_get(u)[0] == 200, 60, pids[name], self.logs / f"{name}.log")
+        for name in SERVERS:
+            url = f"http://{HOST}:{ports[name]}{HEALTH_PATHS[name]}"
+            wait_for(name, lambda u=url: http_get(u)[0] == 200, 120, pids[name], self.logs / f"{name}.log")
         api_health = f"http://{HOST}:{ports['api']}/api/v2/monitor/health"
         wait_for("api-server", lambda: http_get(api_health)[0] == 200, 180, pids["api-server"],
                  self.logs / "api-server.log")  # fmt: skip
@@ -566,6 +581,8 @@ class Stack:
         )
 
     def server_argv(self, name: str, ports: dict[str, int]) -> list[str]:
+        if name == "mlflow":
+            return self.mlflow_argv(ports[name])
         data = self.root / name
         data.mkdir(parents=True, exist_ok=True)
         if name == "pushgateway":
@@ -588,6 +605,34 @@ class Stack:
             # no --web.enable-lifecycle: its unauthenticated /-/quit would let any local user stop it
         ]
 
+    def mlflow_store(self) -> Path:
+        return Path(self.state["config"]["ranker_home"]) / "mlflow"
+
+    def mlflow_argv(self, port: int) -> list[str]:
+        """The tracking server on the workspace's store. Artifacts are proxied (--serve-artifacts):
+        the tasks upload through the server, as pods without the server's disk would, and the UI
+        reads them back from --artifacts-destination. Host and CORS checks name only this address."""
+        store = self.mlflow_store()
+        store.mkdir(parents=True, exist_ok=True)
+        origins = [f"http://{HOST}:{port}", f"http://localhost:{port}"]
+        return [
+            str(MLFLOW_BIN), "server",
+            "--backend-store-uri", f"sqlite:///{store / 'mlflow.db'}",
+            "--serve-artifacts", "--artifacts-destination", str(store / "artifacts"),
+            "--host", HOST, "--port", str(port),
+            "--workers", "1",
+            "--allowed-hosts", ",".join(o.removeprefix("http://") for o in origins),
+            "--cors-allowed-origins", ",".join(origins),
+        ]  # fmt: skip
+
+    def server_env(self, name: str, env: dict[str, str]) -> dict[str, str]:
+        if name != "mlflow":
+            return env
+        # the stack's secrets stay out of MLflow's environment; its job runner (GenAI jobs: a huey
+        # consumer of 6 processes, 1 GB) stays off
+        own = {k: v for k, v in os.environ.items() if not k.startswith(("AIRFLOW", "RANKER_"))}
+        return {**own, "MLFLOW_SERVER_ENABLE_JOB_EXECUTION": "false"}
+
     def print_access(self) -> None:
         ports = self.state["ports"]
         values = read_json(self.secrets_file)
@@ -597,11 +642,13 @@ class Stack:
             f"Prometheus   http://{HOST}:{ports['prometheus']}/   Pushgateway http://{HOST}:{ports['pushgateway']}/"
         )
         say(f"Postgres     {HOST}:{ports['postgres']} db airflow (password in {self.secrets_file})")
+        if "mlflow" in ports:
+            say(f"MLflow UI    http://{HOST}:{ports['mlflow']}/   store {self.mlflow_store()}")
         say(f"workspace    RANKER_HOME={self.state['config']['ranker_home']}   logs {self.logs}")
 
     def down(self) -> None:
         pids = self.state.get("pids", {})
-        for name in ("scheduler", "triggerer", "dag-processor", "api-server", "prometheus", "pushgateway"):
+        for name in ("scheduler", "triggerer", "dag-processor", "api-server", *SERVERS):
             stop_pid(pids.get(name), name)
         self.pg_stop()
         self.state["pids"] = {}
