@@ -78,6 +78,9 @@ def prepare_recipe_home(run: RecipeRun, shared_home: Path) -> None:
         s: {k: v for k, v in dumped[s].items() if run.effective.sources[f"{s}.{k}"] != "default"}
         for s in SECTIONS
     }
+    # a replayed day's `ranker run` is a child of the backtest's MLflow run (ranker backtest, ranker
+    # review track it with its parent), never a run of its own: the recipe's home tracks nothing
+    changed["tracking"] = {"enabled": False}
     atomic_write_text(
         run.home / "ranker.toml",
         f"# written by ranker backtest: recipe {run.recipe.name} ({run.recipe.path}) over the workspace config\n"

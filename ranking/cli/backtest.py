@@ -228,7 +228,7 @@ def _backtest(args: argparse.Namespace) -> CommandResult:
     from ranking.config.loader import file_values, find_config_file
     from ranking.core.code_version import code_version
 
-    started = time.perf_counter()
+    started, started_at = time.perf_counter(), time.time()
     ws = workspace(args)
     recipes = tuple(read_recipe(name, path) for name, path in args.recipe)
     spec = BacktestSpec(
@@ -260,6 +260,11 @@ def _backtest(args: argparse.Namespace) -> CommandResult:
     records = bt.run()
     report = report_of(bt, records, time.perf_counter() - started)
     paths = write_report(report, bt.folder / "report")
+    from ranking.tracking.hooks import track_backtest
+
+    track_backtest(
+        ws, effective_config(args), report, spec.id, paths, started=started_at, code_version=bt.code_version
+    )
     if args.report_dir:
         args.report_dir.mkdir(parents=True, exist_ok=True)
         for path in paths.values():

@@ -256,7 +256,7 @@ def run_review(
     from ranking.backtest.report import finite_json
     from ranking.review.report import write_report
 
-    started = time.perf_counter()
+    started, started_at = time.perf_counter(), time.time()
     shared = SharedBases(replayer)  # a base is pretrained once per day and settings, not per recipe
     bt = _backtest(
         ws,
@@ -282,6 +282,10 @@ def run_review(
     killpoints.reached("review:report-written")
     atomic_write_json(ws.root / "reviews" / "latest.json", review.body())
     killpoints.reached("review:latest-written")
+    from ranking.tracking.hooks import track_review
+
+    recipes = [(r.recipe.name, r.folder) for r in bt.runs]
+    track_review(ws, daily, review, recipes, started=started_at, code_version=code_version or None)
     if error is not None:
         raise ReviewFailed(
             f"review {plan.review_id} failed (the daily recipe stays): {error}", review

@@ -10,7 +10,7 @@ import datetime as dt
 import json
 import logging
 import time
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Iterable, Mapping
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -21,10 +21,13 @@ from ranking.core.summaries import StepError, TrackSummary, TrainSummary, parse_
 from ranking.tracking.builders import RetrainFolder, partitions_sha, retrain_decision, retrain_record
 
 if TYPE_CHECKING:
+    from ranking.backtest.day import DayRecord
+    from ranking.backtest.report import BacktestReport
     from ranking.config.loader import EffectiveConfig
     from ranking.core.workspace import Workspace
     from ranking.pipeline.graph import RetrainContext, RunOutcome
     from ranking.pipeline.pretrain import PretrainSummary
+    from ranking.review.summary import Review
     from ranking.tracking.client import TrackingRef
     from ranking.tracking.records import TrackingRecord
     from ranking.tracking.settings import TrackingSettings
@@ -303,3 +306,108 @@ def track_pretrain(
         log.warning("MLflow: pretrain %s not tracked: %s", pretrain.run_id, exc)
         return None
     return send(record, settings)
+
+
+def send_family(
+    parent: TrackingRecord, children: Iterable[TrackingRecord], settings: TrackingSettings
+) -> TrackingRef | None:
+    """A parent (a backtest, a review) then its children (the days). A parent that was queued
+    queues its children at once: each would otherwise wait for MLflow again, one timeout a day."""
+    ref = send(parent, settings)
+    if ref is None:
+        return None
+    from ranking.tracking.queue import enqueue_record
+
+    sent = queued = 0
+    for child in children:
+        try:
+            if ref.queued:
+                got = enqueue_record(child, settings, f"its parent {parent.record_id} is queued")
+            else:
+                from ranking.tracking.client import track
+
+                got = track(child, settings)
+        except Exception as exc:  # as in send: never the run's failure
+            log.warning("MLflow: %s not tracked (%s: %s)", child.record_id, type(exc).__name__, exc)
+            continue
+        queued += got.queued
+        sent += not got.queued and got.run_id is not None
+    log.info("MLflow: %s: %d child run(s) sent, %d queued", parent.record_id, sent, queued)
+    return ref
+
+
+def _days_of(folders: Iterable[tuple[str, Path]]) -> dict[str, list[DayRecord]]:
+    """Each recipe's recorded days (``<recipe folder>/days/<date>.json``)."""
+    from ranking.backtest.day import DayRecord
+
+    found: dict[str, list[DayRecord]] = {}
+    for recipe, folder in folders:
+        days = []
+        for path in sorted((folder / "days").glob("*.json")):
+            try:
+                days.append(DayRecord.read(path))
+            except (OSError, ValueError) as exc:
+                log.warning("MLflow: %s left out (%s)", path, str(exc).splitlines()[0])
+        found[recipe] = days
+    return found
+
+
+def track_backtest(
+    ws: Workspace,
+    effective: EffectiveConfig | None,
+    report: BacktestReport,
+    backtest_id: str,
+    paths: Mapping[str, str],
+    *,
+    started: float,
+    code_version: str | None = None,
+) -> TrackingRef | None:
+    """``ranker backtest``: one parent run, a child per recipe and day (experiment ranker-backtest)."""
+    from ranking.tracking.builders import BACKTEST_EXPERIMENT, backtest_record, day_records
+
+    try:
+        settings = settings_for(ws.root, effective)
+        parent = backtest_record(
+            report,
+            backtest_id,
+            artifacts=[str(Path(p).resolve()) for p in paths.values() if Path(p).is_file()],
+            code_version=code_version,
+            start_ms=_ms(started),
+            end_ms=_ms(time.time()),
+        )
+        children = day_records(report.days, parent_id=parent.record_id, experiment=BACKTEST_EXPERIMENT)
+    except Exception as exc:  # as in track_retrain: never the backtest's failure
+        log.warning("MLflow: backtest %s not tracked: %s", backtest_id, exc)
+        return None
+    return send_family(parent, children, settings)
+
+
+def track_review(
+    ws: Workspace,
+    effective: EffectiveConfig | None,
+    review: Review,
+    recipe_folders: Iterable[tuple[str, Path]],
+    *,
+    started: float,
+    code_version: str | None = None,
+) -> TrackingRef | None:
+    """``ranker review`` (and the ranker_recipe_review DAG): the review as a parent run, its
+    recipes' replayed days as children (experiment ranker-review)."""
+    from ranking.tracking.builders import REVIEW_EXPERIMENT, day_records, review_record
+
+    try:
+        settings = settings_for(ws.root, effective)
+        days = _days_of(recipe_folders)
+        parent = review_record(
+            review,
+            days=days,
+            artifacts=[str(Path(p).resolve()) for p in review.report.values() if Path(p).is_file()],
+            code_version=code_version,
+            start_ms=_ms(started),
+            end_ms=_ms(time.time()),
+        )
+        children = day_records(days, parent_id=parent.record_id, experiment=REVIEW_EXPERIMENT)
+    except Exception as exc:  # as in track_retrain: never the review's failure
+        log.warning("MLflow: review %s not tracked: %s", review.review_id, exc)
+        return None
+    return send_family(parent, children, settings)

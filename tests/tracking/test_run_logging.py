@@ -139,3 +139,121 @@ def test_ranker_run_logs_one_run_per_pipeline_run(tmp_path: Path, capsys: pytest
         "report.md",
         "curve.png",
     } <= artifacts
+
+
+def _fixtures(test_file: str) -> Any:
+    """Another test module's scripted replayer and helpers (loaded by path: the test folders are
+    not packages): tests/backtest/test_engine.py's tiny backtest, tests/review/test_review_run.py's."""
+    import importlib.util
+
+    path = Path(__file__).resolve().parents[1] / test_file
+    spec = importlib.util.spec_from_file_location(f"fixtures_{path.stem}", path)
+    assert spec is not None and spec.loader is not None
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
+def _tiny_backtest(tmp_path: Path) -> tuple[Any, Any, dict[str, str]]:
+    from ranking.backtest.compare import compare_to_baseline
+    from ranking.backtest.report import build_report, write_report
+
+    engine = _fixtures("backtest/test_engine.py")
+    bt = engine._backtest(tmp_path, engine.ScriptedReplayer(rejects={("default", engine.START)}), days=3)
+    records = bt.run()
+    report = build_report(bt.spec, records, compare_to_baseline(bt, records), 1.0)
+    return bt, report, write_report(report, bt.folder / "report")
+
+
+def test_a_backtest_is_a_parent_run_with_a_child_per_recipe_and_day(tmp_path: Path) -> None:
+    from ranking.tracking.hooks import track_backtest
+
+    bt, report, paths = _tiny_backtest(tmp_path)
+    # the recipe homes track nothing of their own: their days are the backtest's children
+    assert "[tracking]\nenabled = false" in (bt.folder / "default" / "home" / "ranker.toml").read_text()
+    ref = track_backtest(bt.ws, None, report, bt.spec.id, paths, started=1e9, code_version="code-1")
+    assert ref is not None and not ref.queued and ref.run_id
+    client = _client(bt.ws.root)
+    runs = _runs(client, "ranker-backtest")
+    [parent] = [r for r in runs if r.info.run_id == ref.run_id]
+    children = [r for r in runs if r.data.tags.get("mlflow.parentRunId") == parent.info.run_id]
+    assert len(runs) == 1 + 2 * 3 and len(children) == 2 * 3
+    assert parent.data.tags["ranker.record_id"] == f"backtest:{bt.spec.id}"
+    assert parent.data.tags["ranker.window"] == "2026-03-01..2026-03-03"
+    assert parent.data.params["baseline"] == "naive" and parent.data.params["days"] == "3"
+    c = report.vs_baseline["default"]
+    assert c is not None
+    lift = parent.data.metrics["default.vs_baseline.save_hit_at_3"]
+    assert lift == pytest.approx(c.relative_change["save_hit_at_3"])
+    assert parent.data.metrics["default.vs_baseline.save_hit_at_3.ci_low"] == pytest.approx(
+        c.ci["save_hit_at_3"][0]
+    )  # type: ignore[index]
+    series = client.get_metric_history(parent.info.run_id, "candidate_save_hit_at_3.default")
+    assert [m.step for m in sorted(series, key=lambda m: m.step)] == [0, 1, 2]
+    assert {a.path for a in client.list_artifacts(parent.info.run_id)} == {
+        "backtest.md",
+        "backtest.png",
+        "backtest.json",
+    }
+    by_id = {r.data.tags["ranker.record_id"]: r for r in children}
+    first = by_id[f"backtest:{bt.spec.id}:day:2026-03-01:default"]
+    assert first.data.tags["ranker.decision"] == "reject" and first.data.tags["ranker.recipe"] == "default"
+    assert first.data.metrics["promoted"] == 0.0
+    day = report.days["default"][1]
+    second = by_id[f"backtest:{bt.spec.id}:day:2026-03-02:default"]
+    assert second.data.metrics["candidate_save_hit_at_3"] == pytest.approx(
+        day.metric("candidate", "save_hit_at_3")
+    )
+    assert second.data.tags["ranker.champion"] == (day.champion_after or "(none)")
+    # the same backtest tracked again (a rerun): the same runs, updated, none added
+    again = track_backtest(bt.ws, None, report, bt.spec.id, paths, started=1e9)
+    assert again is not None and again.run_id == ref.run_id
+    assert len(_runs(client, "ranker-backtest")) == 7
+
+
+def test_a_backtest_with_mlflow_down_is_queued_parent_first(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A server nobody listens on: the parent is queued once it fails, its days are queued
+    behind it at once (not one timeout each), and nothing raises."""
+    import time
+
+    from ranking.config.model import TrackingSection
+    from ranking.tracking import hooks
+    from ranking.tracking.queue import queued_files, read_entry
+    from ranking.tracking.settings import tracking_settings
+
+    bt, report, paths = _tiny_backtest(tmp_path)
+    settings = tracking_settings(bt.ws.root, TrackingSection(uri="http://127.0.0.1:9", timeout_seconds=1))
+    monkeypatch.setattr(hooks, "settings_for", lambda home, effective: settings)
+    began = time.monotonic()
+    ref = hooks.track_backtest(bt.ws, None, report, bt.spec.id, paths, started=1e9)
+    assert time.monotonic() - began < 30
+    assert ref is not None and ref.queued and "ranker tracking replay" in ref.message
+    files = sorted(queued_files(settings), key=lambda f: f.seq)
+    ids = [read_entry(f.path).item.record.record_id for f in files]  # type: ignore[union-attr]
+    assert ids[0] == f"backtest:{bt.spec.id}" and len(ids) == 1 + 2 * 3
+    assert all(i.startswith(f"backtest:{bt.spec.id}:day:") for i in ids[1:])
+
+
+def test_a_review_is_a_parent_run_with_its_recipes_days_as_children(tmp_path: Path) -> None:
+    """ranker review's run_review (the ranker_recipe_review DAG runs the same): one ranker-review
+    run with the verdict and each recipe's lift, a child per recipe and day."""
+    review_run = _fixtures("review/test_review_run.py")
+    home = tmp_path / "home"
+    review = review_run._review(home, review_run.Replayer({"naive": 1.5, "default": 0.2}, review_run.SECONDS))
+    assert review["status"] == "ok" and review["recommended"] == "default"
+    client = _client(home)
+    runs = _runs(client, "ranker-review")
+    [parent] = [r for r in runs if r.data.tags["ranker.kind"] == "review"]
+    children = [r for r in runs if r.data.tags.get("mlflow.parentRunId") == parent.info.run_id]
+    assert len(children) == 2 * 6 and len(runs) == 1 + 2 * 6
+    tags = parent.data.tags
+    assert tags["ranker.record_id"] == f"review:{review['review_id']}"
+    assert (tags["ranker.decision"], tags["ranker.recipe"]) == ("ok", "default")
+    assert tags["ranker.switch"] == "switched to default"
+    served = review["recipes"]["default"]["served"]
+    assert parent.data.metrics["default.served.lift"] == pytest.approx(served["lift"])
+    assert parent.data.metrics["default.served.ci_low"] == pytest.approx(served["ci"][0])
+    assert {a.path for a in client.list_artifacts(parent.info.run_id)} >= {"review.md", "review.json"}
+    assert not _runs(client, "ranker-backtest")  # the review's replay is not a backtest of its own
