@@ -29,6 +29,7 @@ from ranking.tracking.builders import (
     RetrainFolder,
     config_params,
     partitions_sha,
+    pretrain_record,
     retrain_record,
     train_record,
 )
@@ -288,3 +289,37 @@ def test_a_run_folder_is_read_into_the_record(tmp_path: Path) -> None:
     assert record.tags["ranker.decision"] == "rejected"
     assert record.tags["ranker.partitions_sha"] == f.partitions_sha
     assert len(metric(record, "train_loss")) == 3
+
+
+def test_a_base_model_and_a_pretrain_that_failed() -> None:
+    from ranking.pipeline.pretrain import PretrainSummary
+
+    train = example_summaries()["train"]
+    assert isinstance(train, TrainSummary)
+    base = PretrainSummary(
+        run_id="pretrain__2026-12-01__x",
+        for_end=dt.date(2026, 12, 1),
+        base_range=(dt.date(2026, 10, 1), dt.date(2026, 11, 11)),
+        days=41,
+        schedule="F,J",
+        epochs=2,
+        version="v0004",
+        previous_base="v0001",
+        moved=True,
+        steps=[],
+        duration_seconds=30.0,
+    )
+    record = pretrain_record(base, train.model_copy(update={"version": "v0004"}))
+    assert (record.record_id, record.experiment) == ("pretrain:pretrain__2026-12-01__x", "ranker-pretrain")
+    assert record.tags["ranker.decision"] == "base-moved" and record.tags["ranker.version"] == "v0004"
+    assert record.tags["ranker.base_before"] == "v0001" and record.tags["ranker.kind"] == "pretrain"
+    assert record.tags["ranker.base_range"] == "2026-10-01..2026-11-11"
+    assert record.status == "FINISHED" and metric(record, "train_loss")
+    # the summary of a failed pretrain keeps exit code 0 (the command's is 2): its error says it failed
+    failed = base.model_copy(
+        update={"version": None, "moved": False, "failed_step": "window", "error": "no data"}
+    )
+    record = pretrain_record(failed, None)
+    assert record.status == "FAILED" and record.tags["ranker.decision"] == "failed"
+    assert record.tags["ranker.failed_step"] == "window" and record.tags["ranker.reason"] == "no data"
+    assert "ranker.version" not in record.tags

@@ -257,3 +257,38 @@ def test_a_review_is_a_parent_run_with_its_recipes_days_as_children(tmp_path: Pa
     assert parent.data.metrics["default.served.ci_low"] == pytest.approx(served["ci"][0])
     assert {a.path for a in client.list_artifacts(parent.info.run_id)} >= {"review.md", "review.json"}
     assert not _runs(client, "ranker-backtest")  # the review's replay is not a backtest of its own
+
+
+@pytest.mark.slow
+def test_pretrain_and_a_train_of_its_own_are_runs_of_their_own_experiments(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    from features import feast_repo
+    from features.testing import make_tiny_workspace
+    from ranking.core.workspace import Workspace
+
+    home = tmp_path / "home"
+    make_tiny_workspace(home, start=dt.date(2026, 1, 1), days=13, build=False)
+    feast_repo.apply(Workspace.resolve(home))
+    (home / "ranker.toml").write_text('[window]\ndays = 4\n[recipe]\nwarm_start = "base"\n')
+    common = ["--home", str(home), "--json"]
+    assert main(["pretrain", "--end", "2026-01-10", "--days", "3", "--run-id", "base-1", *common]) == 0
+    base = json.loads(capsys.readouterr().out.strip().splitlines()[-1])
+    assert main(["features", "window", "--end", "2026-01-10", *common]) == 0
+    assert main(["train", "--end", "2026-01-10", "--epochs", "2", "--run-id", "solo", *common]) == 0
+    trained = json.loads(capsys.readouterr().out.strip().splitlines()[-1])
+
+    client = _client(home)
+    [pretrain] = _runs(client, "ranker-pretrain")
+    assert pretrain.info.run_name == "base-1" and pretrain.data.tags["ranker.record_id"] == "pretrain:base-1"
+    assert pretrain.data.tags["ranker.version"] == base["version"]
+    assert pretrain.data.tags["ranker.decision"] == "base-moved"
+    assert pretrain.data.tags["ranker.base_range"] == "2026-01-03..2026-01-06"
+    [solo] = _runs(client, "ranker-train")
+    assert solo.data.tags["ranker.record_id"] == "train:solo"
+    assert solo.data.tags["ranker.version"] == trained["version"]
+    assert solo.data.tags["ranker.base"] == base["version"]  # warm-started from the base just made
+    assert solo.data.params["recipe.warm_start"] == "base"
+    assert len(client.get_metric_history(solo.info.run_id, "train_loss")) > 2
+    assert "effective_config.json" in {a.path for a in client.list_artifacts(solo.info.run_id)}
+    assert not _runs(client, "ranker-retrain")  # neither is a pipeline run
