@@ -39,6 +39,7 @@ _GROUPS = [
     ("ranking.cli.models", "models list|show|diff"),
     ("ranking.cli.runs", "runs list"),
     ("ranking.cli.gc", "gc"),
+    ("ranking.cli.tracking", "tracking replay|status|sync"),
     ("ranking.cli.run", "run"),
     ("ranking.cli.step", "step"),
     ("ranking.cli.pretrain", "pretrain"),

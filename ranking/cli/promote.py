@@ -6,6 +6,7 @@ import argparse
 
 from ranking.cli.common import CommandResult, add_common, text_arg
 from ranking.cli.options import add_registry_option, reason_arg, registry_of, version_arg
+from ranking.cli.tracking import settings_of as tracking_of
 from ranking.core.summaries import PromoteSummary
 from ranking.registry.operations import PromoteRequest
 
@@ -21,6 +22,7 @@ def handle_promote(args: argparse.Namespace) -> CommandResult[PromoteSummary]:
             force=args.force,
             run_id=args.run_id,
             who=args.who,
+            tracking=tracking_of(args),
         )
     )
 

@@ -6,6 +6,7 @@ import argparse
 
 from ranking.cli.common import CommandResult, add_common, text_arg
 from ranking.cli.options import add_registry_option, reason_arg, registry_of, version_arg
+from ranking.cli.tracking import settings_of as tracking_of
 from ranking.registry.aliases import BASE, CHAMPION
 from ranking.registry.operations import RollbackRequest, RollbackSummary, rollback
 
@@ -19,6 +20,7 @@ def handle_rollback(args: argparse.Namespace) -> CommandResult[RollbackSummary]:
             run_id=args.run_id,
             who=args.who,
             alias=args.alias,
+            tracking=tracking_of(args),
         )
     )
     return CommandResult(summary, text=f"rolled back {args.alias}: {summary.previous} -> {summary.version}")

@@ -28,6 +28,7 @@ from pydantic import BaseModel, ConfigDict, JsonValue, ValidationError
 
 from ranking.config.model import PATH_KEYS, RECIPE_NAME, SECTIONS, PipelineConfig, leaf_keys
 from ranking.core.errors import RankerError
+from ranking.tracking.settings import CREDENTIALS_REFUSED
 from ranking.trainer.schedule import NAMED_SCHEDULES
 
 CONFIG_ENV = "RANKER_CONFIG"
@@ -408,7 +409,8 @@ def format_errors(exc: ValidationError, sources: Mapping[str, str]) -> str:
             ctx = err.get("ctx") or {}
             render = _KNOWN_TYPES.get(kind)
             message = render(ctx) if render else _cut(str(err["msg"]).removeprefix("Value error, "), 120)
-            message += f" (got {_show(err.get('input'))})"
+            if not message.startswith(CREDENTIALS_REFUSED):  # a refused password is not echoed
+                message += f" (got {_show(err.get('input'))})"
         if origin and origin != DEFAULT:
             message += f" [{origin}]"
         parts.append(f"{key}: {message}")

@@ -13,6 +13,7 @@ import contextlib
 import logging
 import math
 import os
+import sys
 from collections.abc import Iterator
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -49,7 +50,7 @@ log = logging.getLogger(__name__)
 CHANGED_PARAM_TAG = "ranker.param_changed."
 # MLflow's log_batch limits (mlflow.utils.validation): 1000 metrics, 100 params, 100 tags, 1000 in all
 _BATCH_METRICS, _BATCH_PARAMS, _BATCH_TAGS = 1000, 100, 100
-_MAX_MESSAGE_CHARS = 300
+_MAX_MESSAGE_CHARS = 160
 
 
 class TrackingRef(BaseModel):
@@ -77,15 +78,19 @@ def one_line(exc: BaseException | str, limit: int = _MAX_MESSAGE_CHARS) -> str:
 def bounded_calls(settings: TrackingSettings) -> Iterator[None]:
     """MLflow's HTTP calls in this block: one try each, at most ``timeout_seconds`` (its defaults,
     7 retries with backoff and a 120 s timeout, would hold a run for minutes on a down server).
-    MLflow reads these variables on every request; the previous values are restored after."""
+    MLflow reads these variables on every request; the previous values are restored after.
+    What MLflow prints goes to stderr."""
     values = {
         "MLFLOW_HTTP_REQUEST_MAX_RETRIES": "0",
         "MLFLOW_HTTP_REQUEST_TIMEOUT": str(max(1, math.ceil(settings.timeout_seconds))),
+        # stdout is the command's JSON summary: not MLflow's "View run at" lines
+        "MLFLOW_SUPPRESS_PRINTING_URL_TO_STDOUT": "true",
     }
     saved = {k: os.environ.get(k) for k in values}
     os.environ.update(values)
     try:
-        yield
+        with contextlib.redirect_stdout(sys.stderr):
+            yield
     finally:
         for key, old in saved.items():
             if old is None:

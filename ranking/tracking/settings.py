@@ -22,6 +22,7 @@ if TYPE_CHECKING:
 URI_ENV = "RANKER_MLFLOW_TRACKING_URI"
 # a registered model's name reaches URLs (models:/<name>@champion) and the UI's paths
 MODEL_NAME = re.compile(r"\A[A-Za-z0-9][A-Za-z0-9_.-]{0,99}\Z", re.ASCII)
+CREDENTIALS_REFUSED = "must not hold credentials"
 URI_SCHEMES = ("sqlite:///", "file:", "http://", "https://")
 
 
@@ -37,7 +38,7 @@ def check_uri(uri: str) -> str:
         parts = urlsplit(uri)
         if parts.username is not None or parts.password is not None or "@" in parts.netloc:
             raise ValueError(
-                "must not hold credentials (user:password@): set $MLFLOW_TRACKING_USERNAME and"
+                f"{CREDENTIALS_REFUSED} (user:password@): set $MLFLOW_TRACKING_USERNAME and"
                 " $MLFLOW_TRACKING_PASSWORD instead"
             )
         try:
