@@ -20,9 +20,9 @@ empty one prints the exact commands of a small one and its size; `--small-worksp
 started again with the ports, secrets and data it had. Ports are free ones picked on the first
 `up` unless STACK_<NAME>_PORT says otherwise (API, POSTGRES, PROMETHEUS, PUSHGATEWAY, MLFLOW).
 
-MLflow's store is the workspace's own (``sqlite:///<workspace>/mlflow/mlflow.db``, the local store
-`ranker` writes when no tracking URI is set); the Airflow tasks log through the server
-(RANKER_MLFLOW_TRACKING_URI), which keeps the artifacts they upload in <workspace>/mlflow/artifacts.
+MLflow's store is the workspace's own (``sqlite:///<workspace>/mlflow/mlflow.db`` and
+<workspace>/mlflow/artifacts, the local store `ranker` writes when no tracking URI is set); the
+Airflow tasks log through the server (RANKER_MLFLOW_TRACKING_URI, also in env.sh).
 Every task of ranker_retrain links to its run (infra/airflow_plugins, the plugins folder).
 
 Run with .venv-airflow's python (it needs the `airflow` executable beside it and PyYAML).
@@ -609,15 +609,22 @@ class Stack:
         return Path(self.state["config"]["ranker_home"]) / "mlflow"
 
     def mlflow_argv(self, port: int) -> list[str]:
-        """The tracking server on the workspace's store. Artifacts are proxied (--serve-artifacts):
-        the tasks upload through the server, as pods without the server's disk would, and the UI
-        reads them back from --artifacts-destination. Host and CORS checks name only this address."""
+        """The tracking server on the workspace's store; host and CORS checks name only this address.
+
+        Experiments it creates keep their artifacts in <store>/artifacts, a folder (the default
+        artifact root), as those `ranker` creates without a server do: a client writes the files
+        there itself, through the server or not, and the UI reads them back through the server. A
+        proxied root (mlflow-artifacts:/) would be written only through a server, so a `ranker`
+        run on this workspace without RANKER_MLFLOW_TRACKING_URI (env.sh not sourced) could never
+        upload and its record would stay queued. The stack is one host; a remote server would
+        proxy. --serve-artifacts still serves experiments made with a proxied root."""
         store = self.mlflow_store()
         store.mkdir(parents=True, exist_ok=True)
         origins = [f"http://{HOST}:{port}", f"http://localhost:{port}"]
         return [
             str(MLFLOW_BIN), "server",
             "--backend-store-uri", f"sqlite:///{store / 'mlflow.db'}",
+            "--default-artifact-root", str(store / "artifacts"),
             "--serve-artifacts", "--artifacts-destination", str(store / "artifacts"),
             "--host", HOST, "--port", str(port),
             "--workers", "1",

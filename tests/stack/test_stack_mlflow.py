@@ -12,6 +12,8 @@ from __future__ import annotations
 
 import importlib.util
 import json
+import os
+import subprocess
 import sys
 import time
 import urllib.error
@@ -205,6 +207,46 @@ def test_mlflow_starts_with_the_stack_on_loopback_only(stack: Stack, observed: d
     assert [fields[1].split(":")[0] for fields in listening] == ["0100007F"], listening  # 127.0.0.1
 
 
+# `ranker` on the stack's workspace without the server's URI (env.sh not sourced): the local store
+LOCAL_WRITE = """
+import json, sys
+from pathlib import Path
+from ranking.tracking.client import track
+from ranking.tracking.records import TrackingRecord
+from ranking.tracking.settings import tracking_settings
+home, experiment, artifact = sys.argv[1:4]
+record = TrackingRecord(record_id="stack-test:local-write", experiment=experiment, run_name="local-write",
+                        tags={"ranker.run_id": "local-write"}, artifacts=[artifact])
+print(track(record, tracking_settings(Path(home))).model_dump_json())
+"""
+
+
+@on_the_stack
+def test_ranker_without_the_servers_uri_writes_the_same_store(stack: Stack, tmp_path: Path) -> None:
+    """An experiment the server created takes artifacts from a `ranker` that writes the store
+    directly (its files land in the workspace's artifacts folder; the UI serves them)."""
+    rest = MlflowRest(mlflow_url(stack))
+    experiment_id = rest.call("POST", "experiments/create", json={"name": "stack-test-local-write"})[
+        "experiment_id"
+    ]
+    artifact = tmp_path / "note.md"
+    artifact.write_text("written without the server\n")
+    env = {k: v for k, v in os.environ.items() if not k.startswith(("RANKER_", "MLFLOW_"))}
+    proc = subprocess.run(
+        [str(REPO / ".venv" / "bin" / "python"), "-c", LOCAL_WRITE, str(stack.home), "stack-test-local-write",
+         str(artifact)],
+        capture_output=True, text=True, timeout=120, env={**env, "OMP_NUM_THREADS": "1"},
+    )  # fmt: skip
+    assert proc.returncode == 0, proc.stderr[-2000:]
+    ref = json.loads(proc.stdout.strip().splitlines()[-1])
+    assert ref["queued"] is False and ref["experiment_id"] == experiment_id, ref
+    served = requests.get(
+        f"{rest.url}/get-artifact", params={"path": "note.md", "run_uuid": ref["run_id"]}, timeout=30
+    )
+    assert served.status_code == 200 and served.text == "written without the server\n"
+    assert not list((stack.home / "mlflow" / "queue").glob("*.json"))
+
+
 def _expected_decision(stack: Stack, run_id: str) -> str:
     states = stack.task_states(RETRAIN, run_id)
     if states.get("promote") == "success":
@@ -236,8 +278,10 @@ def test_the_run_is_one_mlflow_run_with_its_curve_gate_checks_and_decision(
     loss = rest.history(info["run_id"], "train_loss")
     assert len(loss) > len(train["epochs"]) >= 1, loss
     assert [m["step"] for m in loss] == sorted(m["step"] for m in loss)
-    # the artifacts went through the server (proxied) and come back as the run folder has them
-    assert info["artifact_uri"].startswith("mlflow-artifacts:/"), info
+    # the artifacts are in the workspace's store and come back through the server as the run
+    # folder has them
+    artifacts = stack.home / "mlflow" / "artifacts"
+    assert info["artifact_uri"].removeprefix("file://").startswith(f"{artifacts}/"), info
     run_dir = Path(train["run_dir"])
     served = requests.get(
         f"{rest.url}/get-artifact", params={"path": "report.md", "run_uuid": info["run_id"]}, timeout=30
