@@ -35,6 +35,10 @@ LOG_NOISE: tuple[LogNoise, ...] = (
     LogNoise("feast.infra.registry.registry", "Registry cache expired, so refreshing"),
     # torchrec's KeyedTensor regrouping asks torch whether it is being traced, on every forward
     LogNoise("torch.fx._symbolic_trace", "is_fx_tracing will return true"),
+    # MLflow's SQLite store announces its schema set-up and check at INFO, through its own handler,
+    # on every process that opens the workspace's local store
+    LogNoise("mlflow.store.db.utils", "Creating initial MLflow database tables"),
+    LogNoise("mlflow.store.db.utils", "Updating database tables"),
 )
 
 WARNING_NOISE: tuple[WarningNoise, ...] = (

@@ -40,14 +40,26 @@ warnings.warn_explicit(
     DeprecationWarning, "ibis/backends/duckdb/__init__.py", 340, module="ibis.backends.duckdb",
 )
 warnings.warn("fetch_arrow_table() is deprecated: but a UserWarning", UserWarning)
+import mlflow  # installs MLflow's own stderr handler on its loggers
+store = logging.getLogger("mlflow.store.db.utils")
+store.info("Creating initial MLflow database tables...")
+store.info("Updating database tables")
+store.warning("Another MLflow store line")
 """
 
-NOISE = ("is_fx_tracing will return true", "Registry cache expired", "fetch_arrow_table() is deprecated, use")
+NOISE = (
+    "is_fx_tracing will return true",
+    "Registry cache expired",
+    "fetch_arrow_table() is deprecated, use",
+    "Creating initial MLflow database tables",
+    "Updating database tables",
+)
 KEPT = (
     "another torch.fx warning",
     "Registry file not found",
     "fetch_record_batch() is deprecated",
     "UserWarning: fetch_arrow_table() is deprecated: but a UserWarning",
+    "Another MLflow store line",
 )
 
 
@@ -74,6 +86,7 @@ def test_noise_shows_at_debug() -> None:
         "DEBUG py.warnings " in stderr and "DeprecationWarning: fetch_arrow_table() is deprecated" in stderr
     )
     assert "is_fx_tracing will return true" in stderr, stderr
+    assert "Creating initial MLflow database tables" in stderr, stderr
     for line in KEPT:
         assert line in stderr, stderr
 
