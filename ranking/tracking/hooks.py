@@ -41,9 +41,10 @@ RUN_DIR_ARTIFACTS = ("report.md", "curve.png", "slices.png", "training_curve.jso
 RETRAIN_STEPS = ("window", "validate", "train", "gate", "decide", "promote", "reject", "metrics")
 
 
-def send(record: TrackingRecord, settings: TrackingSettings) -> TrackingRef | None:
-    """Send ``record`` (queued when MLflow is down); its one line logged. None: tracking is off,
-    or something of ours broke (logged: a run is never failed by its tracking)."""
+def send(record: TrackingRecord, settings: TrackingSettings, *, say: bool = True) -> TrackingRef | None:
+    """Send ``record`` (queued when MLflow is down); its one line logged (``say``; the track
+    step's line is its text instead). None: tracking is off, or something of ours broke (logged:
+    a run is never failed by its tracking)."""
     if not settings.enabled:
         return None
     from ranking.tracking.client import track
@@ -54,7 +55,8 @@ def send(record: TrackingRecord, settings: TrackingSettings) -> TrackingRef | No
         log.warning("MLflow: %s not tracked (%s: %s)", record.record_id, type(exc).__name__, exc)
         return None
     ref = ref.model_copy(update={"message": where(ref, settings)})
-    (log.warning if ref.queued else log.info)("MLflow: %s", ref.message)
+    if say or ref.queued:
+        (log.warning if ref.queued else log.info)("MLflow: %s", ref.message)
     return ref
 
 
@@ -217,7 +219,7 @@ def track_retrain(ctx: RetrainContext, run: RunOutcome) -> CommandResult[TrackSu
         log.warning("MLflow: run %s not tracked: %s", ctx.run_id, exc)
         return _tracked(None, None, None, f"not tracked: {exc}")
     decision = retrain_decision(folder)[0]
-    ref = send(record, settings)
+    ref = send(record, settings, say=False)
     if ref is None:
         return _tracked(record, None, decision, f"not tracked: run {ctx.run_id} (see the log)")
     return _tracked(record, ref, decision, ref.message)
