@@ -20,6 +20,7 @@ variables and the working directory carry from one command to the next, as in on
 
 from __future__ import annotations
 
+import json
 import os
 import re
 import shlex
@@ -178,10 +179,50 @@ def test_a_failing_command_names_itself_and_its_output(tmp_path: Path) -> None:
     assert (tmp_path / "sub" / "f").read_text() == "hello\n"  # exports and cd carried over
 
 
+def demo_figures(orchestration: str) -> tuple[str, str, str, str]:
+    """From docs/orchestration.md's demo summary: day 1's candidate save HIT@3, day 2's candidate,
+    its champion's and the change, as printed."""
+    block = orchestration.split("```text demo-summary\n", 1)[1].split("```", 1)[0]
+    day1 = re.search(r"candidate v0002 .*\n  gate pass: save HIT@3 (\d\.\d{4}) vs champion none", block)
+    day2 = re.search(
+        r"gate pass: save HIT@3 (\d\.\d{4}) vs champion v0002 (\d\.\d{4}) \(([+-]\d+\.\d\d%)\)", block
+    )
+    assert day1 and day2, "docs/orchestration.md's demo summary no longer has the lines this test reads"
+    return day1.group(1), day2.group(1), day2.group(2), day2.group(3)
+
+
+def _json_of(argv: list[str], workspace: Path) -> dict[str, object]:
+    proc = subprocess.run(
+        [str(REPO / ".venv" / "bin" / "ranker"), *argv, "--json"],
+        cwd=workspace, env=_environment(workspace), capture_output=True, text=True, timeout=120,
+    )  # fmt: skip
+    assert proc.returncode == 0, proc.stderr[-TAIL_CHARS:]
+    return dict(json.loads(proc.stdout.strip().splitlines()[-1]))
+
+
 @pytest.mark.slow
 @pytest.mark.timeout(660)
 def test_the_docs_commands_run_in_order_in_a_fresh_workspace(tmp_path: Path) -> None:
+    """...and README's block, which trains make demo's world (seed 7) with the shipped recipe through
+    the CLI, prints the demo summary's decimals (docs/orchestration.md "make demo": on this machine
+    kind a fresh run reproduces them; the CPU's float kernels can move them elsewhere)."""
     blocks = documented_blocks(REPO)
     timings = run_blocks(blocks, tmp_path)
     print("\n".join(timings))
-    assert re.search(r"ranker data synth", "\n".join(timings))
+    home = tmp_path / "var" / "local"  # README's `export RANKER_HOME=var/local`
+    day1, day2, champion, change = demo_figures((REPO / "docs" / "orchestration.md").read_text())
+    shown = _json_of(["models", "show", "v0002", "--home", str(home)], tmp_path)
+    metrics = shown["eval"]
+    assert isinstance(metrics, dict)
+    [gate_file] = sorted(home.glob("pipeline/manual__2026-02-11__*/gate.json"))
+    gate = json.loads(gate_file.read_text())
+    got = (
+        f"{metrics['save_hit_at_3']:.4f}",
+        f"{gate['candidate']['save_hit_at_3']:.4f}",
+        f"{gate['champion']['save_hit_at_3']:.4f}",
+        f"{gate['relative_change'] * 100:+.2f}%",
+    )
+    assert got == (day1, day2, champion, change), (
+        "make demo's world through README's CLI block printed other figures than docs/orchestration.md's"
+        f" demo summary (day 1, day 2, its champion, the change): {got} vs {(day1, day2, champion, change)}"
+    )
