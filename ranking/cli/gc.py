@@ -19,8 +19,10 @@ MAX_GRACE_HOURS = 24.0 * 365
 def handle_gc(args: argparse.Namespace) -> CommandResult[GcSummary]:
     from ranking.config.requests import retention_policy
     from ranking.pipeline.steps import GcRequest, collect_garbage
+    from ranking.tracking.settings import tracking_settings
 
-    config = effective_config(args).config
+    effective = effective_config(args)
+    config = effective.config
     request = GcRequest(
         workspace(args),
         registry_of(args),
@@ -28,6 +30,7 @@ def handle_gc(args: argparse.Namespace) -> CommandResult[GcSummary]:
         dry_run=args.dry_run,
         retention=None if args.leftovers_only else retention_policy(config),
         pushgateway=config.metrics.pushgateway,
+        tracking=tracking_settings(workspace(args).root, effective),
     )
     return collect_garbage(request)
 

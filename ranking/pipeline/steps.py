@@ -16,6 +16,7 @@ import logging
 import time
 from collections.abc import Callable
 from dataclasses import dataclass
+from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from pydantic import JsonValue
@@ -50,6 +51,7 @@ if TYPE_CHECKING:
     from ranking.registry.janitor import GcSummary
     from ranking.registry.operations import PromoteRequest, RejectRequest
     from ranking.registry.retention import RetentionPolicy
+    from ranking.tracking.settings import TrackingSettings
     from ranking.trainer.job import TrainJob
 
 log = logging.getLogger(__name__)
@@ -221,6 +223,22 @@ class GcRequest:
     dry_run: bool = False  # list what would go; remove and push nothing
     retention: RetentionPolicy | None = None
     pushgateway: str | None = None  # [metrics] pushgateway ("" none; None: $RANKER_PUSHGATEWAY)
+    tracking: TrackingSettings | None = None  # [tracking]: the MLflow runs of what goes, go too
+
+
+def _registered_versions(runs: Path) -> dict[str, str]:
+    """Run folder name -> the version the registry made of it (``registered.json``), read before
+    gc removes the folders."""
+    from ranking.core.atomic import read_json
+    from ranking.registry.retention import REGISTERED_FILE
+
+    found: dict[str, str] = {}
+    for marker in sorted(runs.glob(f"*/{REGISTERED_FILE}")) if runs.is_dir() else []:
+        with contextlib.suppress(OSError, ValueError, AttributeError):
+            version = read_json(marker).get("version")
+            if version:
+                found[marker.parent.name] = str(version)
+    return found
 
 
 def collect_garbage(request: GcRequest) -> CommandResult[GcSummary]:
@@ -233,6 +251,7 @@ def collect_garbage(request: GcRequest) -> CommandResult[GcSummary]:
     from ranking.registry.janitor import collect_garbage as collect
 
     ws, reg = request.workspace, Registry(request.registry)
+    versions_of = _registered_versions(ws.runs) if request.tracking is not None else {}
     report = collect(
         ws.root,
         reg,
@@ -245,6 +264,18 @@ def collect_garbage(request: GcRequest) -> CommandResult[GcSummary]:
     if not request.dry_run:
         pushgateway = resolve_pushgateway(request.pushgateway) if request.pushgateway != "" else None
         delivered = deliver(gc_samples(usage, report, time.time()), pushgateway, ws.metrics)
+    tracked = ""
+    if not request.dry_run and request.tracking is not None:
+        from ranking.registry.retention import EXPIRED_RUN
+        from ranking.tracking.registry import TRAIN_RECORD_PREFIX, prune
+
+        gone = [Path(r["where"]).name for r in report.removed if r["kind"] == EXPIRED_RUN]
+        tracked = prune(
+            [f"{TRAIN_RECORD_PREFIX}{name}" for name in gone],
+            [],
+            request.tracking,
+            run_versions=[versions_of[name] for name in gone if name in versions_of],
+        )
     verb = "would remove" if request.dry_run else "removed"
     lines = [f"{verb} {len(report.removed)} leftover(s), {report.bytes_freed / 2**20:.1f} MiB freed"]
     lines += [f"  {verb}: {r['kind']} {r['where']} ({r['bytes'] / 2**20:.1f} MiB)" for r in report.removed]
@@ -254,6 +285,8 @@ def collect_garbage(request: GcRequest) -> CommandResult[GcSummary]:
     lines.append(
         f"disk (MiB): {used}; {usage.free_bytes / max(usage.size_bytes, 1):.0%} of the filesystem free"
     )
+    if tracked:
+        lines.append(f"MLflow: {tracked}")
     return CommandResult(report.summary(usage, delivered), text="\n".join(lines))
 
 

@@ -59,6 +59,8 @@ class DeleteItem(_Item):
     kind: Literal["delete"] = "delete"
     record_ids: list[str] = Field(default_factory=list)
     versions: list[str] = Field(default_factory=list)
+    run_versions: list[str] = Field(default_factory=list)
+    """versions whose run folders went: the MLflow runs that trained them go, the versions stay"""
 
 
 QueueItem = Annotated[RunItem | ChampionItem | DeleteItem, Field(discriminator="kind")]

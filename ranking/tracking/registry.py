@@ -20,6 +20,7 @@ from ranking.tracking.settings import TrackingSettings
 
 if TYPE_CHECKING:
     from mlflow import MlflowClient
+    from mlflow.entities import Run
 
     from ranking.registry import Registry
 
@@ -28,8 +29,10 @@ log = logging.getLogger(__name__)
 CHAMPION_ALIAS = "champion"
 VERSION_TAG = "ranker.version"
 SOURCE_TAG = "ranker.source"
-# the record id TRACK-RUNS gives a training run: "train:<run folder name>"
+# the record id of `ranker train` on its own: "train:<run folder name>" (ranking/tracking/builders.py)
 TRAIN_RECORD_PREFIX = "train:"
+KIND_TAG = "ranker.kind"
+TRAINING_KINDS = frozenset({"retrain", "train", "pretrain"})
 
 
 def version_source(registry_url: str, version: str) -> str:
@@ -46,10 +49,26 @@ def mlflow_version(client: MlflowClient, model_name: str, version: str) -> str |
     return str(min(int(v.version) for v in found)) if found else None
 
 
+def runs_that_trained(client: MlflowClient, experiments: list[str], version: str) -> list[Run]:
+    """The active runs that made ``version``: a pipeline run, ``ranker train`` or ``ranker pretrain``
+    (tag ``ranker.version``; a backtest's day runs carry no version), oldest first."""
+    runs = client.search_runs(
+        experiments,
+        filter_string=f"tags.`{VERSION_TAG}` = '{version}'",
+        order_by=["attributes.start_time ASC"],
+    )
+    return [r for r in runs if r.data.tags.get(KIND_TAG) in TRAINING_KINDS]
+
+
 def training_run_id(client: MlflowClient, reg: Registry, version: str) -> str | None:
-    """The MLflow run of ``version``'s training run, when it was tracked."""
+    """The MLflow run of ``version``'s training run, when it was tracked: ``ranker train``'s record
+    of its run folder, else the run that registered it (a retrain pipeline run, a pretrain)."""
     run_dir = Path(reg.record(version).source_run_dir).name
-    run = find_run(client, _all_experiments(client), f"{TRAIN_RECORD_PREFIX}{run_dir}")
+    experiments = _all_experiments(client)
+    run = find_run(client, experiments, f"{TRAIN_RECORD_PREFIX}{run_dir}")
+    if run is None:
+        made = runs_that_trained(client, experiments, version)
+        run = made[0] if made else None
     return run.info.run_id if run else None
 
 
@@ -151,6 +170,10 @@ def send_deletions(item: DeleteItem, settings: TrackingSettings) -> str:
             while (run := find_run(client, experiments, record_id)) is not None:
                 client.delete_run(run.info.run_id)
                 runs += 1
+        for version in item.run_versions:
+            for run in runs_that_trained(client, experiments, version):
+                client.delete_run(run.info.run_id)
+                runs += 1
         for version in item.versions:
             try:
                 number = mlflow_version(client, settings.model_name, version)
@@ -164,12 +187,18 @@ def send_deletions(item: DeleteItem, settings: TrackingSettings) -> str:
     return f"deleted {runs} MLflow run(s), {versions} model version(s)"
 
 
-def prune(record_ids: list[str], versions: list[str], settings: TrackingSettings) -> str:
-    """``ranker gc`` removed these: delete their MLflow runs and model versions, or queue that.
-    Never raises; one line."""
-    if not settings.enabled or not (record_ids or versions):
+def prune(
+    record_ids: list[str],
+    versions: list[str],
+    settings: TrackingSettings,
+    run_versions: list[str] | None = None,
+) -> str:
+    """``ranker gc`` removed these: delete their MLflow runs and model versions (and the runs that
+    trained ``run_versions``, whose run folders went), or queue that. Never raises; one line."""
+    run_versions = run_versions or []
+    if not settings.enabled or not (record_ids or versions or run_versions):
         return ""
-    item = DeleteItem(record_ids=record_ids, versions=versions)
+    item = DeleteItem(record_ids=record_ids, versions=versions, run_versions=run_versions)
     waiting = drain_before(settings)
     why = f"{waiting} earlier item(s) still queued" if waiting else None
     if why is None:
