@@ -55,6 +55,7 @@ def _first_base(args: argparse.Namespace, ws: Workspace) -> FirstBase | None:
     the weekly one: the workspace's config and the run's Params it shares with the daily model,
     not the run's window or recipe flags."""
     from ranking.config.loader import load, parse_params
+    from ranking.core.results import record_summary
     from ranking.pipeline.pretrain import base_params, execute_pretrain, plan_for, uses_base
     from ranking.pipeline.steps import InProcessSteps
     from ranking.registry import Registry
@@ -67,6 +68,8 @@ def _first_base(args: argparse.Namespace, ws: Workspace) -> FirstBase | None:
     run_id = f"{args.run_id}-pretrain"
     plan = plan_for(base_source.config, args.end, args.registry, reason=f"first base, for run {args.run_id}")
     result = execute_pretrain(plan, base_source, str(ws.root), run_id, InProcessSteps(ws, run_id))
+    # as `ranker pretrain` records it: `ranker runs list` reads the folder as a pretrained base
+    record_summary(ws, run_id, "pretrain", result)
     if result.exit_code != 0:
         log.warning(
             "ranker run: no base model and pretraining one failed (%s); training from scratch",

@@ -171,6 +171,11 @@ def test_ranker_run_pretrains_a_first_base_when_its_recipe_needs_one(
     assert run["pretrain"]["exit_code"] == 0 and run["pretrain"]["run_id"] == "r1-pretrain"
     train = json.loads((home / "pipeline" / "r1" / "train.json").read_text())
     assert train["warm_start"]["source"] == f"base {run['pretrain']['version']}"
+    # its folder reads as the base it made, as a `ranker pretrain` folder does
+    code, listing = _ranker(capsys, "runs", "list", "--home", str(home))
+    listed = {row["run_id"]: row for row in listing["runs"]}
+    assert listed["r1-pretrain"]["decision"] == "pretrained base"
+    assert listed["r1-pretrain"]["candidate"] == run["pretrain"]["version"]
     # a base exists now: the next run does not pretrain again
     code, run2 = _ranker(capsys, "run", "--end", "2026-01-11", "--run-id", "r2", "--home", str(home))
     assert "pretrain" not in run2
