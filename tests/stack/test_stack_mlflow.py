@@ -24,7 +24,7 @@ from typing import Any
 import pytest
 import requests
 from browser import Browser
-from stack_client import REPO, TEST_TIMEOUT, Stack, budget, q, stack_cli
+from stack_client import REPO, TEST_TIMEOUT, Stack, budget, q, stack_cli, stack_module
 
 RETRAIN = "ranker_retrain"
 EXPERIMENT = "ranker-retrain"
@@ -116,6 +116,21 @@ def test_the_link_follows_what_mlflow_knows() -> None:
     assert links.run_link(RETRAIN, run_id, {}, down) == ""
     plain = {"RANKER_MLFLOW_TRACKING_URI": "http://127.0.0.1:5000"}  # the UI is the server
     assert links.run_link(RETRAIN, run_id, plain, down) == "http://127.0.0.1:5000/"
+
+
+def test_up_says_when_airflow_runs_with_an_older_environment(tmp_path: Path) -> None:
+    """A stack started before its MLflow: `up` starts MLflow, and the Airflow components it left
+    running (without the tracking URI and the plugins folder) are named until they restart."""
+    stack = stack_module().Stack(tmp_path)
+    env_file = tmp_path / "env.sh"
+    env_file.write_text("export RANKER_HOME=/w\n")
+    assert stack.note_airflow_env(env_file, kept=[]) == []  # every component started now: recorded
+    assert stack.note_airflow_env(env_file, kept=["scheduler"]) == []  # same environment
+    env_file.write_text("export RANKER_HOME=/w\nexport RANKER_MLFLOW_TRACKING_URI=http://127.0.0.1:1\n")
+    assert stack.note_airflow_env(env_file, kept=["api-server", "scheduler"]) == ["api-server", "scheduler"]
+    del stack.state["airflow_env"]  # a stack.json written before the digest was
+    assert stack.note_airflow_env(env_file, kept=["scheduler"]) == ["scheduler"]
+    assert stack.note_airflow_env(env_file, kept=[]) == []  # all restarted: nothing stale
 
 
 # -- on the stack ------------------------------------------------------------------------------
