@@ -222,7 +222,26 @@ def track_retrain(ctx: RetrainContext, run: RunOutcome) -> CommandResult[TrackSu
     ref = send(record, settings, say=False)
     if ref is None:
         return _tracked(record, None, decision, f"not tracked: run {ctx.run_id} (see the log)")
-    return _tracked(record, ref, decision, ref.message)
+    message = ref.message
+    version = record.tags.get("ranker.version")
+    if decision in PROMOTED_DECISIONS and version:
+        # mirrored here, after the run is logged, so the model version links to the run that made it
+        # (the promote step ran before this run existed in MLflow); queued behind it when MLflow is down
+        message += "; " + _mirror(ctx.registry_url(), settings, version)
+    return _tracked(record, ref, decision, message)
+
+
+PROMOTED_DECISIONS = frozenset({"promoted", "promoted-forced"})
+
+
+def _mirror(registry: str, settings: TrackingSettings, version: str) -> str:
+    from ranking.tracking.registry import mirror_champion
+
+    try:
+        return mirror_champion(registry, settings, [version])
+    except Exception as exc:  # the alias is a mirror: `ranker tracking sync` mends it, the run goes on
+        log.warning("MLflow: champion alias not updated: %s", exc)
+        return f"champion alias not updated ({exc}); `ranker tracking sync` mends it"
 
 
 def _tracked(

@@ -102,6 +102,11 @@ def test_ranker_run_logs_one_run_per_pipeline_run(tmp_path: Path, capsys: pytest
         == tags["ranker.version"]
     )
     assert second.data.tags["ranker.failed_checks"]
+    # the promoted version is mirrored as the model registry's champion, linked to the run that made it
+    champion = client.get_model_version_by_alias("ranker", "champion")
+    assert champion.tags["ranker.version"] == tags["ranker.version"]
+    assert champion.run_id == first.info.run_id
+    assert "champion" in _track(home, "day-1")["message"]
 
     params = first.data.params
     assert params["recipe.epochs"] == "2" and params["window.days"] == "4"
