@@ -260,7 +260,7 @@ class EpochSummary(Summary):
 
 
 class TrainWindow(Summary):
-    """The window a run trained on (``ranking.trainer.datasets.window.WindowManifest.summary``)."""
+    """The window a run trained on (``ranking.trainer.loop.trained_window``: an incremental run's kept days)."""
 
     window_id: str
     manifest: str

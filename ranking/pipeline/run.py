@@ -1,8 +1,9 @@
 """``ranker run`` — the whole retrain without Airflow: the daily retrain graph
 (:data:`ranking.pipeline.graph.RETRAIN`, the one the DAG builds its tasks from) executed in this
 process — window → validate → train → gate → decide → promote | record the rejection | keep the
-champion, then the metrics publish whatever happened. The scheduler's own steps (waiting for the
-source, serving features online, the janitor) are not run here. Each step is called with the run's
+champion, then the report (after the gate), the metrics publish and the MLflow record (the ``track``
+step), whatever happened. The scheduler's own steps (waiting for the source, serving features
+online, the janitor) are not run here. Each step is called with the run's
 one effective config and the results of the steps it takes, under one pipeline run id, so every
 step's summary lands in ``<home>/pipeline/<run id>/<step>.json`` exactly as it would from the DAG.
 
