@@ -3,6 +3,7 @@ stack as docs/monitoring.md describes; the Dockerfiles it builds exist and follo
 
 from __future__ import annotations
 
+import json
 import re
 import subprocess
 
@@ -69,6 +70,7 @@ def test_the_stack_has_every_service_with_healthchecks() -> None:
         "prometheus",
         "statsd-exporter",
         "grafana",
+        "mlflow",
     }
     for name, service in services.items():
         if name != "airflow-init":  # one-shot: "completed successfully" is its health
@@ -92,6 +94,10 @@ def test_airflow_runs_celery_executor_on_redis_and_postgres_and_sends_statsd() -
         assert env["AIRFLOW__CELERY__RESULT_BACKEND"].startswith("db+postgresql://")
         assert int(env["AIRFLOW__CELERY_BROKER_TRANSPORT_OPTIONS__VISIBILITY_TIMEOUT"]) > 24 * 3600
         assert env["RANKER_PUSHGATEWAY_URL"] == "http://pushgateway:9091"
+        # every run in MLflow; the run note through the API server (docs/tracking.md, orchestration.md)
+        assert env["RANKER_MLFLOW_TRACKING_URI"] == "http://mlflow:5000"
+        api = json.loads(env["AIRFLOW_CONN_RANKER_AIRFLOW_API"])
+        assert (api["host"], api["login"]) == ("http://airflow-apiserver:8080", "admin")
         # names read by features/feast_repo.py and dags/ranker_dags/settings.py
         assert (env["RANKER_ONLINE_STORE"], env["RANKER_REDIS_URL"]) == ("redis", "redis:6379")
         assert env["RANKER_REGISTRY"] == "/registry"
@@ -216,3 +222,17 @@ def test_images_own_the_volume_mount_points_with_one_uid() -> None:
         dockerfile = (INFRA / f"docker/{name}.Dockerfile").read_text()
         assert "--uid 50000" in dockerfile and "USER 50000" in dockerfile, name
         assert "/workspace" in dockerfile and "/registry" in dockerfile, name
+
+
+def test_mlflow_serves_the_version_the_client_is_locked_to_on_loopback() -> None:
+    services = compose_config()["services"]
+    mlflow = services["mlflow"]
+    locked = re.search(r"^mlflow==(\S+)$", (REPO / "requirements" / "mlflow.in").read_text(), re.MULTILINE)
+    assert locked is not None and mlflow["image"].endswith(f":v{locked.group(1)}")
+    client = re.search(
+        r"^mlflow-skinny==(\S+)$", (REPO / "requirements" / "trainer.in").read_text(), re.MULTILINE
+    )
+    assert client is not None and client.group(1) == locked.group(1)  # one store schema
+    assert [str(p).split(":")[0] for p in mlflow["ports"]] == ["127.0.0.1"]
+    assert "--serve-artifacts" in mlflow["command"] and "healthcheck" in mlflow
+    assert services["trainer"]["environment"]["RANKER_MLFLOW_TRACKING_URI"] == "http://mlflow:5000"
