@@ -111,7 +111,11 @@ def handle_status(args: argparse.Namespace) -> CommandResult[TrackingStatus]:
     )
     lines = [
         f"store: {settings.uri}" + ("" if settings.enabled else " (tracking is off)"),
-        f"ui: {settings.ui_url or '-'}",
+        "ui: "
+        + (
+            settings.ui_url
+            or (f".venv-mlflow/bin/mlflow ui --backend-store-uri {settings.uri}" if settings.local else "-")
+        ),
         "reachable: " + ("yes" if status.reachable else f"no ({error or 'tracking is off'})"),
         f"queue: {len(files)} item(s)"
         + (f", oldest {oldest}" if oldest else "")
