@@ -40,8 +40,12 @@ if TYPE_CHECKING:
 log = logging.getLogger(__name__)
 
 LINK_NAME = "MLflow run"
-# the DAGs whose runs are MLflow runs, and the experiment and record id prefix of each
-EXPERIMENTS = {"ranker_retrain": ("ranker-retrain", "retrain")}
+# the DAGs whose runs are MLflow runs: the experiment, the record id prefix, and what the DAG puts
+# before the Airflow run id to make the ranker run id (dags/ranker_dags/one_step_tasks.py pretrain)
+EXPERIMENTS = {
+    "ranker_retrain": ("ranker-retrain", "retrain", ""),
+    "ranker_pretrain": ("ranker-pretrain", "pretrain", "pretrain__"),
+}
 TIMEOUT_S = 2.0  # the UI waits for the links: a slow MLflow must not hold the task page
 # dags/ranker_dags/params.py ranker_run_id: the Airflow run id in the CLI's safe alphabet (the
 # API server cannot import the DAGs folder; tests/stack/test_stack_mlflow.py checks both agree)
@@ -87,8 +91,8 @@ def run_link(
     if dag_id not in EXPERIMENTS or urls is None:
         return ""
     tracking, ui = urls
-    experiment, prefix = EXPERIMENTS[dag_id]
-    run_id = ranker_run_id(airflow_run_id)
+    experiment, prefix, run_prefix = EXPERIMENTS[dag_id]
+    run_id = ranker_run_id(run_prefix + airflow_run_id)
     api = f"{tracking}/api/2.0/mlflow"
     try:
         query = urllib.parse.urlencode({"experiment_name": experiment})

@@ -110,6 +110,12 @@ def test_the_link_follows_what_mlflow_knows() -> None:
         raise urllib.error.URLError("connection refused")
 
     assert links.run_link(RETRAIN, run_id, env, down) == "https://ml.example/"
+    # ranker_pretrain's task runs `ranker pretrain --run-id pretrain__<Airflow run id>`
+    calls.clear()
+    found = links.run_link("ranker_pretrain", run_id, env, mlflow([{"info": {"run_id": "def456"}}]))
+    assert found == "https://ml.example/#/experiments/7/runs/def456"
+    assert calls[0][1].endswith("experiment_name=ranker-pretrain")
+    assert calls[1][2]["filter"] == f"tags.`ranker.record_id` = 'pretrain:pretrain__{run_id}'"
     assert links.run_link("ranker_rollback", run_id, env, down) == ""  # not an MLflow run
     local = {"RANKER_MLFLOW_TRACKING_URI": "sqlite:////srv/ranker/mlflow/mlflow.db"}
     assert links.run_link(RETRAIN, run_id, local, down) == ""  # no server to open
