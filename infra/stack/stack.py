@@ -314,6 +314,11 @@ class Stack:
             "RANKER_PUSHGATEWAY_URL": f"http://{HOST}:{ports['pushgateway']}",
             # the steps log through the server (artifacts uploaded to it, readable in its UI)
             "RANKER_MLFLOW_TRACKING_URI": f"http://{HOST}:{ports['mlflow']}",
+            # publish_metrics writes the run's note through the REST API (dags/ranker_dags/notes.py:
+            # a task's execution API cannot), as the stack's admin
+            "AIRFLOW_CONN_RANKER_AIRFLOW_API": json.dumps(
+                {"conn_type": "http", "host": api, "login": ADMIN, "password": values["admin_password"]}
+            ),
         }
         if cfg.get("extra_dags"):
             bundles = [
