@@ -159,6 +159,10 @@ def test_first_run_promotes_without_a_champion(first_run: RunResult, home: Path)
     assert first_run.tasks["keep_champion"] == "skipped"
     assert first_run.tasks["materialize_online"] == "success"
     assert first_run.tasks["publish_metrics"] == "success"
+    assert first_run.tasks["track"] == "success"
+    tracked = first_run.summary(home, "track")  # the run as one MLflow run, in the workspace's store
+    assert tracked["record_id"] == f"retrain:{first_run.run_id}" and tracked["mlflow_run_id"]
+    assert tracked["decision"] in ("promoted", "promoted-forced") and not tracked["queued"]
     assert first_run.tasks["collect_garbage"] == "success"  # `ranker gc`: nothing old enough yet
     assert first_run.tasks["fail_run_if_a_step_failed"] == "skipped"
     assert (home / "runs" / first_run.run_id / "checkpoints").is_dir()
@@ -301,6 +305,7 @@ def test_contradicting_params_fail_in_plan_and_train_nothing(
     assert result.tasks["plan"] == "failed"
     assert result.tasks["train"] == "upstream_failed"
     assert result.tasks["publish_metrics"] == "success"
+    assert result.tasks["track"] == "success"  # all_done: a failed run is a FAILED MLflow run
     assert result.tasks["collect_garbage"] == "success"  # all_done: the disk is measured anyway
     assert versions(result.models) == versions(dry_run.models)
     assert result.models["champion"] == dry_run.models["champion"]
