@@ -206,7 +206,7 @@ def test_ranker_run_stops_at_the_validation_step(
     captured = capsys.readouterr()
     summary = json.loads(captured.out.strip().splitlines()[-1])
     assert code == 2 and summary["failed_step"] == "validate"
-    assert [s["step"] for s in summary["steps"]] == ["window", "validate", "metrics"]
+    assert [s["step"] for s in summary["steps"]] == ["window", "validate", "metrics", "track"]
     assert summary["validation"]["verdict"] == "fail" and summary["validation"]["failing"] == [
         "leakage_snapshot_date"
     ]
