@@ -213,6 +213,18 @@ def _suite(args: argparse.Namespace, ws, spec, bt, started: float) -> CommandRes
                     else ""
                 )
             )
+    from ranking.cli.config import effective_config
+    from ranking.tracking.hooks import track_suite
+
+    track_suite(
+        ws,
+        effective_config(args),
+        summary,
+        spec.id,
+        [i.strip() for i in args.inject.split(",") if i.strip()],
+        started=time.time() - (time.perf_counter() - started),
+        code_version=bt.code_version,
+    )
     return CommandResult(summary=summary, text="\n".join(lines))
 
 

@@ -42,6 +42,7 @@ from ranking.trainer.reports.curve_data import TrainingCurve
 if TYPE_CHECKING:
     from ranking.backtest.day import DayRecord
     from ranking.backtest.report import BacktestReport
+    from ranking.backtest.suite import SuiteSummary
     from ranking.pipeline.pretrain import PretrainSummary
     from ranking.review.summary import Review
 
@@ -723,6 +724,58 @@ def review_record(
         tags=tags,
         artifacts=list(artifacts),
         status="FAILED" if review.status == "failed" else "FINISHED",
+        start_ms=start_ms,
+        end_ms=end_ms,
+    )
+
+
+def suite_record(
+    summary: SuiteSummary,
+    backtest_id: str,
+    injections: Sequence[str],
+    *,
+    artifacts: Sequence[str] = (),
+    code_version: str | None = None,
+    start_ms: int | None = None,
+    end_ms: int | None = None,
+) -> TrackingRecord:
+    """``ranker backtest --inject`` (``gate-suite:<id>``, experiment ``ranker-backtest``): the
+    gates replayed over the same days with bad candidates planted. Per recipe and gate: its regret
+    against the oracle and against always promoting, the staleness of what it served, and how
+    many planted bad candidates it promoted; which kinds it stopped as tags."""
+    from ranking.backtest.suite import GateBrief
+
+    params = {
+        "injections": _clip(", ".join(injections) or "-", MAX_PARAM_VALUE_CHARS),
+        "recipes": ", ".join(sorted(summary.recipes)),
+    }
+    metrics: list[MetricPoint] = []
+    tags = {"ranker.kind": "gate-suite", "ranker.backtest": backtest_id}
+    for recipe, briefs in sorted(summary.recipes.items()):
+        for gate, brief in sorted(briefs.items()):
+            if not isinstance(brief, GateBrief):
+                continue  # the recipe's report files
+            g = brief.regret
+            metrics += _point(metric_key(recipe, gate, "regret_vs_oracle"), g.regret_vs_oracle)
+            metrics += _point(metric_key(recipe, gate, "vs_always_promote"), g.vs_always_promote)
+            metrics += _point(metric_key(recipe, gate, "served_mean"), g.served_mean)
+            metrics += _point(metric_key(recipe, gate, "staleness_median_days"), g.staleness_median_days)
+            metrics += _point(metric_key(recipe, gate, "bad_promoted"), brief.bad_promoted)
+            metrics += _point(metric_key(recipe, gate, "rejected_a_better"), g.rejected_a_better_candidate)
+            metrics += _point(metric_key(recipe, gate, "promoted_a_worse"), g.promoted_a_worse_one)
+            if brief.stopped:
+                stopped = ", ".join(f"{kind} {n}" for kind, n in sorted(brief.stopped.items()))
+                tags[f"ranker.stopped.{metric_key(recipe, gate)}"] = _clip(stopped, MAX_TAG_VALUE_CHARS)
+    if code_version:
+        tags["ranker.code_version"] = code_version
+    return TrackingRecord(
+        record_id=f"gate-suite:{backtest_id}",
+        experiment=BACKTEST_EXPERIMENT,
+        run_name=f"gate-suite {backtest_id}",
+        params=params,
+        metrics=metrics,
+        tags=tags,
+        artifacts=list(artifacts),
         start_ms=start_ms,
         end_ms=end_ms,
     )

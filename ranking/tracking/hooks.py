@@ -10,7 +10,7 @@ import datetime as dt
 import json
 import logging
 import time
-from collections.abc import Callable, Iterable, Mapping
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -23,6 +23,7 @@ from ranking.tracking.builders import RetrainFolder, partitions_sha, retrain_dec
 if TYPE_CHECKING:
     from ranking.backtest.day import DayRecord
     from ranking.backtest.report import BacktestReport
+    from ranking.backtest.suite import SuiteSummary
     from ranking.config.loader import EffectiveConfig
     from ranking.core.workspace import Workspace
     from ranking.pipeline.graph import RetrainContext, RunOutcome
@@ -401,6 +402,43 @@ def track_backtest(
         log.warning("MLflow: backtest %s not tracked: %s", backtest_id, exc)
         return None
     return send_family(parent, children, settings)
+
+
+def track_suite(
+    ws: Workspace,
+    effective: EffectiveConfig | None,
+    summary: SuiteSummary,
+    backtest_id: str,
+    injections: Sequence[str],
+    *,
+    started: float,
+    code_version: str | None = None,
+) -> TrackingRef | None:
+    """``ranker backtest --inject``: the gate suite as one run of ranker-backtest."""
+    from ranking.tracking.builders import suite_record
+
+    try:
+        settings = settings_for(ws.root, effective)
+        files = [p for brief in summary.recipes.values() for p in _report_files(brief)]
+        record = suite_record(
+            summary,
+            backtest_id,
+            injections,
+            artifacts=files,
+            code_version=code_version,
+            start_ms=_ms(started),
+            end_ms=_ms(time.time()),
+        )
+    except Exception as exc:  # as in track_retrain: never the suite's failure
+        log.warning("MLflow: gate suite %s not tracked: %s", backtest_id, exc)
+        return None
+    return send(record, settings)
+
+
+def _report_files(brief: Mapping[str, object]) -> list[str]:
+    report = brief.get("report")
+    paths = report.values() if isinstance(report, dict) else []
+    return [str(Path(p).resolve()) for p in paths if isinstance(p, str) and Path(p).is_file()]
 
 
 def track_review(

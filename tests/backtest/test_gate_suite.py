@@ -199,3 +199,20 @@ def test_a_rerun_trains_nothing(
     assert {n: g["injected"] for n, g in again["gates"].items()} == {
         n: g["injected"] for n, g in report["gates"].items()
     }
+
+
+def test_the_suite_is_one_mlflow_run_with_each_gates_figures(suite: tuple[Path, dict, list[str]]) -> None:  # type: ignore[type-arg]
+    from mlflow import MlflowClient
+
+    folder, report, _ = suite
+    home = folder.parents[3]
+    client = MlflowClient(f"sqlite:///{home.resolve()}/mlflow/mlflow.db")
+    experiment = client.get_experiment_by_name("ranker-backtest")
+    assert experiment is not None
+    runs = client.search_runs([experiment.experiment_id], "tags.`ranker.kind` = 'gate-suite'")
+    assert len(runs) == 1  # a rerun (test_a_rerun_trains_nothing) updates it, never adds one
+    run = runs[0]
+    assert run.data.tags["ranker.record_id"] == "gate-suite:suite"
+    for gate, figures in report["gates"].items():
+        assert run.data.metrics[f"default.{gate}.bad_promoted"] == figures["bad_promoted"], gate
+    assert "suite.md" in {a.path for a in client.list_artifacts(run.info.run_id)}
