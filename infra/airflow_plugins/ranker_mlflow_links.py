@@ -40,11 +40,13 @@ if TYPE_CHECKING:
 log = logging.getLogger(__name__)
 
 LINK_NAME = "MLflow run"
-# the DAGs whose runs are MLflow runs: the experiment, the record id prefix, and what the DAG puts
-# before the Airflow run id to make the ranker run id (dags/ranker_dags/one_step_tasks.py pretrain)
-EXPERIMENTS = {
+# the DAGs whose runs are MLflow runs: the experiment, the record id prefix (None: the run is
+# found by its tag ranker.run_id alone: a review's record id is made from its dates), and what the
+# DAG puts before the Airflow run id to make the ranker run id (dags/ranker_dags/one_step_tasks.py)
+EXPERIMENTS: dict[str, tuple[str, str | None, str]] = {
     "ranker_retrain": ("ranker-retrain", "retrain", ""),
     "ranker_pretrain": ("ranker-pretrain", "pretrain", "pretrain__"),
+    "ranker_recipe_review": ("ranker-review", None, "review__"),
 }
 TIMEOUT_S = 2.0  # the UI waits for the links: a slow MLflow must not hold the task page
 # dags/ranker_dags/params.py ranker_run_id: the Airflow run id in the CLI's safe alphabet (the
@@ -100,7 +102,11 @@ def run_link(
         experiment_id = str(found["experiment"]["experiment_id"])
         search = {
             "experiment_ids": [experiment_id],
-            "filter": tag_filter("ranker.record_id", f"{prefix}:{run_id}"),
+            "filter": (
+                tag_filter("ranker.record_id", f"{prefix}:{run_id}")
+                if prefix is not None
+                else tag_filter("ranker.run_id", run_id)
+            ),
             "max_results": 1,
         }
         runs = lookup("POST", f"{api}/runs/search", search).get("runs") or []

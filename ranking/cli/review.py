@@ -120,6 +120,7 @@ def _review(args: argparse.Namespace) -> CommandResult[Review]:
             code_version=code_version(),
             window_builder=window_builder_for(daily.config.features.store_settings()),
             on_progress=progress_printer("review", unit="day", label="day"),
+            run_id=args.run_id,  # the ranker_recipe_review DAG's: its tasks link to the review's MLflow run
         )
     except ReviewFailed as exc:
         failure, review = exc, exc.review

@@ -250,6 +250,7 @@ def run_review(
     window_builder: Callable[..., Any] | None = None,
     on_progress: Callable[[str, int, int, float], None] | None = None,
     now: Callable[[], dt.datetime] = lambda: dt.datetime.now(dt.UTC),
+    run_id: str | None = None,
 ) -> Review:
     """Replay, weigh, decide; write the dated report and ``latest.json``; the review summary.
     A replay that raises is recorded as a failed review (the daily recipe stays) and re-raised."""
@@ -285,7 +286,9 @@ def run_review(
     from ranking.tracking.hooks import track_review
 
     recipes = [(r.recipe.name, r.folder) for r in bt.runs]
-    track_review(ws, daily, review, recipes, started=started_at, code_version=code_version or None)
+    track_review(
+        ws, daily, review, recipes, started=started_at, code_version=code_version or None, run_id=run_id
+    )
     if error is not None:
         raise ReviewFailed(
             f"review {plan.review_id} failed (the daily recipe stays): {error}", review

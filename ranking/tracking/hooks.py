@@ -449,9 +449,11 @@ def track_review(
     *,
     started: float,
     code_version: str | None = None,
+    run_id: str | None = None,
 ) -> TrackingRef | None:
     """``ranker review`` (and the ranker_recipe_review DAG): the review as a parent run, its
-    recipes' replayed days as children (experiment ranker-review)."""
+    recipes' replayed days as children (experiment ranker-review); ``run_id`` (``--run-id``, the
+    DAG's) tags the parent, so the DAG's task can link to it."""
     from ranking.tracking.builders import REVIEW_EXPERIMENT, day_records, review_record
 
     try:
@@ -465,6 +467,8 @@ def track_review(
             start_ms=_ms(started),
             end_ms=_ms(time.time()),
         )
+        if run_id:
+            parent.tags["ranker.run_id"] = run_id
         children = day_records(days, parent_id=parent.record_id, experiment=REVIEW_EXPERIMENT)
     except Exception as exc:  # as in track_retrain: never the review's failure
         log.warning("MLflow: review %s not tracked: %s", review.review_id, exc)

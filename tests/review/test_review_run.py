@@ -148,6 +148,7 @@ def _review(
     end: dt.date = END,
     recipes: Mapping[str, str] = RECIPES,
     candidate_only: bool = False,
+    run_id: str | None = None,
 ) -> dict[str, Any]:
     recipes_dir = home.parent / "recipes"
     recipes_dir.mkdir(exist_ok=True)
@@ -162,7 +163,7 @@ def _review(
     daily = load(home)
     plan = plan_review(settings, end, daily.config.backtest)
     # the summary as the review writes it (review.json, latest.json) and the command prints it
-    return run_review(ws, plan, daily, {}, None, replayer, window_builder=fake_window).body()
+    return run_review(ws, plan, daily, {}, None, replayer, window_builder=fake_window, run_id=run_id).body()
 
 
 def test_a_better_recipe_is_recommended_and_auto_switches_once(tmp_path: Path) -> None:

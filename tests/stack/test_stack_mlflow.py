@@ -116,6 +116,12 @@ def test_the_link_follows_what_mlflow_knows() -> None:
     assert found == "https://ml.example/#/experiments/7/runs/def456"
     assert calls[0][1].endswith("experiment_name=ranker-pretrain")
     assert calls[1][2]["filter"] == f"tags.`ranker.record_id` = 'pretrain:pretrain__{run_id}'"
+    # ranker_recipe_review's: `ranker review --run-id review__<Airflow run id>` tags its parent run
+    calls.clear()
+    found = links.run_link("ranker_recipe_review", run_id, env, mlflow([{"info": {"run_id": "r789"}}]))
+    assert found == "https://ml.example/#/experiments/7/runs/r789"
+    assert calls[0][1].endswith("experiment_name=ranker-review")
+    assert calls[1][2]["filter"] == f"tags.`ranker.run_id` = 'review__{run_id}'"
     assert links.run_link("ranker_rollback", run_id, env, down) == ""  # not an MLflow run
     local = {"RANKER_MLFLOW_TRACKING_URI": "sqlite:////srv/ranker/mlflow/mlflow.db"}
     assert links.run_link(RETRAIN, run_id, local, down) == ""  # no server to open

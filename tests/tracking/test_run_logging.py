@@ -246,7 +246,8 @@ def test_a_review_is_a_parent_run_with_its_recipes_days_as_children(tmp_path: Pa
     run with the verdict and each recipe's lift, a child per recipe and day."""
     review_run = _fixtures("review/test_review_run.py")
     home = tmp_path / "home"
-    review = review_run._review(home, review_run.Replayer({"naive": 1.5, "default": 0.2}, review_run.SECONDS))
+    replayer = review_run.Replayer({"naive": 1.5, "default": 0.2}, review_run.SECONDS)
+    review = review_run._review(home, replayer, run_id="review__scheduled__2026-01-12")
     assert review["status"] == "ok" and review["recommended"] == "default"
     client = _client(home)
     runs = _runs(client, "ranker-review")
@@ -255,6 +256,7 @@ def test_a_review_is_a_parent_run_with_its_recipes_days_as_children(tmp_path: Pa
     assert len(children) == 2 * 6 and len(runs) == 1 + 2 * 6
     tags = parent.data.tags
     assert tags["ranker.record_id"] == f"review:{review['review_id']}"
+    assert tags["ranker.run_id"] == "review__scheduled__2026-01-12"  # the DAG's task links by it
     assert (tags["ranker.decision"], tags["ranker.recipe"]) == ("ok", "default")
     assert tags["ranker.switch"] == "switched to default"
     served = review["recipes"]["default"]["served"]
