@@ -213,8 +213,8 @@ def _suite(args: argparse.Namespace, ws, spec, bt, started: float) -> CommandRes
                     else ""
                 )
             )
+    from ranking.backtest.tracking import track_suite
     from ranking.cli.config import effective_config
-    from ranking.tracking.hooks import track_suite
 
     track_suite(
         ws,
@@ -272,7 +272,7 @@ def _backtest(args: argparse.Namespace) -> CommandResult:
     records = bt.run()
     report = report_of(bt, records, time.perf_counter() - started)
     paths = write_report(report, bt.folder / "report")
-    from ranking.tracking.hooks import track_backtest
+    from ranking.backtest.tracking import track_backtest
 
     track_backtest(
         ws, effective_config(args), report, spec.id, paths, started=started_at, code_version=bt.code_version

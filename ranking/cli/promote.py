@@ -13,18 +13,25 @@ from ranking.registry.operations import PromoteRequest
 
 def handle_promote(args: argparse.Namespace) -> CommandResult[PromoteSummary]:
     from ranking.pipeline.steps import promote
+    from ranking.tracking.outbox import mirror_champion
 
-    return promote(
+    registry = registry_of(args)
+    result = promote(
         PromoteRequest(
-            registry=registry_of(args),
+            registry=registry,
             version=args.version,
             reason=args.reason,
             force=args.force,
             run_id=args.run_id,
             who=args.who,
-            tracking=tracking_of(args),
         )
     )
+    if result.summary is not None and not result.summary.noop:
+        # the registry stays the source of truth; MLflow's alias follows it (queued when down)
+        result.text = (
+            (result.text or "") + "\nMLflow: " + mirror_champion(registry, tracking_of(args), [args.version])
+        )
+    return result
 
 
 def register(sub: argparse._SubParsersAction) -> None:  # type: ignore[type-arg]

@@ -12,18 +12,23 @@ from ranking.registry.operations import RollbackRequest, RollbackSummary, rollba
 
 
 def handle_rollback(args: argparse.Namespace) -> CommandResult[RollbackSummary]:
+    from ranking.tracking.outbox import mirror_champion
+
+    registry = registry_of(args)
     summary = rollback(
         RollbackRequest(
-            registry=registry_of(args),
+            registry=registry,
             reason=args.reason,
             to=args.to,
             run_id=args.run_id,
             who=args.who,
             alias=args.alias,
-            tracking=tracking_of(args),
         )
     )
-    return CommandResult(summary, text=f"rolled back {args.alias}: {summary.previous} -> {summary.version}")
+    text = f"rolled back {args.alias}: {summary.previous} -> {summary.version}"
+    if args.alias == CHAMPION:  # MLflow's alias follows the registry's (queued when MLflow is down)
+        text += "\nMLflow: " + mirror_champion(registry, tracking_of(args), [summary.version])
+    return CommandResult(summary, text=text)
 
 
 def register(sub: argparse._SubParsersAction) -> None:  # type: ignore[type-arg]

@@ -64,7 +64,7 @@ def settings_of(args: argparse.Namespace) -> TrackingSettings:
 
 
 def handle_replay(args: argparse.Namespace) -> CommandResult[ReplaySummary]:
-    from ranking.tracking.queue import replay
+    from ranking.tracking.outbox import replay
 
     settings = settings_of(args)
     result = replay(settings)

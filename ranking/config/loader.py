@@ -27,8 +27,8 @@ from typing import Any, TypeAlias
 from pydantic import BaseModel, ConfigDict, JsonValue, ValidationError
 
 from ranking.config.model import PATH_KEYS, RECIPE_NAME, SECTIONS, PipelineConfig, leaf_keys
+from ranking.config.tracking import CREDENTIALS_REFUSED
 from ranking.core.errors import RankerError
-from ranking.tracking.settings import CREDENTIALS_REFUSED
 from ranking.trainer.schedule import NAMED_SCHEDULES
 
 CONFIG_ENV = "RANKER_CONFIG"

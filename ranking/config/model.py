@@ -26,13 +26,13 @@ from features.build_checks import DEFAULT_DAYS, WindowChecks
 from features.feast_repo import OFFLINE_STORES, ONLINE_STORES, StoreSettings, valid_redis_url
 from features.validation.anomalies import KINDS as ANOMALY_KINDS
 from features.validation.anomalies import WEEKLY_CHOICES, Policy, ValidationConfig
+from ranking.config.tracking import check_model_name, check_uri
 from ranking.core.limits import MAX_PATH_LEN, MAX_SEED, MAX_THREADS, MAX_THREADS_WHY
 from ranking.core.summaries import GateThresholds
 from ranking.evaluation.heuristic import HEURISTIC_POLICIES, HEURISTICS, HeuristicConfig
 from ranking.evaluation.slices import SLICE_COLUMNS, SliceConfig
 from ranking.gate.checks import GateConfig
 from ranking.registry.retention import RetentionPolicy
-from ranking.tracking.settings import check_model_name, check_uri
 from ranking.trainer.models.config import (
     DENSE_OPTIMIZERS,
     PIPELINES,

@@ -360,7 +360,7 @@ def _publish_metrics(ctx: RetrainContext, run: RunOutcome) -> CommandResult[Metr
 def _track(ctx: RetrainContext, run: RunOutcome) -> CommandResult[TrackSummary]:
     from ranking.tracking.hooks import track_retrain
 
-    return track_retrain(ctx, run)
+    return track_retrain(ctx.ws, ctx.effective, ctx.run_id, ctx.registry_url(), run)
 
 
 def _collect_garbage(ctx: RetrainContext) -> CommandResult[GcSummary]:

@@ -226,24 +226,8 @@ class GcRequest:
     tracking: TrackingSettings | None = None  # [tracking]: the MLflow runs of what goes, go too
 
 
-def _registered_versions(runs: Path) -> dict[str, str]:
-    """Run folder name -> the version the registry made of it (``registered.json``), read before
-    gc removes the folders."""
-    from ranking.core.atomic import read_json
-    from ranking.registry.retention import REGISTERED_FILE
-
-    found: dict[str, str] = {}
-    for marker in sorted(runs.glob(f"*/{REGISTERED_FILE}")) if runs.is_dir() else []:
-        with contextlib.suppress(OSError, ValueError, AttributeError):
-            version = read_json(marker).get("version")
-            if version:
-                found[marker.parent.name] = str(version)
-    return found
-
-
 def collect_garbage(request: GcRequest) -> CommandResult[GcSummary]:
     import time
-    from pathlib import Path
 
     from ranking.monitoring.delivery import resolve_pushgateway
     from ranking.monitoring.disk import deliver, gc_samples, measure
@@ -251,7 +235,6 @@ def collect_garbage(request: GcRequest) -> CommandResult[GcSummary]:
     from ranking.registry.janitor import collect_garbage as collect
 
     ws, reg = request.workspace, Registry(request.registry)
-    versions_of = _registered_versions(ws.runs) if request.tracking is not None else {}
     report = collect(
         ws.root,
         reg,
@@ -267,15 +250,13 @@ def collect_garbage(request: GcRequest) -> CommandResult[GcSummary]:
     tracked = ""
     if not request.dry_run and request.tracking is not None:
         from ranking.registry.retention import EXPIRED_RUN
-        from ranking.tracking.registry import TRAIN_RECORD_PREFIX, prune
+        from ranking.tracking.outbox import prune
+        from ranking.tracking.registry import training_records
 
+        # a run folder that goes takes the MLflow run of its training (the model version stays,
+        # as it stays in the registry)
         gone = [Path(r["where"]).name for r in report.removed if r["kind"] == EXPIRED_RUN]
-        tracked = prune(
-            [f"{TRAIN_RECORD_PREFIX}{name}" for name in gone],
-            [],
-            request.tracking,
-            run_versions=[versions_of[name] for name in gone if name in versions_of],
-        )
+        tracked = prune([rid for name in gone for rid in training_records(name)], [], request.tracking)
     verb = "would remove" if request.dry_run else "removed"
     lines = [f"{verb} {len(report.removed)} leftover(s), {report.bytes_freed / 2**20:.1f} MiB freed"]
     lines += [f"  {verb}: {r['kind']} {r['where']} ({r['bytes'] / 2**20:.1f} MiB)" for r in report.removed]

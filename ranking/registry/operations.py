@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import logging
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, cast
+from typing import cast
 
 from pydantic import Field, JsonValue
 
@@ -22,9 +22,6 @@ from ranking.registry.records import (
 )
 from ranking.registry.registry import Registry
 
-if TYPE_CHECKING:
-    from ranking.tracking.settings import TrackingSettings
-
 log = logging.getLogger(__name__)
 
 _LISTED_METRICS = ("save_hit_at_3", "auc", "ne", "calibration")
@@ -38,8 +35,6 @@ class PromoteRequest:
     force: bool = False
     run_id: str | None = None
     who: str | None = None
-    # mirror the champion in MLflow's model registry (None: not tracked); docs/tracking.md
-    tracking: TrackingSettings | None = None
 
 
 @dataclass(frozen=True)
@@ -59,7 +54,6 @@ class RollbackRequest:
     run_id: str | None = None
     who: str | None = None
     alias: str = CHAMPION  # champion | base
-    tracking: TrackingSettings | None = None  # as PromoteRequest's
 
 
 @dataclass(frozen=True)
@@ -133,10 +127,6 @@ def promote(req: PromoteRequest) -> PromoteSummary:
     event, previous = Registry(req.registry).promote(
         req.version, reason=req.reason, force=req.force, run_id=req.run_id, who=req.who
     )
-    if event is not None and req.tracking is not None:
-        from ranking.tracking.registry import mirror_champion
-
-        log.info("%s", mirror_champion(req.registry, req.tracking, [req.version]))
     return PromoteSummary(
         version=req.version,
         previous=previous,
@@ -167,10 +157,6 @@ def rollback(req: RollbackRequest) -> RollbackSummary:
     event = Registry(req.registry).rollback(
         to=req.to, reason=req.reason, run_id=req.run_id, who=req.who, alias=req.alias
     )
-    if req.alias == CHAMPION and req.tracking is not None:
-        from ranking.tracking.registry import mirror_champion
-
-        log.info("%s", mirror_champion(req.registry, req.tracking, [event.to_version]))
     return RollbackSummary(
         alias=req.alias,
         version=event.to_version,

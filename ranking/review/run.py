@@ -283,7 +283,7 @@ def run_review(
     killpoints.reached("review:report-written")
     atomic_write_json(ws.root / "reviews" / "latest.json", review.body())
     killpoints.reached("review:latest-written")
-    from ranking.tracking.hooks import track_review
+    from ranking.review.tracking import track_review
 
     recipes = [(r.recipe.name, r.folder) for r in bt.runs]
     track_review(

@@ -2,8 +2,10 @@
 model's alias (docs/tracking.md).
 
 ``records`` (what a run sends: :class:`TrackingRecord`), ``settings`` (the ``[tracking]`` config as
-:class:`TrackingSettings`), ``client`` (:func:`track`: send a record, or queue it when MLflow is
-down), ``queue`` (the on-disk queue and its replay), ``registry`` (the champion mirrored as the
-``champion`` alias of a registered model), ``prune`` (``ranker gc``'s deletions).
+:class:`TrackingSettings`), ``client`` (one record sent to MLflow), ``registry`` (the champion
+mirrored as the ``champion`` alias of a registered model; gc's deletions), ``queue`` (the on-disk
+queue), ``outbox`` (:func:`track`, :func:`mirror_champion`, :func:`prune`, :func:`replay`: send,
+or queue when MLflow is down, in order), ``builders`` and ``hooks`` (records from the step
+summaries of a run; the backtest's, the review's and the pipeline's own live beside them).
 MLflow is imported only when something is sent: a step that tracks nothing never pays for it.
 """

@@ -21,7 +21,7 @@ import json
 import math
 import re
 from collections.abc import Iterable, Mapping, Sequence
-from typing import TYPE_CHECKING, Any, Literal
+from typing import Any, Literal, Protocol
 
 from pydantic import BaseModel, ConfigDict, JsonValue
 
@@ -38,13 +38,6 @@ from ranking.core.summaries import (
 )
 from ranking.tracking.records import MAX_PARAM_VALUE_CHARS, MAX_TAG_VALUE_CHARS, MetricPoint, TrackingRecord
 from ranking.trainer.reports.curve_data import TrainingCurve
-
-if TYPE_CHECKING:
-    from ranking.backtest.day import DayRecord
-    from ranking.backtest.report import BacktestReport
-    from ranking.backtest.suite import SuiteSummary
-    from ranking.pipeline.pretrain import PretrainSummary
-    from ranking.review.summary import Review
 
 RETRAIN_EXPERIMENT = "ranker-retrain"
 TRAIN_EXPERIMENT = "ranker-train"
@@ -445,8 +438,24 @@ def train_record(
     )
 
 
+class PretrainFacts(Protocol):
+    """What a pretrain's record reads of its summary (``ranking.pipeline.pretrain.PretrainSummary``,
+    above this package: read by shape, not imported)."""
+
+    run_id: str | None
+    exit_code: int
+    error: str | None
+    moved: bool
+    for_end: dt.date
+    previous_base: str | None
+    base_range: tuple[dt.date, dt.date]
+    version: str | None
+    failed_step: str | None
+    duration_seconds: float
+
+
 def pretrain_record(
-    pretrain: PretrainSummary,
+    pretrain: PretrainFacts,
     train: TrainSummary | None,
     *,
     curve: TrainingCurve | None = None,
@@ -498,284 +507,6 @@ def pretrain_record(
         tags={"ranker.kind": "pretrain", **tags},
         artifacts=list(artifacts),
         status="FAILED" if failed else "FINISHED",
-        start_ms=start_ms,
-        end_ms=end_ms,
-    )
-
-
-# ------------------------------------------------------------------------------------------
-# a backtest, a review: one parent run, a child per replayed day
-# ------------------------------------------------------------------------------------------
-
-_DAY_METRICS = ("save_hit_at_3", "auc", "ne")
-
-
-def day_record(day: DayRecord, recipe: str, *, parent_id: str, experiment: str) -> TrackingRecord:
-    """One replayed day of one recipe (``<parent>:day:<date>:<recipe>``): the served model's and
-    the candidate's metrics, the gate's call, the champion before and after."""
-    metrics: list[MetricPoint] = []
-    for who, model in (("served", day.served), ("candidate", day.candidate)):
-        recorded = model.metrics if model is not None else None
-        if recorded is not None:
-            metrics += [p for m in _DAY_METRICS for p in _point(f"{who}_{m}", recorded.value(m))]
-    metrics += _point("gate_relative_change", day.relative_change)
-    if day.gate_ci:
-        metrics += _point("gate_ci_low", day.gate_ci[0]) + _point("gate_ci_high", day.gate_ci[-1])
-    metrics += _point("promoted", 1.0 if day.promoted else 0.0)
-    metrics += _point("train_seconds", day.train_seconds) + _point("run_seconds", day.run_seconds)
-    metrics += _point("pretrain_seconds", day.pretrain_seconds)
-    if day.served is not None:
-        metrics += _point("served_age_days", day.served.age_days)
-    tags = {
-        "ranker.kind": "day",
-        "ranker.recipe": recipe,
-        "ranker.day": day.day,
-        "ranker.decision": day.decision or ("failed" if day.failed else "-"),
-        "ranker.champion_before": day.champion_before or "(none)",
-        "ranker.champion": day.champion_after or "(none)",
-    }
-    if day.run_id:
-        tags["ranker.run_id"] = day.run_id
-    if day.candidate is not None:
-        tags["ranker.version"] = day.candidate.version
-    if day.gate_decision:
-        tags["ranker.gate"] = day.gate_decision
-    if day.failed_checks:
-        tags["ranker.failed_checks"] = ", ".join(day.failed_checks)
-    if day.error:
-        tags["ranker.reason"] = _clip(day.error, MAX_TAG_VALUE_CHARS)
-    return TrackingRecord(
-        record_id=f"{parent_id}:day:{day.day}:{recipe}",
-        experiment=experiment,
-        run_name=f"{day.day} {recipe}",
-        parent_record_id=parent_id,
-        metrics=metrics,
-        tags=tags,
-        status="FAILED" if day.failed else "FINISHED",
-    )
-
-
-def day_records(
-    days: Mapping[str, Sequence[DayRecord]], *, parent_id: str, experiment: str
-) -> list[TrackingRecord]:
-    """Every replayed day of every recipe, by day then recipe, as children of ``parent_id``."""
-    found = [(d.day, recipe, d) for recipe, recorded in days.items() for d in recorded]
-    return [
-        day_record(d, recipe, parent_id=parent_id, experiment=experiment)
-        for _, recipe, d in sorted(found, key=lambda x: (x[0], x[1]))
-    ]
-
-
-def _lift_points(prefix: str, change: Mapping[str, float], ci: Mapping[str, Any]) -> list[MetricPoint]:
-    points: list[MetricPoint] = []
-    for metric in _DAY_METRICS:
-        points += _point(metric_key(prefix, metric), change.get(metric))
-        bounds = ci.get(metric)
-        if bounds:
-            points += _point(metric_key(prefix, metric, "ci_low"), bounds[0])
-            points += _point(metric_key(prefix, metric, "ci_high"), bounds[-1])
-    return points
-
-
-def _series(days: Mapping[str, Sequence[DayRecord]]) -> list[MetricPoint]:
-    """Each recipe's save HIT@3 day by day on the parent (step = the day's index): a chart of
-    the recipes across days in one run."""
-    points: list[MetricPoint] = []
-    for recipe, recorded in sorted(days.items()):
-        for i, d in enumerate(sorted(recorded, key=lambda r: r.day)):
-            for who, model in (("served", d.served), ("candidate", d.candidate)):
-                recorded_metrics = model.metrics if model is not None else None
-                if recorded_metrics is not None:
-                    value = recorded_metrics.value("save_hit_at_3")
-                    points += _point(metric_key(f"{who}_save_hit_at_3", recipe), value, i)
-    return points
-
-
-def backtest_record(
-    report: BacktestReport,
-    backtest_id: str,
-    *,
-    artifacts: Sequence[str] = (),
-    code_version: str | None = None,
-    start_ms: int | None = None,
-    end_ms: int | None = None,
-) -> TrackingRecord:
-    """``ranker backtest`` (``backtest:<id>``, experiment ``ranker-backtest``): the spec as params,
-    each recipe's summary and its lift over the baseline with the CI, the days as a series."""
-    spec = report.spec
-    params = {
-        "start": spec.start.isoformat(),
-        "days": str(spec.days),
-        "baseline": spec.baseline,
-        "bootstrap_samples": str(spec.bootstrap_samples),
-        "ci_level": str(spec.ci_level),
-        "seed": str(spec.seed),
-        **{metric_key("recipe", r.name): _clip(str(r.path), MAX_PARAM_VALUE_CHARS) for r in spec.recipes},
-    }
-    metrics: list[MetricPoint] = []
-    for name, s in sorted(report.recipes.items()):
-        metrics += _point(metric_key(name, "served_save_hit_at_3"), s.served_mean.get("save_hit_at_3"))
-        metrics += _point(metric_key(name, "candidate_save_hit_at_3"), s.candidate_mean.get("save_hit_at_3"))
-        metrics += _point(metric_key(name, "promotions"), s.promotions)
-        metrics += _point(metric_key(name, "promotion_rate"), s.promotion_rate)
-        metrics += _point(metric_key(name, "failed_days"), len(s.failed_days))
-        metrics += _point(metric_key(name, "train_seconds"), float(s.total_train_seconds))
-        metrics += _point(metric_key(name, "longest_staleness_days"), s.longest_staleness_days)
-    for who, found in (
-        ("vs_baseline", report.vs_baseline),
-        ("candidates_vs_baseline", report.candidates_vs_baseline),
-    ):
-        for name, c in sorted(found.items()):
-            if c is not None:
-                metrics += _lift_points(metric_key(name, who), c.relative_change, c.ci)
-    metrics += _series(report.days)
-    metrics += _point("wall_seconds", report.wall_seconds)
-    failed = sum(len(s.failed_days) for s in report.recipes.values())
-    end = spec.eval_days[-1]
-    tags = {
-        "ranker.kind": "backtest",
-        "ranker.backtest": backtest_id,
-        "ranker.baseline": spec.baseline,
-        "ranker.recipes": ", ".join(r.name for r in spec.recipes),
-        "ranker.window": f"{spec.start.isoformat()}..{end.isoformat()}",
-        "ranker.decision": "failed-days" if failed else "complete",
-    }
-    if code_version:
-        tags["ranker.code_version"] = code_version
-    return TrackingRecord(
-        record_id=f"backtest:{backtest_id}",
-        experiment=BACKTEST_EXPERIMENT,
-        run_name=backtest_id,
-        params=params,
-        metrics=metrics,
-        tags=tags,
-        artifacts=list(artifacts),
-        status="FAILED" if failed else "FINISHED",
-        start_ms=start_ms,
-        end_ms=end_ms,
-    )
-
-
-def review_record(
-    review: Review,
-    *,
-    days: Mapping[str, Sequence[DayRecord]] | None = None,
-    artifacts: Sequence[str] = (),
-    code_version: str | None = None,
-    start_ms: int | None = None,
-    end_ms: int | None = None,
-) -> TrackingRecord:
-    """``ranker review`` (``review:<id>``, experiment ``ranker-review``): what was reviewed and
-    how as params, each recipe's lifts (served, candidate) with their CIs, the verdict and the
-    switch as tags."""
-    params = {
-        "start": review.start,
-        "end": review.end,
-        "days": str(review.days),
-        "min_days": str(review.min_days),
-        "baseline": review.baseline,
-        "candidate_only": str(review.candidate_only).lower(),
-        "cost_weight": str(review.cost_weight),
-        "min_promotion_rate": str(review.min_promotion_rate),
-        "mode": review.mode,
-        "rule": _clip(review.rule, MAX_PARAM_VALUE_CHARS),
-    }
-    metrics: list[MetricPoint] = []
-    for name, w in sorted(review.recipes.items()):
-        metrics += _point(metric_key(name, "seconds_per_day"), w.seconds_per_day)
-        metrics += _point(metric_key(name, "promotion_rate"), w.promotion_rate)
-        metrics += _point(metric_key(name, "failed_days"), len(w.failed_days))
-        for who, lift in (("served", w.served), ("candidate", w.candidate)):
-            if lift is not None:
-                metrics += _point(metric_key(name, who, "lift"), lift.lift)
-                metrics += _point(metric_key(name, who, "ci_low"), lift.ci[0] if lift.ci else None)
-                metrics += _point(metric_key(name, who, "ci_high"), lift.ci[-1] if lift.ci else None)
-                metrics += _point(metric_key(name, who, "days"), lift.days)
-    metrics += _series(days or {})
-    metrics += _point("days_compared", review.days_compared)
-    metrics += _point("wall_seconds", review.wall_seconds)
-    metrics += _point("base_pretrains", review.base_pretrains)
-    tags = {
-        "ranker.kind": "review",
-        "ranker.review": review.review_id,
-        "ranker.decision": review.status or "-",
-        "ranker.reason": _clip(review.error or review.reason or "-", MAX_TAG_VALUE_CHARS),
-        "ranker.baseline": review.baseline,
-        "ranker.window": f"{review.start}..{review.end}",
-        "ranker.recipes": ", ".join(sorted(review.recipes)),
-        "ranker.running": review.running or "(none)",
-    }
-    if review.recommended:
-        tags["ranker.recipe"] = review.recommended
-    if review.best:
-        tags["ranker.best"] = review.best
-    if review.switch is not None:
-        tags["ranker.switch"] = ("switched to " if review.switch.switched else "kept; ") + (
-            review.switch.recipe or "-"
-        )
-    if code_version:
-        tags["ranker.code_version"] = code_version
-    return TrackingRecord(
-        record_id=f"review:{review.review_id}",
-        experiment=REVIEW_EXPERIMENT,
-        run_name=review.review_id,
-        params=params,
-        metrics=metrics,
-        tags=tags,
-        artifacts=list(artifacts),
-        status="FAILED" if review.status == "failed" else "FINISHED",
-        start_ms=start_ms,
-        end_ms=end_ms,
-    )
-
-
-def suite_record(
-    summary: SuiteSummary,
-    backtest_id: str,
-    injections: Sequence[str],
-    *,
-    artifacts: Sequence[str] = (),
-    code_version: str | None = None,
-    start_ms: int | None = None,
-    end_ms: int | None = None,
-) -> TrackingRecord:
-    """``ranker backtest --inject`` (``gate-suite:<id>``, experiment ``ranker-backtest``): the
-    gates replayed over the same days with bad candidates planted. Per recipe and gate: its regret
-    against the oracle and against always promoting, the staleness of what it served, and how
-    many planted bad candidates it promoted; which kinds it stopped as tags."""
-    from ranking.backtest.suite import GateBrief
-
-    params = {
-        "injections": _clip(", ".join(injections) or "-", MAX_PARAM_VALUE_CHARS),
-        "recipes": ", ".join(sorted(summary.recipes)),
-    }
-    metrics: list[MetricPoint] = []
-    tags = {"ranker.kind": "gate-suite", "ranker.backtest": backtest_id}
-    for recipe, briefs in sorted(summary.recipes.items()):
-        for gate, brief in sorted(briefs.items()):
-            if not isinstance(brief, GateBrief):
-                continue  # the recipe's report files
-            g = brief.regret
-            metrics += _point(metric_key(recipe, gate, "regret_vs_oracle"), g.regret_vs_oracle)
-            metrics += _point(metric_key(recipe, gate, "vs_always_promote"), g.vs_always_promote)
-            metrics += _point(metric_key(recipe, gate, "served_mean"), g.served_mean)
-            metrics += _point(metric_key(recipe, gate, "staleness_median_days"), g.staleness_median_days)
-            metrics += _point(metric_key(recipe, gate, "bad_promoted"), brief.bad_promoted)
-            metrics += _point(metric_key(recipe, gate, "rejected_a_better"), g.rejected_a_better_candidate)
-            metrics += _point(metric_key(recipe, gate, "promoted_a_worse"), g.promoted_a_worse_one)
-            if brief.stopped:
-                stopped = ", ".join(f"{kind} {n}" for kind, n in sorted(brief.stopped.items()))
-                tags[f"ranker.stopped.{metric_key(recipe, gate)}"] = _clip(stopped, MAX_TAG_VALUE_CHARS)
-    if code_version:
-        tags["ranker.code_version"] = code_version
-    return TrackingRecord(
-        record_id=f"gate-suite:{backtest_id}",
-        experiment=BACKTEST_EXPERIMENT,
-        run_name=f"gate-suite {backtest_id}",
-        params=params,
-        metrics=metrics,
-        tags=tags,
-        artifacts=list(artifacts),
         start_ms=start_ms,
         end_ms=end_ms,
     )

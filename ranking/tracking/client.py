@@ -20,6 +20,7 @@ from typing import TYPE_CHECKING, Any
 
 from pydantic import BaseModel, ConfigDict
 
+from ranking.core.noise import debug_wanted
 from ranking.tracking.records import (
     MAX_PARAM_VALUE_CHARS,
     MAX_TAG_VALUE_CHARS,
@@ -40,7 +41,7 @@ __all__ = [
     "TrackingSettings",
     "mlflow_client",
     "one_line",
-    "track",
+    "send_record",
     "tracking_settings",
 ]
 
@@ -88,10 +89,20 @@ def bounded_calls(settings: TrackingSettings) -> Iterator[None]:
     }
     saved = {k: os.environ.get(k) for k in values}
     os.environ.update(values)
+    # MLflow logs a store error with its traceback (a full disk, a locked database) before it
+    # raises; the caller says it in one line (queued, or why not), so MLflow's own log is kept
+    # for --log-level DEBUG only
+    import mlflow  # noqa: F401  # it sets its loggers' levels on import: import before quieting them
+
+    mlflow_log = logging.getLogger("mlflow")
+    level = mlflow_log.level
+    if not debug_wanted():
+        mlflow_log.setLevel(logging.CRITICAL + 1)
     try:
         with contextlib.redirect_stdout(sys.stderr):
             yield
     finally:
+        mlflow_log.setLevel(level)
         for key, old in saved.items():
             if old is None:
                 os.environ.pop(key, None)
@@ -237,40 +248,3 @@ def send_record(record: TrackingRecord, settings: TrackingSettings) -> tuple[str
         _upload(client, run_id, record.artifacts, notes)
         client.set_terminated(run_id, status=record.status, end_time=record.end_ms)
     return run_id, exp_id, notes
-
-
-def track(record: TrackingRecord, settings: TrackingSettings) -> TrackingRef:
-    """Send ``record`` to MLflow; never raises for MLflow trouble: the record is queued instead
-    (``queued=True``, a message naming ``ranker tracking replay``). Records queued before it are
-    sent first (a parent before its child), and while any stay queued this one waits behind them."""
-    from ranking.tracking import queue
-
-    if not settings.enabled:
-        return TrackingRef(
-            record_id=record.record_id,
-            run_id=None,
-            experiment_id=None,
-            queued=False,
-            url=None,
-            message="tracking is off ([tracking] enabled = false)",
-        )
-    waiting = queue.drain_before(settings)
-    if waiting:
-        return queue.enqueue_record(record, settings, f"{waiting} earlier item(s) still queued")
-    try:
-        run_id, exp_id, notes = send_record(record, settings)
-    except Exception as exc:  # any MLflow trouble; a step is never failed by its tracking
-        log.debug("tracking %s failed", record.record_id, exc_info=True)
-        return queue.enqueue_record(record, settings, one_line(exc))
-    url = settings.run_url(exp_id, run_id)
-    message = f"tracked {record.record_id} as MLflow run {run_id}" + (f" ({url})" if url else "")
-    if notes:
-        message += "; " + "; ".join(notes)
-    return TrackingRef(
-        record_id=record.record_id,
-        run_id=run_id,
-        experiment_id=exp_id,
-        queued=False,
-        url=url,
-        message=one_line(message, 600),
-    )

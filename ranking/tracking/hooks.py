@@ -10,9 +10,9 @@ import datetime as dt
 import json
 import logging
 import time
-from collections.abc import Callable, Iterable, Mapping, Sequence
+from collections.abc import Callable, Iterable
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, Literal, Protocol
 
 from pydantic import BaseModel, ConfigDict, ValidationError
 
@@ -21,14 +21,9 @@ from ranking.core.summaries import StepError, TrackSummary, TrainSummary, parse_
 from ranking.tracking.builders import RetrainFolder, partitions_sha, retrain_decision, retrain_record
 
 if TYPE_CHECKING:
-    from ranking.backtest.day import DayRecord
-    from ranking.backtest.report import BacktestReport
-    from ranking.backtest.suite import SuiteSummary
     from ranking.config.loader import EffectiveConfig
     from ranking.core.workspace import Workspace
-    from ranking.pipeline.graph import RetrainContext, RunOutcome
-    from ranking.pipeline.pretrain import PretrainSummary
-    from ranking.review.summary import Review
+    from ranking.tracking.builders import PretrainFacts
     from ranking.tracking.client import TrackingRef
     from ranking.tracking.records import TrackingRecord
     from ranking.tracking.settings import TrackingSettings
@@ -48,7 +43,7 @@ def send(record: TrackingRecord, settings: TrackingSettings, *, say: bool = True
     a run is never failed by its tracking)."""
     if not settings.enabled:
         return None
-    from ranking.tracking.client import track
+    from ranking.tracking.outbox import track
 
     try:
         ref = track(record, settings)
@@ -144,8 +139,15 @@ def run_dir_artifacts(run_dir: str | Path | None) -> list[str]:
     return [str(folder / name) for name in RUN_DIR_ARTIFACTS if (folder / name).is_file()]
 
 
+class Outcome(Protocol):
+    """The run so far (``ranking.pipeline.graph.RunOutcome``, above this package: read by shape)."""
+
+    status: Literal["success", "failed"]
+    failed_step: str | None
+
+
 def read_retrain_folder(
-    folder: Path, run_id: str, outcome: RunOutcome | None, now: Callable[[], float] = time.time
+    folder: Path, run_id: str, outcome: Outcome | None, now: Callable[[], float] = time.time
 ) -> RetrainFolder:
     """A pipeline run folder as a :class:`RetrainFolder`; a summary that does not parse is left
     out (named in the log), never a reason not to track the run."""
@@ -203,32 +205,34 @@ def read_retrain_folder(
 # ------------------------------------------------------------------------------------------
 
 
-def track_retrain(ctx: RetrainContext, run: RunOutcome) -> CommandResult[TrackSummary]:
-    """The graph's ``track`` step: the pipeline run as one MLflow run (``retrain:<run id>``).
-    Exit 0 whatever MLflow said: a queued or failed send is told in the summary and the log."""
-    ws = ctx.ws
+def track_retrain(
+    ws: Workspace, effective: EffectiveConfig, run_id: str, registry_url: str, run: Outcome
+) -> CommandResult[TrackSummary]:
+    """The graph's ``track`` step: the pipeline run ``run_id`` as one MLflow run
+    (``retrain:<run id>``). Exit 0 whatever MLflow said: a queued or failed send is told in the
+    summary and the log."""
     try:
-        settings = settings_for(ws.root, ctx.effective)
+        settings = settings_for(ws.root, effective)
     except (ValueError, ValidationError) as exc:
         return _tracked(None, None, None, f"not tracked: the [tracking] settings are not usable ({exc})")
     if not settings.enabled:
         return _tracked(None, None, None, "not tracked: [tracking] enabled = false")
     try:
-        folder = read_retrain_folder(ws.pipeline / ctx.run_id, ctx.run_id, run)
+        folder = read_retrain_folder(ws.pipeline / run_id, run_id, run)
         record = retrain_record(folder)
     except Exception as exc:  # a record we could not build (any cause): said, never the run's failure
-        log.warning("MLflow: run %s not tracked: %s", ctx.run_id, exc)
+        log.warning("MLflow: run %s not tracked: %s", run_id, exc)
         return _tracked(None, None, None, f"not tracked: {exc}")
     decision = retrain_decision(folder)[0]
     ref = send(record, settings, say=False)
     if ref is None:
-        return _tracked(record, None, decision, f"not tracked: run {ctx.run_id} (see the log)")
+        return _tracked(record, None, decision, f"not tracked: run {run_id} (see the log)")
     message = ref.message
     version = record.tags.get("ranker.version")
     if decision in PROMOTED_DECISIONS and version:
         # mirrored here, after the run is logged, so the model version links to the run that made it
         # (the promote step ran before this run existed in MLflow); queued behind it when MLflow is down
-        message += "; " + _mirror(ctx.registry_url(), settings, version)
+        message += "; " + _mirror(registry_url, settings, version)
     return _tracked(record, ref, decision, message)
 
 
@@ -236,7 +240,7 @@ PROMOTED_DECISIONS = frozenset({"promoted", "promoted-forced"})
 
 
 def _mirror(registry: str, settings: TrackingSettings, version: str) -> str:
-    from ranking.tracking.registry import mirror_champion
+    from ranking.tracking.outbox import mirror_champion
 
     try:
         return mirror_champion(registry, settings, [version])
@@ -303,7 +307,7 @@ def step_summaries(folder: Path, steps: Iterable[str]) -> list[str]:
 def track_pretrain(
     ws: Workspace,
     effective: EffectiveConfig | None,
-    pretrain: PretrainSummary,
+    pretrain: PretrainFacts,
     train: TrainSummary | None,
     *,
     started: float,
@@ -346,7 +350,7 @@ def send_family(
             if ref.queued:
                 got = enqueue_record(child, settings, f"its parent {parent.record_id} is queued")
             else:
-                from ranking.tracking.client import track
+                from ranking.tracking.outbox import track
 
                 got = track(child, settings)
         except Exception as exc:  # as in send: never the run's failure
@@ -356,121 +360,3 @@ def send_family(
         sent += not got.queued and got.run_id is not None
     log.info("MLflow: %s: %d child run(s) sent, %d queued", parent.record_id, sent, queued)
     return ref
-
-
-def _days_of(folders: Iterable[tuple[str, Path]]) -> dict[str, list[DayRecord]]:
-    """Each recipe's recorded days (``<recipe folder>/days/<date>.json``)."""
-    from ranking.backtest.day import DayRecord
-
-    found: dict[str, list[DayRecord]] = {}
-    for recipe, folder in folders:
-        days = []
-        for path in sorted((folder / "days").glob("*.json")):
-            try:
-                days.append(DayRecord.read(path))
-            except (OSError, ValueError) as exc:
-                log.warning("MLflow: %s left out (%s)", path, str(exc).splitlines()[0])
-        found[recipe] = days
-    return found
-
-
-def track_backtest(
-    ws: Workspace,
-    effective: EffectiveConfig | None,
-    report: BacktestReport,
-    backtest_id: str,
-    paths: Mapping[str, str],
-    *,
-    started: float,
-    code_version: str | None = None,
-) -> TrackingRef | None:
-    """``ranker backtest``: one parent run, a child per recipe and day (experiment ranker-backtest)."""
-    from ranking.tracking.builders import BACKTEST_EXPERIMENT, backtest_record, day_records
-
-    try:
-        settings = settings_for(ws.root, effective)
-        parent = backtest_record(
-            report,
-            backtest_id,
-            artifacts=[str(Path(p).resolve()) for p in paths.values() if Path(p).is_file()],
-            code_version=code_version,
-            start_ms=_ms(started),
-            end_ms=_ms(time.time()),
-        )
-        children = day_records(report.days, parent_id=parent.record_id, experiment=BACKTEST_EXPERIMENT)
-    except Exception as exc:  # as in track_retrain: never the backtest's failure
-        log.warning("MLflow: backtest %s not tracked: %s", backtest_id, exc)
-        return None
-    return send_family(parent, children, settings)
-
-
-def track_suite(
-    ws: Workspace,
-    effective: EffectiveConfig | None,
-    summary: SuiteSummary,
-    backtest_id: str,
-    injections: Sequence[str],
-    *,
-    started: float,
-    code_version: str | None = None,
-) -> TrackingRef | None:
-    """``ranker backtest --inject``: the gate suite as one run of ranker-backtest."""
-    from ranking.tracking.builders import suite_record
-
-    try:
-        settings = settings_for(ws.root, effective)
-        files = [p for brief in summary.recipes.values() for p in _report_files(brief)]
-        record = suite_record(
-            summary,
-            backtest_id,
-            injections,
-            artifacts=files,
-            code_version=code_version,
-            start_ms=_ms(started),
-            end_ms=_ms(time.time()),
-        )
-    except Exception as exc:  # as in track_retrain: never the suite's failure
-        log.warning("MLflow: gate suite %s not tracked: %s", backtest_id, exc)
-        return None
-    return send(record, settings)
-
-
-def _report_files(brief: Mapping[str, object]) -> list[str]:
-    report = brief.get("report")
-    paths = report.values() if isinstance(report, dict) else []
-    return [str(Path(p).resolve()) for p in paths if isinstance(p, str) and Path(p).is_file()]
-
-
-def track_review(
-    ws: Workspace,
-    effective: EffectiveConfig | None,
-    review: Review,
-    recipe_folders: Iterable[tuple[str, Path]],
-    *,
-    started: float,
-    code_version: str | None = None,
-    run_id: str | None = None,
-) -> TrackingRef | None:
-    """``ranker review`` (and the ranker_recipe_review DAG): the review as a parent run, its
-    recipes' replayed days as children (experiment ranker-review); ``run_id`` (``--run-id``, the
-    DAG's) tags the parent, so the DAG's task can link to it."""
-    from ranking.tracking.builders import REVIEW_EXPERIMENT, day_records, review_record
-
-    try:
-        settings = settings_for(ws.root, effective)
-        days = _days_of(recipe_folders)
-        parent = review_record(
-            review,
-            days=days,
-            artifacts=[str(Path(p).resolve()) for p in review.report.values() if Path(p).is_file()],
-            code_version=code_version,
-            start_ms=_ms(started),
-            end_ms=_ms(time.time()),
-        )
-        if run_id:
-            parent.tags["ranker.run_id"] = run_id
-        children = day_records(days, parent_id=parent.record_id, experiment=REVIEW_EXPERIMENT)
-    except Exception as exc:  # as in track_retrain: never the review's failure
-        log.warning("MLflow: review %s not tracked: %s", review.review_id, exc)
-        return None
-    return send_family(parent, children, settings)

@@ -14,13 +14,13 @@ from collections.abc import Iterator
 from pathlib import Path
 from typing import TYPE_CHECKING, Annotated, Literal
 
-from pydantic import BaseModel, ConfigDict, Field, ValidationError
+from pydantic import BaseModel, ConfigDict, Field
 
 from ranking.core.atomic import atomic_write_text
+from ranking.tracking.client import TrackingRef, one_line
 from ranking.tracking.records import TrackingRecord
 
 if TYPE_CHECKING:
-    from ranking.tracking.client import TrackingRef
     from ranking.tracking.settings import TrackingSettings
 
 log = logging.getLogger(__name__)
@@ -59,8 +59,6 @@ class DeleteItem(_Item):
     kind: Literal["delete"] = "delete"
     record_ids: list[str] = Field(default_factory=list)
     versions: list[str] = Field(default_factory=list)
-    run_versions: list[str] = Field(default_factory=list)
-    """versions whose run folders went: the MLflow runs that trained them go, the versions stay"""
 
 
 QueueItem = Annotated[RunItem | ChampionItem | DeleteItem, Field(discriminator="kind")]
@@ -136,8 +134,6 @@ def enqueue(item: RunItem | ChampionItem | DeleteItem, settings: TrackingSetting
 
 
 def enqueue_record(record: TrackingRecord, settings: TrackingSettings, why: str) -> TrackingRef:
-    from ranking.tracking.client import TrackingRef, one_line
-
     try:
         path = enqueue(RunItem(record=record), settings, why)
     except OSError as exc:  # even the queue cannot be written (a full disk): say so, still no raise
@@ -168,68 +164,3 @@ def enqueue_record(record: TrackingRecord, settings: TrackingSettings, why: str)
 
 def read_entry(path: Path) -> QueueEntry:
     return QueueEntry.model_validate_json(path.read_text())
-
-
-def deliver(item: RunItem | ChampionItem | DeleteItem, settings: TrackingSettings) -> str:
-    """Send one item (raises on MLflow trouble); a one-line note of what it did."""
-    if isinstance(item, RunItem):
-        from ranking.tracking.client import send_record
-
-        run_id, _, notes = send_record(item.record, settings)
-        return "; ".join([f"run {item.record.record_id} -> {run_id}", *notes])
-    from ranking.tracking import registry
-
-    if isinstance(item, ChampionItem):
-        return registry.send_champion(item, settings)
-    return registry.send_deletions(item, settings)
-
-
-class ReplayResult(BaseModel):
-    model_config = ConfigDict(extra="forbid")
-
-    sent: list[str] = Field(default_factory=list)
-    """queue file names sent (and removed)"""
-    left: int = 0
-    failed: str | None = None
-    """the first file that failed and why (the replay stopped there)"""
-    busy: bool = False
-    """another replay held the queue"""
-
-
-def replay(settings: TrackingSettings, wait: float = 60.0) -> ReplayResult:
-    """Send the queue oldest first, removing each file once sent; stop at the first failure."""
-    from ranking.tracking.client import one_line
-
-    result = ReplayResult()
-    with queue_lock(settings, wait=wait) as held:
-        if not held:
-            return ReplayResult(left=len(queued_files(settings)), busy=True)
-        files = queued_files(settings)
-        for n, queued in enumerate(files):
-            try:
-                entry = read_entry(queued.path)
-            except (ValidationError, ValueError, OSError) as exc:
-                # not ours to delete: a person looks at it (and removes it) before later items move
-                result.failed = f"{queued.path.name}: unreadable ({one_line(exc)})"
-                result.left = len(files) - n
-                return result
-            try:
-                note = deliver(entry.item, settings)
-            except Exception as exc:  # MLflow trouble: the item and those after it stay
-                log.debug("replay of %s failed", queued.path.name, exc_info=True)
-                result.failed = f"{queued.path.name}: {one_line(exc)}"
-                result.left = len(files) - n
-                return result
-            log.info("sent %s: %s", queued.path.name, note)
-            queued.path.unlink(missing_ok=True)
-            result.sent.append(queued.path.name)
-    return result
-
-
-def drain_before(settings: TrackingSettings) -> int:
-    """Before sending something new: replay what waits, so the order holds; the items still
-    queued after (0: send the new one now). A replay busy in another process counts as waiting."""
-    if not queued_files(settings):
-        return 0
-    result = replay(settings, wait=0)
-    return result.left

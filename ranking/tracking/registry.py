@@ -14,13 +14,12 @@ import logging
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from ranking.tracking.client import bounded_calls, find_run, mlflow_client, one_line, store_lock
-from ranking.tracking.queue import ChampionItem, DeleteItem, drain_before, enqueue
+from ranking.tracking.client import bounded_calls, find_run, mlflow_client, store_lock
+from ranking.tracking.queue import ChampionItem, DeleteItem
 from ranking.tracking.settings import TrackingSettings
 
 if TYPE_CHECKING:
     from mlflow import MlflowClient
-    from mlflow.entities import Run
 
     from ranking.registry import Registry
 
@@ -29,10 +28,8 @@ log = logging.getLogger(__name__)
 CHAMPION_ALIAS = "champion"
 VERSION_TAG = "ranker.version"
 SOURCE_TAG = "ranker.source"
-# the record id of `ranker train` on its own: "train:<run folder name>" (ranking/tracking/builders.py)
-TRAIN_RECORD_PREFIX = "train:"
-KIND_TAG = "ranker.kind"
-TRAINING_KINDS = frozenset({"retrain", "train", "pretrain"})
+# the record ids of a training: "<kind>:<run folder name>" (ranking/tracking/builders.py)
+TRAINING_RECORD_PREFIXES = ("train", "retrain", "pretrain")
 
 
 def version_source(registry_url: str, version: str) -> str:
@@ -49,27 +46,22 @@ def mlflow_version(client: MlflowClient, model_name: str, version: str) -> str |
     return str(min(int(v.version) for v in found)) if found else None
 
 
-def runs_that_trained(client: MlflowClient, experiments: list[str], version: str) -> list[Run]:
-    """The active runs that made ``version``: a pipeline run, ``ranker train`` or ``ranker pretrain``
-    (tag ``ranker.version``; a backtest's day runs carry no version), oldest first."""
-    runs = client.search_runs(
-        experiments,
-        filter_string=f"tags.`{VERSION_TAG}` = '{version}'",
-        order_by=["attributes.start_time ASC"],
-    )
-    return [r for r in runs if r.data.tags.get(KIND_TAG) in TRAINING_KINDS]
+def training_records(run_folder: str) -> list[str]:
+    """The record ids a run folder's training can have been tracked under: ``ranker train`` on its
+    own, a pipeline run, a pretrain (each names its run folder after its run id). Exact ids, so a
+    server shared by several workspaces, whose versions repeat (v0001 in each), links the right run."""
+    return [f"{prefix}:{run_folder}" for prefix in TRAINING_RECORD_PREFIXES]
 
 
 def training_run_id(client: MlflowClient, reg: Registry, version: str) -> str | None:
-    """The MLflow run of ``version``'s training run, when it was tracked: ``ranker train``'s record
-    of its run folder, else the run that registered it (a retrain pipeline run, a pretrain)."""
+    """The MLflow run that trained ``version``, when it was tracked."""
     run_dir = Path(reg.record(version).source_run_dir).name
     experiments = _all_experiments(client)
-    run = find_run(client, experiments, f"{TRAIN_RECORD_PREFIX}{run_dir}")
-    if run is None:
-        made = runs_that_trained(client, experiments, version)
-        run = made[0] if made else None
-    return run.info.run_id if run else None
+    for record_id in training_records(run_dir):
+        run = find_run(client, experiments, record_id)
+        if run is not None:
+            return run.info.run_id
+    return None
 
 
 def ensure_version(client: MlflowClient, reg: Registry, version: str, settings: TrackingSettings) -> str:
@@ -132,31 +124,6 @@ def send_champion(item: ChampionItem, settings: TrackingSettings) -> str:
     return f"{settings.model_name}@{CHAMPION_ALIAS} -> version {numbers[champion]} ({champion})"
 
 
-def mirror_champion(registry_url: str, settings: TrackingSettings, versions: list[str] | None = None) -> str:
-    """After a promotion or a rollback: register ``versions`` and move the alias to the project's
-    champion, or queue that when MLflow is down. Never raises; one line for the operator."""
-    if not settings.enabled:
-        return "tracking is off"
-    item = ChampionItem(registry=registry_url, versions=versions or [])
-    why = None
-    waiting = drain_before(settings)
-    if waiting:
-        why = f"{waiting} earlier item(s) still queued"
-    else:
-        try:
-            return send_champion(item, settings)
-        except Exception as exc:  # MLflow trouble never fails a promotion
-            log.debug("mirroring the champion failed", exc_info=True)
-            why = one_line(exc)
-    try:
-        path = enqueue(item, settings, why)
-    except OSError as exc:
-        return one_line(f"MLflow champion alias not updated ({why}) and not queued: {exc}", 600)
-    return one_line(
-        f"MLflow champion alias not updated ({why}): queued as {path}; `ranker tracking replay` sends it"
-    )
-
-
 def send_deletions(item: DeleteItem, settings: TrackingSettings) -> str:
     """Delete the runs of ``item.record_ids`` (MLflow's soft delete) and the model versions of
     ``item.versions`` (raises on MLflow trouble)."""
@@ -170,10 +137,6 @@ def send_deletions(item: DeleteItem, settings: TrackingSettings) -> str:
             while (run := find_run(client, experiments, record_id)) is not None:
                 client.delete_run(run.info.run_id)
                 runs += 1
-        for version in item.run_versions:
-            for run in runs_that_trained(client, experiments, version):
-                client.delete_run(run.info.run_id)
-                runs += 1
         for version in item.versions:
             try:
                 number = mlflow_version(client, settings.model_name, version)
@@ -185,33 +148,6 @@ def send_deletions(item: DeleteItem, settings: TrackingSettings) -> str:
                 client.delete_model_version(settings.model_name, number)
                 versions += 1
     return f"deleted {runs} MLflow run(s), {versions} model version(s)"
-
-
-def prune(
-    record_ids: list[str],
-    versions: list[str],
-    settings: TrackingSettings,
-    run_versions: list[str] | None = None,
-) -> str:
-    """``ranker gc`` removed these: delete their MLflow runs and model versions (and the runs that
-    trained ``run_versions``, whose run folders went), or queue that. Never raises; one line."""
-    run_versions = run_versions or []
-    if not settings.enabled or not (record_ids or versions or run_versions):
-        return ""
-    item = DeleteItem(record_ids=record_ids, versions=versions, run_versions=run_versions)
-    waiting = drain_before(settings)
-    why = f"{waiting} earlier item(s) still queued" if waiting else None
-    if why is None:
-        try:
-            return send_deletions(item, settings)
-        except Exception as exc:  # MLflow trouble never fails gc
-            log.debug("deleting MLflow runs failed", exc_info=True)
-            why = one_line(exc)
-    try:
-        path = enqueue(item, settings, why)
-    except OSError as exc:
-        return one_line(f"MLflow runs of what gc removed not deleted ({why}), not queued: {exc}", 600)
-    return one_line(f"MLflow runs of what gc removed not deleted ({why}): queued as {path}", 600)
 
 
 def sync(registry_url: str, settings: TrackingSettings) -> str:

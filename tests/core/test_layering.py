@@ -119,6 +119,9 @@ LAYERS: tuple[frozenset[str], ...] = (
     frozenset({"ranking.trainer"}),
     frozenset({"ranking.gate"}),
     frozenset({"ranking.config"}),
+    # MLflow: records from the step summaries, sent or queued; the pipeline, backtests and reviews
+    # track through it (their own records live with them: ranking/backtest/tracking.py, ...)
+    frozenset({"ranking.tracking"}),
     frozenset({"ranking.pipeline", "ranking.study"}),
     frozenset({"ranking.backtest"}),  # replays the pipeline (ranker run, ranker pretrain)
     frozenset({"ranking.review"}),  # the weekly recipe review, on the backtest engine

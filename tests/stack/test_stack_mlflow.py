@@ -238,7 +238,7 @@ def test_mlflow_starts_with_the_stack_on_loopback_only(stack: Stack, observed: d
 LOCAL_WRITE = """
 import json, sys
 from pathlib import Path
-from ranking.tracking.client import track
+from ranking.tracking.outbox import track
 from ranking.tracking.records import TrackingRecord
 from ranking.tracking.settings import tracking_settings
 home, experiment, artifact = sys.argv[1:4]

@@ -10,8 +10,8 @@ from mlflow import MlflowClient
 
 from ranking.backtest.gates import Regret
 from ranking.backtest.suite import GateBrief, SuiteSummary
-from ranking.tracking.builders import BACKTEST_EXPERIMENT, suite_record
-from ranking.tracking.hooks import track_suite
+from ranking.backtest.tracking import suite_record, track_suite
+from ranking.tracking.builders import BACKTEST_EXPERIMENT
 
 
 def _regret(vs_oracle: float | None, served: float | None) -> Regret:

@@ -20,7 +20,7 @@ from ranking.cli.main import main
 from ranking.config.model import TrackingSection
 from ranking.registry import Registry
 from ranking.registry.retention import EXPIRED_RUN, REGISTERED_FILE
-from ranking.tracking.client import track
+from ranking.tracking.outbox import track
 from ranking.tracking.queue import queued_files
 from ranking.tracking.records import TrackingRecord
 from ranking.tracking.settings import tracking_settings
@@ -69,13 +69,14 @@ def test_gc_deletes_the_mlflow_runs_of_the_run_folders_it_removes(
     monkeypatch.setenv("RANKER_MLFLOW_TRACKING_URI", running_mlflow.url)
     settings = tracking_settings(home, TrackingSection(uri=running_mlflow.url, model_name="ranker-gc"))
     old_runs = [
-        _trained(settings, old, "2026-01-01"),
+        _trained(settings, old, "old"),
         track(
             TrackingRecord(record_id="train:old", experiment="ranker-train", run_name="old"), settings
         ).run_id,
     ]
-    fresh_run = _trained(settings, fresh, "2026-01-02")
-    # a backtest day's run with the same version tag is not a training run of it: kept
+    fresh_run = _trained(settings, fresh, "fresh")
+    # another workspace on the same server has its own v0001 (versions repeat across registries),
+    # and a backtest day carries the version too: neither is the removed folder's training, both kept
     day = track(
         TrackingRecord(
             record_id="backtest:b:day:2026-01-01:naive",
@@ -85,6 +86,7 @@ def test_gc_deletes_the_mlflow_runs_of_the_run_folders_it_removes(
         ),
         settings,
     ).run_id
+    elsewhere = _trained(settings, old, "another-workspaces-run")
 
     assert main(["gc", "--home", str(home), "--json"]) == 0
     removed = json.loads(capsys.readouterr().out)["removed"]
@@ -95,6 +97,7 @@ def test_gc_deletes_the_mlflow_runs_of_the_run_folders_it_removes(
     assert [client.get_run(r).info.lifecycle_stage for r in old_runs] == ["deleted", "deleted"]  # type: ignore[arg-type]
     assert client.get_run(fresh_run).info.lifecycle_stage == "active"  # type: ignore[arg-type]
     assert client.get_run(day).info.lifecycle_stage == "active"  # type: ignore[arg-type]
+    assert client.get_run(elsewhere).info.lifecycle_stage == "active"  # type: ignore[arg-type]
 
 
 def test_gc_with_mlflow_down_succeeds_and_queues_the_deletion(
@@ -110,7 +113,7 @@ def test_gc_with_mlflow_down_succeeds_and_queues_the_deletion(
     (home / "ranker.toml").write_text("[retention]\nkeep_runs = 0\nrun_days = 30\n")
     monkeypatch.setenv("RANKER_MLFLOW_TRACKING_URI", running_mlflow.url)
     settings = tracking_settings(home, TrackingSection(uri=running_mlflow.url))
-    _trained(settings, old, "2026-01-01")
+    _trained(settings, old, "old")
     running_mlflow.stop()
     assert main(["gc", "--home", str(home)]) == 0
     out = capsys.readouterr().out

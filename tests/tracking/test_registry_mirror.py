@@ -1,5 +1,5 @@
-"""The champion mirrored in MLflow's model registry: promote -> promote -> rollback through the
-project's own registry operations move the alias ``champion``; a queued alias event replays to
+"""The champion mirrored in MLflow's model registry: `ranker promote` -> `ranker promote` ->
+`ranker rollback` (the commands an operator and the rollback DAG run) move the alias ``champion``; a queued alias event replays to
 what the project registry says then; gc's deletions; `ranker tracking sync`."""
 
 from __future__ import annotations
@@ -7,18 +7,26 @@ from __future__ import annotations
 import subprocess
 from pathlib import Path
 
+import pytest
 from mlflow import MlflowClient
 from mlflow_server import REPO, MlflowServer
 from registry_fixtures import RunFactory, bless
 
+from ranking.cli.main import main
 from ranking.config.model import TrackingSection
 from ranking.registry import Registry
-from ranking.registry.operations import PromoteRequest, RollbackRequest, promote, rollback
-from ranking.tracking.client import track
-from ranking.tracking.queue import queued_files, replay
+from ranking.registry.operations import PromoteRequest, promote
+from ranking.tracking.outbox import prune, replay, track
+from ranking.tracking.queue import queued_files
 from ranking.tracking.records import TrackingRecord
-from ranking.tracking.registry import CHAMPION_ALIAS, VERSION_TAG, prune
+from ranking.tracking.registry import CHAMPION_ALIAS, VERSION_TAG
 from ranking.tracking.settings import tracking_settings
+
+
+def _ranker(home: Path, url: str, *argv: str) -> None:
+    """A `ranker` command in this process, as the rollback DAG runs it, on the registry at ``url``
+    (MLflow: $RANKER_MLFLOW_TRACKING_URI; the workspace's config names the model)."""
+    assert main([*argv, "--home", str(home), "--registry", url]) == 0
 
 
 def _champion(client: MlflowClient, name: str = "ranker") -> str:
@@ -35,7 +43,7 @@ def _versions(reg: Registry, make_run: RunFactory, n: int) -> list[str]:
 
 
 def test_the_alias_follows_promote_promote_rollback(
-    running_mlflow: MlflowServer, tmp_path: Path, make_run: RunFactory
+    running_mlflow: MlflowServer, tmp_path: Path, make_run: RunFactory, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     settings = tracking_settings(tmp_path, TrackingSection(uri=running_mlflow.url))
     url = str(tmp_path / "registry")
@@ -47,12 +55,13 @@ def test_the_alias_follows_promote_promote_rollback(
         TrackingRecord(record_id=f"train:{run_dir}", experiment="ranker-train", run_name=run_dir), settings
     )
     client = MlflowClient(running_mlflow.url)
-    promote(PromoteRequest(url, v1, "first", force=True, tracking=settings))
+    monkeypatch.setenv("RANKER_MLFLOW_TRACKING_URI", running_mlflow.url)
+    _ranker(tmp_path, url, "promote", v1, "--reason", "first", "--force")
     assert _champion(client) == v1
     assert client.get_model_version_by_alias("ranker", CHAMPION_ALIAS).run_id == trained.run_id
-    promote(PromoteRequest(url, v2, "better", force=True, tracking=settings))
+    _ranker(tmp_path, url, "promote", v2, "--reason", "better", "--force")
     assert _champion(client) == v2
-    rollback(RollbackRequest(url, "v2 broke serving", tracking=settings))
+    _ranker(tmp_path, url, "rollback", "--reason", "v2 broke serving")
     assert _champion(client) == v1
     tagged = client.search_model_versions("name = 'ranker'")
     assert sorted(v.tags[VERSION_TAG] for v in tagged) == [v1, v2]  # registered once each
@@ -60,16 +69,18 @@ def test_the_alias_follows_promote_promote_rollback(
 
 
 def test_a_queued_alias_event_replays_to_the_registry_now(
-    running_mlflow: MlflowServer, tmp_path: Path, make_run: RunFactory
+    running_mlflow: MlflowServer, tmp_path: Path, make_run: RunFactory, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     settings = tracking_settings(tmp_path, TrackingSection(uri=running_mlflow.url, model_name="ranker-q"))
     url = str(tmp_path / "registry")
     reg = Registry(url)
     v1, v2 = _versions(reg, make_run, 2)
-    promote(PromoteRequest(url, v1, "first", force=True, tracking=settings))
+    (tmp_path / "ranker.toml").write_text('[tracking]\nmodel_name = "ranker-q"\n')
+    monkeypatch.setenv("RANKER_MLFLOW_TRACKING_URI", running_mlflow.url)
+    _ranker(tmp_path, url, "promote", v1, "--reason", "first", "--force")
     running_mlflow.stop()
-    promote(PromoteRequest(url, v2, "second", force=True, tracking=settings))  # queued, never raises
-    rollback(RollbackRequest(url, "back", tracking=settings))  # queued behind it
+    _ranker(tmp_path, url, "promote", v2, "--reason", "second", "--force")  # queued
+    _ranker(tmp_path, url, "rollback", "--reason", "back")  # queued behind it
     assert len(queued_files(settings)) == 2
     running_mlflow.start()
     result = replay(settings)

@@ -171,7 +171,7 @@ def _tiny_backtest(tmp_path: Path) -> tuple[Any, Any, dict[str, str]]:
 
 
 def test_a_backtest_is_a_parent_run_with_a_child_per_recipe_and_day(tmp_path: Path) -> None:
-    from ranking.tracking.hooks import track_backtest
+    from ranking.backtest.tracking import track_backtest
 
     bt, report, paths = _tiny_backtest(tmp_path)
     # the recipe homes track nothing of their own: their days are the backtest's children
@@ -223,8 +223,8 @@ def test_a_backtest_with_mlflow_down_is_queued_parent_first(
     behind it at once (not one timeout each), and nothing raises."""
     import time
 
+    from ranking.backtest import tracking as hooks
     from ranking.config.model import TrackingSection
-    from ranking.tracking import hooks
     from ranking.tracking.queue import queued_files, read_entry
     from ranking.tracking.settings import tracking_settings
 

@@ -14,7 +14,8 @@ from mlflow import MlflowClient
 from mlflow_server import REPO, MlflowServer
 
 from ranking.config.model import TrackingSection
-from ranking.tracking.client import CHANGED_PARAM_TAG, track
+from ranking.tracking.client import CHANGED_PARAM_TAG
+from ranking.tracking.outbox import track
 from ranking.tracking.queue import queued_files
 from ranking.tracking.records import RECORD_ID_TAG, MetricPoint, TrackingRecord
 from ranking.tracking.settings import TrackingSettings, tracking_settings
