@@ -67,6 +67,13 @@ class TrackingRef(BaseModel):
     message: str
     """one line for the operator"""
 
+    @classmethod
+    def unsent(cls, record_id: str, message: str, *, queued: bool = False) -> TrackingRef:
+        """A record that has no MLflow run (yet): queued, or not tracked at all."""
+        return cls(
+            record_id=record_id, run_id=None, experiment_id=None, queued=queued, url=None, message=message
+        )
+
 
 def one_line(exc: BaseException | str, limit: int = _MAX_MESSAGE_CHARS) -> str:
     text = " ".join(str(exc).split()) or type(exc).__name__

@@ -36,14 +36,7 @@ def track(record: TrackingRecord, settings: TrackingSettings) -> TrackingRef:
     (``queued=True``, a message naming ``ranker tracking replay``). Records queued before it are
     sent first (a parent before its child), and while any stay queued this one waits behind them."""
     if not settings.enabled:
-        return TrackingRef(
-            record_id=record.record_id,
-            run_id=None,
-            experiment_id=None,
-            queued=False,
-            url=None,
-            message="tracking is off ([tracking] enabled = false)",
-        )
+        return TrackingRef.unsent(record.record_id, "tracking is off ([tracking] enabled = false)")
     waiting = drain_before(settings)
     if waiting:
         return enqueue_record(record, settings, f"{waiting} earlier item(s) still queued")

@@ -137,29 +137,10 @@ def enqueue_record(record: TrackingRecord, settings: TrackingSettings, why: str)
     try:
         path = enqueue(RunItem(record=record), settings, why)
     except OSError as exc:  # even the queue cannot be written (a full disk): say so, still no raise
-        return TrackingRef(
-            record_id=record.record_id,
-            run_id=None,
-            experiment_id=None,
-            queued=False,
-            url=None,
-            message=one_line(
-                f"MLflow tracking of {record.record_id} lost: {why}; and the queue"
-                f" could not be written: {exc}",
-                600,
-            ),
-        )
-    return TrackingRef(
-        record_id=record.record_id,
-        run_id=None,
-        experiment_id=None,
-        queued=True,
-        url=None,
-        message=one_line(
-            f"MLflow not reached ({why}): queued {record.record_id} as {path}; `{REPLAY_HINT}` sends it",
-            600,
-        ),
-    )
+        lost = f"MLflow tracking of {record.record_id} lost: {why}; and the queue could not be written: {exc}"
+        return TrackingRef.unsent(record.record_id, one_line(lost, 600))
+    queued = f"MLflow not reached ({why}): queued {record.record_id} as {path}; `{REPLAY_HINT}` sends it"
+    return TrackingRef.unsent(record.record_id, one_line(queued, 600), queued=True)
 
 
 def read_entry(path: Path) -> QueueEntry:
